@@ -1,0 +1,98 @@
+//! Response header values fixed by the protocol: CORS (spec §4.0,
+//! PROTOCOL.md §12) and `Cache-Control` (PROTOCOL.md §9).
+
+use crate::dialect::Dialect;
+
+/// `Cache-Control` of every response except a blob download.
+pub const NO_CACHE: &str = "no-cache";
+
+/// The status of a preflight (`OPTIONS`) response.
+pub const PREFLIGHT_STATUS: u16 = 204;
+
+/// How long a browser may cache a preflight answer, in seconds.
+pub const CORS_MAX_AGE_SECS: u32 = 43_200;
+
+/// The longest time a bearer-authenticated private blob may be cached.
+pub const BEARER_CACHE_MAX_SECS: i64 = 7_200;
+
+impl Dialect {
+    /// The exactly four headers of an `OPTIONS` answer.
+    pub fn preflight_headers(self) -> [(&'static str, &'static str); 4] {
+        [
+            (
+                "access-control-allow-headers",
+                self.names().cors_allow_headers,
+            ),
+            (
+                "access-control-allow-methods",
+                "HEAD,GET,POST,PUT,DELETE,OPTIONS",
+            ),
+            ("access-control-allow-origin", "*"),
+            ("access-control-max-age", "43200"),
+        ]
+    }
+
+    /// The CORS headers of every other response.
+    pub fn cors_headers(self) -> [(&'static str, &'static str); 2] {
+        [
+            ("access-control-allow-origin", "*"),
+            (
+                "access-control-expose-headers",
+                self.names().cors_expose_headers,
+            ),
+        ]
+    }
+}
+
+/// Who a blob download is for, which decides how long and where it may be cached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlobAudience {
+    /// The record is public.
+    Public,
+    /// A private record, requested with a signed `Authorization` header.
+    PrivateSigned,
+    /// A private record, requested with a bearer token that expires in
+    /// `remaining_secs` seconds.
+    PrivateBearer { remaining_secs: i64 },
+}
+
+/// The `Cache-Control` of a successful blob download.
+pub fn blob_cache_control(audience: BlobAudience) -> String {
+    match audience {
+        BlobAudience::Public => "max-age=31536000, s-maxage=7200, immutable".to_owned(),
+        BlobAudience::PrivateSigned => "private, max-age=31536000, immutable".to_owned(),
+        BlobAudience::PrivateBearer { remaining_secs } => {
+            let n = remaining_secs.clamp(0, BEARER_CACHE_MAX_SECS);
+            format!("max-age={n}, s-maxage={n}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preflight_matches_the_spec() {
+        let headers = Dialect::Svc.preflight_headers();
+        assert_eq!(
+            headers[0].1,
+            "Authorization,Content-Type,X-Svc-Client-Id,Last-Event-Id,X-Svc-PublicKey"
+        );
+        assert_eq!(headers[3].1, CORS_MAX_AGE_SECS.to_string());
+    }
+
+    #[test]
+    fn bearer_cache_lifetime_is_capped() {
+        assert_eq!(
+            blob_cache_control(BlobAudience::PrivateBearer { remaining_secs: 60 }),
+            "max-age=60, s-maxage=60"
+        );
+        assert_eq!(
+            blob_cache_control(BlobAudience::PrivateBearer {
+                remaining_secs: 90_000
+            }),
+            "max-age=7200, s-maxage=7200"
+        );
+    }
+}

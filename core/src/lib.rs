@@ -1,0 +1,33 @@
+//! Folio's core: the whole protocol of a versioned-record server, with no IO.
+//!
+//! # What the core decides
+//!
+//! Everything a client can observe that is not a socket: the record model and
+//! its wire JSON ([`model`]); canonical JSON and version hashes
+//! ([`canonical`], [`hash`]); request signatures and bearer tokens ([`auth`]);
+//! the names of the two wire dialects ([`dialect`]); the problem+json
+//! catalogue ([`problem`]); and the fixed response headers ([`http`]).
+//!
+//! # What it never does
+//!
+//! It reads no clock, draws no randomness, opens no file or socket, and runs
+//! no async runtime. It builds for `wasm32-unknown-unknown` and behaves the
+//! same there as natively.
+//!
+//! # How a host drives it
+//!
+//! A host (the native server, the Cloudflare worker) holds the IO. For each
+//! request it hands the core what it received, the current time as a
+//! [`RecordDate`](model::RecordDate), fresh ids it drew, and whatever it
+//! fetched from its store; the core answers with a decision: a verified
+//! request, a record to store, a hash, or a [`Problem`](problem::Problem) to
+//! send back. The host never decides anything the protocol fixes; when it
+//! would need to, the decision belongs here.
+
+pub mod auth;
+pub mod canonical;
+pub mod dialect;
+pub mod hash;
+pub mod http;
+pub mod model;
+pub mod problem;

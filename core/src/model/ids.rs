@@ -1,0 +1,113 @@
+//! Fixed-length lowercase hex identifiers: record ids, version hashes and blob
+//! hashes (PROTOCOL.md §2). Each is stored as its bytes, so it is `Copy`,
+//! compares in the same order as its hex text, and cannot hold anything else.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Why a text is not a hex identifier of the expected kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected {expected_len} lowercase hex characters")]
+pub struct HexIdError {
+    pub expected_len: usize,
+}
+
+macro_rules! hex_id {
+    ($(#[$doc:meta])* $name:ident, $bytes:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name([u8; $bytes]);
+
+        impl $name {
+            /// Length of the hex form.
+            pub const HEX_LEN: usize = $bytes * 2;
+
+            pub const fn from_bytes(bytes: [u8; $bytes]) -> Self {
+                Self(bytes)
+            }
+
+            pub const fn as_bytes(&self) -> &[u8; $bytes] {
+                &self.0
+            }
+
+            /// Writes the hex form into `buf` and returns it.
+            pub fn encode<'b>(&self, buf: &'b mut [u8; $bytes * 2]) -> &'b str {
+                encode_lower_hex(&self.0, buf)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = HexIdError;
+
+            fn from_str(text: &str) -> Result<Self, HexIdError> {
+                let mut bytes = [0; $bytes];
+                decode_lower_hex(text, &mut bytes)
+                    .map(|()| Self(bytes))
+                    .ok_or(HexIdError { expected_len: Self::HEX_LEN })
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.encode(&mut [0; $bytes * 2]))
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!(stringify!($name), "({})"), self)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.encode(&mut [0; $bytes * 2]))
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                super::deserialize_from_str(deserializer)
+            }
+        }
+    };
+}
+
+hex_id!(
+    /// A record id: 128 bits, written as 32 lowercase hex characters. The host
+    /// draws fresh ones from its randomness source.
+    RecordId,
+    16
+);
+hex_id!(
+    /// A version hash: the SHA-256 of a version's canonical form, as 64
+    /// lowercase hex characters (see [`crate::hash`]).
+    VersionHash,
+    32
+);
+hex_id!(
+    /// A blob hash: the SHA-256 of the blob's bytes, as 64 lowercase hex characters.
+    BlobHash,
+    32
+);
+
+fn encode_lower_hex<'b>(bytes: &[u8], buf: &'b mut [u8]) -> &'b str {
+    // `hex` writes lowercase and only fails on a length mismatch, which the
+    // callers' array sizes rule out.
+    match hex::encode_to_slice(bytes, buf) {
+        Ok(()) => std::str::from_utf8(buf).unwrap_or_default(),
+        Err(_) => "",
+    }
+}
+
+/// Decodes `text` into `out` if it is exactly `2 * out.len()` lowercase hex
+/// characters. (`hex` alone would also take uppercase.)
+fn decode_lower_hex(text: &str, out: &mut [u8]) -> Option<()> {
+    let lowercase_hex = |b: &u8| matches!(b, b'0'..=b'9' | b'a'..=b'f');
+    if text.len() != out.len() * 2 || !text.bytes().all(|b| lowercase_hex(&b)) {
+        return None;
+    }
+    hex::decode_to_slice(text, out).ok()
+}

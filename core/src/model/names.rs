@@ -1,0 +1,103 @@
+//! Entity names and tags: the two kinds of name a record holds as plain text.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use unicode_normalization::is_nfc;
+
+/// An entity name: 1 to 252 characters from `a-z`, `0-9`, `.` and `-`
+/// (PROTOCOL.md §2). An entity is who authors records and who permissions name.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Entity(String);
+
+/// Why a text is not an [`Entity`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "an entity is 1 to {} characters of a-z, 0-9, '.' and '-'",
+    Entity::MAX_LEN
+)]
+pub struct EntityError;
+
+impl Entity {
+    pub const MAX_LEN: usize = 252;
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Entity {
+    type Err = EntityError;
+
+    fn from_str(text: &str) -> Result<Self, EntityError> {
+        let allowed = |b: u8| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-');
+        if (1..=Self::MAX_LEN).contains(&text.len()) && text.bytes().all(allowed) {
+            Ok(Self(text.to_owned()))
+        } else {
+            Err(EntityError)
+        }
+    }
+}
+
+/// A tag: 1 to 100 characters (Unicode code points), in NFC.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Tag(String);
+
+/// Why a text is not a [`Tag`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TagError {
+    #[error("a tag is 1 to {} characters", Tag::MAX_CHARS)]
+    Length,
+    #[error("a tag must be in Unicode normalization form C")]
+    NotNfc,
+}
+
+impl Tag {
+    pub const MAX_CHARS: usize = 100;
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Tag {
+    type Err = TagError;
+
+    fn from_str(text: &str) -> Result<Self, TagError> {
+        if !(1..=Self::MAX_CHARS).contains(&text.chars().count()) {
+            return Err(TagError::Length);
+        }
+        if !is_nfc(text) {
+            return Err(TagError::NotNfc);
+        }
+        Ok(Self(text.to_owned()))
+    }
+}
+
+macro_rules! text_name_impls {
+    ($name:ident) => {
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!(stringify!($name), "({:?})"), self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                super::deserialize_from_str(deserializer)
+            }
+        }
+    };
+}
+
+text_name_impls!(Entity);
+text_name_impls!(Tag);

@@ -1,0 +1,80 @@
+//! Record permissions (PROTOCOL.md §4).
+
+use std::fmt;
+
+use serde::de::{self, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::EntityLink;
+
+/// A record's permissions, exactly as its version carries them: defaults are a
+/// reading rule and are never written in. A missing `read` or `write` means
+/// the author alone; a missing `notify` means everyone in `read`; `{}` is
+/// private to the author.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Permissions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<ReadPermission>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<Vec<EntityLink>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Vec<EntityLink>>,
+}
+
+impl Permissions {
+    /// `{"read": "public"}`: what a Type record gets when it names none.
+    pub fn public() -> Self {
+        Self {
+            read: Some(ReadPermission::Public),
+            ..Self::default()
+        }
+    }
+}
+
+/// Who may read: everyone, or the listed entities (besides the author).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadPermission {
+    Public,
+    Entities(Vec<EntityLink>),
+}
+
+const PUBLIC: &str = "public";
+
+impl Serialize for ReadPermission {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ReadPermission::Public => serializer.serialize_str(PUBLIC),
+            ReadPermission::Entities(links) => links.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ReadPermission {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ReadVisitor;
+
+        impl<'de> Visitor<'de> for ReadVisitor {
+            type Value = ReadPermission;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"public\" or an array of entity links")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<ReadPermission, E> {
+                if text == PUBLIC {
+                    Ok(ReadPermission::Public)
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Str(text), &self))
+                }
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ReadPermission, A::Error> {
+                Vec::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(ReadPermission::Entities)
+            }
+        }
+
+        deserializer.deserialize_any(ReadVisitor)
+    }
+}

@@ -1,0 +1,206 @@
+//! Records and their versions (spec §2.1, §2.2).
+
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::{
+    EntityLink, Link, LinkKind, LinkPath, Permissions, RecordDate, RecordId, VersionHash,
+    VersionLink,
+};
+
+/// A live record's content: a JSON object shaped by its type.
+pub type Content = serde_json::Map<String, serde_json::Value>;
+
+/// One version of a record, as stored and served.
+///
+/// A live version carries `content`; a tombstone carries `no_content`. The
+/// wire form keeps the field order of the spec's table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "WireRecord")]
+pub struct Record {
+    pub author: EntityLink,
+    pub id: RecordId,
+    pub source: RecordSource,
+    pub created_at: RecordDate,
+    /// Set with the record's first version and never changed. Folio sets it
+    /// on every record it stores; a record built elsewhere may not have one.
+    pub received_at: Option<RecordDate>,
+    pub version: Version,
+    pub permissions: Permissions,
+    /// The Type record version that defines the content's schema.
+    pub type_link: VersionLink,
+    pub body: RecordBody,
+}
+
+/// The `version` object of a record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Version {
+    pub author: EntityLink,
+    pub hash: VersionHash,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_hash: Option<VersionHash>,
+    pub created_at: RecordDate,
+    /// Strictly increasing per user on Folio (see [`RecordDate::received_after`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_at: Option<RecordDate>,
+}
+
+/// What a version holds: content, or the tombstone that replaced it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordBody {
+    Live(Content),
+    Tombstone(NoContent),
+}
+
+/// A tombstone's `no_content`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoContent {
+    pub action: DeletionAction,
+    /// Every link of the last live version's content, so that link filters
+    /// still find the tombstone (PROTOCOL.md §5).
+    pub links: Vec<TombstoneLink>,
+}
+
+/// How a record was deleted (spec §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeletionAction {
+    /// Deleted for everyone; needs write permission.
+    Delete,
+    /// Removed from this server only; needs read permission.
+    Local,
+    /// The user leaves the record; needs read permission.
+    Leave,
+}
+
+/// One element of `no_content.links`: `{"path", "type", "link"}`, where
+/// `type` is the link's [`LinkKind`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(try_from = "WireTombstoneLink")]
+pub struct TombstoneLink {
+    pub path: LinkPath,
+    pub link: Link,
+}
+
+impl Serialize for TombstoneLink {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("TombstoneLink", 3)?;
+        s.serialize_field("path", &self.path)?;
+        s.serialize_field("type", &self.link.kind())?;
+        s.serialize_field("link", &self.link)?;
+        s.end()
+    }
+}
+
+/// Where a record came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordSource {
+    /// Created through this server.
+    #[serde(rename = "self")]
+    Own,
+    /// A built-in type, resolved rather than written. (The other sources of
+    /// the protocol belong to federation.)
+    Resolution,
+}
+
+impl Record {
+    pub fn content(&self) -> Option<&Content> {
+        match &self.body {
+            RecordBody::Live(content) => Some(content),
+            RecordBody::Tombstone(_) => None,
+        }
+    }
+
+    pub fn is_tombstone(&self) -> bool {
+        matches!(self.body, RecordBody::Tombstone(_))
+    }
+}
+
+impl Serialize for Record {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let fields = 8 + usize::from(self.received_at.is_some());
+        let mut s = serializer.serialize_struct("Record", fields)?;
+        s.serialize_field("author", &self.author)?;
+        s.serialize_field("id", &self.id)?;
+        s.serialize_field("source", &self.source)?;
+        s.serialize_field("created_at", &self.created_at)?;
+        if let Some(received_at) = &self.received_at {
+            s.serialize_field("received_at", received_at)?;
+        }
+        s.serialize_field("version", &self.version)?;
+        s.serialize_field("permissions", &self.permissions)?;
+        s.serialize_field("type", &self.type_link)?;
+        match &self.body {
+            RecordBody::Live(content) => s.serialize_field("content", content)?,
+            RecordBody::Tombstone(no_content) => s.serialize_field("no_content", no_content)?,
+        }
+        s.end()
+    }
+}
+
+/// The wire shape, before the one-of `content` / `no_content` rule is checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRecord {
+    author: EntityLink,
+    id: RecordId,
+    source: RecordSource,
+    created_at: RecordDate,
+    #[serde(default)]
+    received_at: Option<RecordDate>,
+    version: Version,
+    permissions: Permissions,
+    #[serde(rename = "type")]
+    type_link: VersionLink,
+    #[serde(default)]
+    content: Option<Content>,
+    #[serde(default)]
+    no_content: Option<NoContent>,
+}
+
+impl TryFrom<WireRecord> for Record {
+    type Error = &'static str;
+
+    fn try_from(wire: WireRecord) -> Result<Self, Self::Error> {
+        let body = match (wire.content, wire.no_content) {
+            (Some(content), None) => RecordBody::Live(content),
+            (None, Some(no_content)) => RecordBody::Tombstone(no_content),
+            _ => return Err("a record has exactly one of `content` and `no_content`"),
+        };
+        Ok(Record {
+            author: wire.author,
+            id: wire.id,
+            source: wire.source,
+            created_at: wire.created_at,
+            received_at: wire.received_at,
+            version: wire.version,
+            permissions: wire.permissions,
+            type_link: wire.type_link,
+            body,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireTombstoneLink {
+    path: LinkPath,
+    #[serde(rename = "type")]
+    kind: LinkKind,
+    link: serde_json::Value,
+}
+
+impl TryFrom<WireTombstoneLink> for TombstoneLink {
+    type Error = serde_json::Error;
+
+    fn try_from(wire: WireTombstoneLink) -> Result<Self, Self::Error> {
+        let link = Link::from_value(wire.kind, wire.link)?;
+        Ok(TombstoneLink {
+            path: wire.path,
+            link,
+        })
+    }
+}
