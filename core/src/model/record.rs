@@ -94,15 +94,18 @@ impl Serialize for TombstoneLink {
     }
 }
 
-/// Where a record came from.
+/// Where a record came from. Folio itself writes `self` (through this server)
+/// and `resolution` (built-in types); the other values name records that
+/// reached a user from elsewhere, and belong to federation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RecordSource {
-    /// Created through this server.
     #[serde(rename = "self")]
     Own,
-    /// A built-in type, resolved rather than written. (The other sources of
-    /// the protocol belong to federation.)
+    Notification,
+    NotificationUnknown,
+    Subscription,
+    Proxy,
     Resolution,
 }
 

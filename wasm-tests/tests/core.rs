@@ -1,0 +1,17 @@
+//! folio-core's behaviour tests, compiled for wasm32 and run under node.
+//!
+//! Each module is one of core's own integration test files, included as it
+//! is; inside them `#[test]` names `wasm_bindgen_test` on wasm32. So every
+//! check runs on both targets from one source.
+
+#[path = "../../core/tests/vectors.rs"]
+mod vectors;
+
+#[path = "../../core/tests/model.rs"]
+mod model;
+
+#[path = "../../core/tests/authorization.rs"]
+mod authorization;
+
+#[path = "../../core/tests/problems.rs"]
+mod problems;
