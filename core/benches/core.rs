@@ -1,1 +1,137 @@
+//! Core benchmarks: the version hash of a 1 KiB record, and an Authorization
+//! header's parse + verify against raw ed25519-dalek verification of the same
+//! message, the yardstick it should stay close to.
+//!
+//! Run: `cargo bench -p folio-core --bench core`
 
+use std::hint::black_box;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use criterion::{Criterion, criterion_group, criterion_main};
+use ed25519_dalek::{Signer, SigningKey};
+use folio_core::auth::{AppKey, SignedRequest};
+use folio_core::dialect::Dialect;
+use folio_core::model::Record;
+use serde_json::json;
+
+/// A message record as the messaging app of ../shared/real-types writes it,
+/// padded so that its hashed form is 1 KiB.
+fn message_record() -> Record {
+    let mut record = json!({
+        "author": {"entity": "alice.folio.example"},
+        "id": "6b1d5c0e9f8a4b7c8d2e3f4a5b6c7d8e",
+        "source": "self",
+        "created_at": "2026-11-21T10:15:30.1234567Z",
+        "received_at": "2026-11-21T10:15:30.2345678Z",
+        "version": {
+            "author": {"entity": "alice.folio.example"},
+            "hash": "0000000000000000000000000000000000000000000000000000000000000000",
+            "parent_hash": "4f2d8c6a0e1b3d5f7a9c2e4b6d8f0a1c3e5b7d9f2a4c6e8b0d1f3a5c7e9b2d4f",
+            "created_at": "2026-11-21T10:16:02.5790000Z",
+            "received_at": "2026-11-21T10:16:02.6000000Z"
+        },
+        "permissions": {
+            "read": [{"entity": "alice.folio.example"}, {"entity": "bob.folio.example"}],
+            "write": [{"entity": "alice.folio.example"}]
+        },
+        "type": {
+            "entity": "types.folio.example",
+            "record_id": "153b3cb3a2f0494e950599de1cc13ef3",
+            "version_hash": "c169efc698f0b42fd0b38f9a1a3430a0b31184b296c67246dd3ed31a4b701a5b"
+        },
+        "content": {
+            "conversation": {"entity": "alice.folio.example", "record_id": "7583995c51cf44ad972fdc123105e1dc"},
+            "text": "",
+            "mentions": [{"entity": "bob.folio.example"}],
+            "images": [{
+                "small": {
+                    "hash": "8456fcfc74e54a91aa7729d7c3d52bfc3406aca5d4ec49f087c5b9b45a686e99",
+                    "type": "image/jpeg",
+                    "name": "small.jpg",
+                    "size": 1200
+                },
+                "width": 640,
+                "height": 480
+            }],
+            "sent_at": 1732184130123_i64,
+            "reactions": {"👍": 2, "🎉": 1}
+        }
+    });
+    let base = serde_json::from_value::<Record>(record.clone())
+        .unwrap()
+        .hash_input()
+        .canonical_json()
+        .len();
+    record["content"]["text"] = json!(
+        "Meet at the cafe at noon? I'll bring the printed agenda and the notes. ".repeat(20)
+            [..1024 - base]
+            .to_owned()
+    );
+    let record: Record = serde_json::from_value(record).unwrap();
+    assert_eq!(record.hash_input().canonical_json().len(), 1024);
+    record
+}
+
+fn version_hash(c: &mut Criterion) {
+    let record = message_record();
+    c.bench_function("version hash, 1 KiB record", |b| {
+        b.iter(|| black_box(&record).hash_input().hash())
+    });
+}
+
+fn authorization(c: &mut Criterion) {
+    let key = SigningKey::from_bytes(&[7; 32]);
+    let app_key = AppKey::from_bytes(key.verifying_key().as_bytes()).unwrap();
+    let auth_id = "ffeeddccbbaa99887766554433221100".parse().unwrap();
+    let request = SignedRequest {
+        method: "GET",
+        path_and_query: "/api/alice/events?min=%222026-11-21T10%3A50%3A20.485Z%22&filter=%24%5B%27type%27%5D%3Dtypes.folio.example%2Bfe727f22b5c34fb185a370449e4f0128",
+        host: "alice.folio.example",
+        port: 443,
+    };
+    let headers: &[(&str, &str)] = &[
+        ("last-event-id", "ace998430d9142e8be861a396fc8e5ae"),
+        ("x-svc-client-id", "8fbf7696f25b4628bde73f46f4631d3f"),
+    ];
+    let input = format!(
+        "svc.request\ned25519\n1732184130123\n3f9a0c1e\nffeeddccbbaa99887766554433221100\nGET\n{}\n{}\n443\n\
+         last-event-id=ace998430d9142e8be861a396fc8e5ae\nx-svc-client-id=8fbf7696f25b4628bde73f46f4631d3f\n",
+        request.path_and_query, request.host
+    );
+    let signature = key.sign(input.as_bytes());
+    let header = format!(
+        "SVC algorithm=\"ed25519\" ts=\"1732184130123\" nonce=\"3f9a0c1e\" id=\"00112233445566778899aabbccddeeff\" \
+         headers=\"last-event-id,x-svc-client-id\" signature=\"{}\"",
+        STANDARD.encode(signature.to_bytes())
+    );
+    Dialect::Svc
+        .parse_authorization(&header)
+        .unwrap()
+        .verify(&app_key, Some(&auth_id), &request, headers)
+        .unwrap();
+
+    let mut group = c.benchmark_group("request signature");
+    group.bench_function("Authorization parse + verify", |b| {
+        b.iter(|| {
+            let parsed = Dialect::Svc
+                .parse_authorization(black_box(&header))
+                .unwrap();
+            parsed
+                .verify(&app_key, Some(&auth_id), &request, headers)
+                .unwrap()
+        })
+    });
+    let verifying_key = key.verifying_key();
+    group.bench_function("raw ed25519-dalek verify_strict", |b| {
+        b.iter(|| {
+            verifying_key
+                .verify_strict(black_box(input.as_bytes()), &signature)
+                .unwrap()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, version_hash, authorization);
+criterion_main!(benches);

@@ -149,16 +149,13 @@ impl<'o> ObjectWriter<'o> {
 
     /// Writes `"key":` (after a comma if needed) and returns the buffer for the value.
     pub(crate) fn key(&mut self, key: &'static str) -> &mut Vec<u8> {
-        match self.previous_key {
-            Some(previous) => {
-                debug_assert_eq!(
-                    utf16_cmp(previous, key),
-                    Ordering::Less,
-                    "keys out of order"
-                );
-                self.out.push(b',');
-            }
-            None => {}
+        if let Some(previous) = self.previous_key {
+            debug_assert_eq!(
+                utf16_cmp(previous, key),
+                Ordering::Less,
+                "keys out of order"
+            );
+            self.out.push(b',');
         }
         self.previous_key = Some(key);
         write_string(self.out, key);

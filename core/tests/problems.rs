@@ -3,9 +3,7 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-#[macro_use]
-#[path = "support/mod.rs"]
-mod support;
+include!("support/shared_file.rs");
 
 use std::collections::BTreeSet;
 

@@ -183,10 +183,10 @@ fn parse_parameters(text: &str) -> Result<RawParameters<'_>, Malformed> {
         let value = &text[value_start..at];
         at += 1;
 
-        if let Some((known, slot)) = raw.slot(name) {
-            if slot.replace(value).is_some() {
-                return Err(Malformed::RepeatedParameter(known));
-            }
+        if let Some((known, slot)) = raw.slot(name)
+            && slot.replace(value).is_some()
+        {
+            return Err(Malformed::RepeatedParameter(known));
         }
         expect_separator = true;
     }

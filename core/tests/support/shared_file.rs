@@ -1,4 +1,4 @@
-//! Shared by core's integration tests, natively and in wasm.
+// Included (`include!`) by the core tests that read `../shared`, natively and in wasm.
 
 /// The text of a file under `../shared`: read from disk natively, embedded
 /// at compile time in wasm32 (which has no file system).
