@@ -110,6 +110,10 @@ fn scheme_and_parameter_names_are_case_insensitive_and_commas_are_taken() {
     assert_eq!(verify(&value), Ok(()));
     let with_commas = header_from(&params).replace("\" ", "\", ");
     assert_eq!(verify(&with_commas), Ok(()));
+    let with_tabs_and_spaces = header_from(&params)
+        .replacen("SVC ", "SVC   ", 1)
+        .replace("\" ", "\"\t ");
+    assert_eq!(verify(&with_tabs_and_spaces), Ok(()));
 }
 
 #[test]
@@ -141,6 +145,7 @@ fn quoting_and_separators_are_checked() {
         r#"SVC ts="17108\"84802348""#,
         r#"SVC ts="1710884802348",, nonce="a""#,
         r#"SVC ts="1710884802348" nonce="a","#,
+        r#"SVC , ts="1710884802348""#,
         r#"SVC ts = "1710884802348""#,
         r#"SVC ="1710884802348""#,
         "SVC ts=\"1710884802348\" nonce=\"a\u{7f}\"",

@@ -4,8 +4,8 @@
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use folio_core::model::{
-    BlobHash, DateError, Entity, LinkPath, Permissions, ReadPermission, Record, RecordDate,
-    RecordId, Tag, TagError, VersionHash,
+    BlobHash, BlobLink, DateError, Entity, FileName, LinkPath, MediaType, Permissions,
+    ReadPermission, Record, RecordDate, RecordId, Tag, TagError, VersionHash,
 };
 use serde_json::json;
 
@@ -211,6 +211,38 @@ fn tags_count_code_points_and_must_be_nfc() {
     assert_eq!("é".repeat(101).parse::<Tag>(), Err(TagError::Length));
     assert_eq!("".parse::<Tag>(), Err(TagError::Length));
     assert_eq!("e\u{301}".parse::<Tag>(), Err(TagError::NotNfc));
+}
+
+#[test]
+fn blob_links_carry_a_media_type_and_a_file_name() {
+    let image: MediaType = "image/jpeg".parse().unwrap();
+    assert_eq!(image.essence(), "image/jpeg");
+    let text: MediaType = "text/plain; charset=utf-8".parse().unwrap();
+    assert_eq!(text.essence(), "text/plain");
+    for bad in ["", "jpeg", "image/", "/jpeg", "image/jpeg\r\nx-evil: 1"] {
+        assert!(bad.parse::<MediaType>().is_err(), "{bad:?}");
+    }
+
+    assert!("Résumé 2024 (final).pdf".parse::<FileName>().is_ok());
+    assert!("x".repeat(255).parse::<FileName>().is_ok());
+    for bad in ["", "a/b.txt", "a\\b.txt", "a\nb.txt", "a\u{7f}"] {
+        assert!(bad.parse::<FileName>().is_err(), "{bad:?}");
+    }
+    assert!("x".repeat(256).parse::<FileName>().is_err());
+
+    let link: BlobLink = serde_json::from_value(json!({
+        "hash": "8456fcfc74e54a91aa7729d7c3d52bfc3406aca5d4ec49f087c5b9b45a686e99",
+        "type": "image/jpeg", "name": "small.jpg", "size": 1200
+    }))
+    .unwrap();
+    assert_eq!(link.name.as_str(), "small.jpg");
+    assert!(
+        serde_json::from_value::<BlobLink>(json!({
+            "hash": "8456fcfc74e54a91aa7729d7c3d52bfc3406aca5d4ec49f087c5b9b45a686e99",
+            "type": "image/jpeg", "name": "small.jpg", "size": -1
+        }))
+        .is_err()
+    );
 }
 
 #[test]

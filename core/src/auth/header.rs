@@ -119,17 +119,21 @@ impl Dialect {
     /// Every listed name must be signable, lowercase, and listed once.
     fn check_signed_headers(self, list: &str) -> Result<(), Malformed> {
         let signable = self.signable_headers();
-        let names = || list.split(',').filter(|_| !list.is_empty());
-        for (i, name) in names().enumerate() {
+        for (i, name) in header_names(list).enumerate() {
             if !signable.iter().any(|header| header.lowercase == name) {
                 return Err(Malformed::UnsignableHeader(name.to_owned()));
             }
-            if names().take(i).any(|earlier| earlier == name) {
+            if header_names(list).take(i).any(|earlier| earlier == name) {
                 return Err(Malformed::RepeatedHeader(name.to_owned()));
             }
         }
         Ok(())
     }
+}
+
+/// The names of a `headers` parameter; `""` lists none.
+fn header_names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').filter(move |_| !list.is_empty())
 }
 
 /// Reads `name="value"` pairs separated by whitespace or one comma.
@@ -154,7 +158,13 @@ fn parse_parameters(text: &str) -> Result<RawParameters<'_>, Malformed> {
                 })
             };
         }
-        if (expect_separator && at == separator_start) || commas > 1 {
+        // Between parameters: whitespace, at most one comma. Before the first: no comma.
+        let bad_separator = if expect_separator {
+            at == separator_start || commas > 1
+        } else {
+            commas > 0
+        };
+        if bad_separator {
             return Err(Malformed::Syntax { at });
         }
 
@@ -195,8 +205,7 @@ fn parse_parameters(text: &str) -> Result<RawParameters<'_>, Malformed> {
 impl<'a> AuthorizationHeader<'a> {
     /// The signed header names, in the order the signature input lists them.
     pub fn signed_headers(&self) -> impl Iterator<Item = &'a str> + use<'a> {
-        let list = self.signed_headers;
-        list.split(',').filter(move |_| !list.is_empty())
+        header_names(self.signed_headers)
     }
 
     /// Whether `name` (lowercase) is among the signed headers.

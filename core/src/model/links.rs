@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BlobHash, Entity, RecordDate, RecordId, Tag, VersionHash};
+use super::{BlobHash, Entity, FileName, MediaType, RecordDate, RecordId, Tag, VersionHash};
 
 /// A link to an entity: `{"entity"}`.
 ///
@@ -60,11 +60,11 @@ pub struct VersionLink {
 #[serde(deny_unknown_fields)]
 pub struct BlobLink {
     pub hash: BlobHash,
-    /// The blob's media type, as given by the writer.
+    /// The blob's media type, as the writer gives it.
     #[serde(rename = "type")]
-    pub media_type: String,
+    pub media_type: MediaType,
     /// The file name the blob is downloaded under.
-    pub name: String,
+    pub name: FileName,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
 }

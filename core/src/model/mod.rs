@@ -13,7 +13,9 @@ pub use ids::{BlobHash, HexIdError, RecordId, VersionHash};
 pub use links::{
     BlobLink, EntityLink, Link, LinkKind, LinkPath, LinkPathError, RecordLink, VersionLink,
 };
-pub use names::{Entity, EntityError, Tag, TagError};
+pub use names::{
+    Entity, EntityError, FileName, FileNameError, MediaType, MediaTypeError, Tag, TagError,
+};
 pub use permissions::{Permissions, ReadPermission};
 pub use record::{
     Content, DeletionAction, NoContent, Record, RecordBody, RecordSource, TombstoneLink, Version,

@@ -77,6 +77,75 @@ impl FromStr for Tag {
     }
 }
 
+/// A blob's media type, as a blob link's `type` gives it and a download's
+/// `Content-Type` returns it: `type/subtype` with optional parameters (RFC 9110).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct MediaType(String);
+
+/// Why a text is not a [`MediaType`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a media type (type/subtype)")]
+pub struct MediaTypeError;
+
+impl MediaType {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `type/subtype`, without parameters.
+    pub fn essence(&self) -> &str {
+        self.0.split(';').next().unwrap_or_default().trim_end()
+    }
+}
+
+impl FromStr for MediaType {
+    type Err = MediaTypeError;
+
+    fn from_str(text: &str) -> Result<Self, MediaTypeError> {
+        match mediatype::MediaType::parse(text) {
+            Ok(_) => Ok(Self(text.to_owned())),
+            Err(_) => Err(MediaTypeError),
+        }
+    }
+}
+
+/// The name a blob is downloaded under: 1 to 255 characters, with no control
+/// character, `/` or `\`, so that it fits a path segment and a
+/// `Content-Disposition` header as it is.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct FileName(String);
+
+/// Why a text is not a [`FileName`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a file name is 1 to {} characters, without control characters, '/' or '\\'",
+    FileName::MAX_CHARS
+)]
+pub struct FileNameError;
+
+impl FileName {
+    pub const MAX_CHARS: usize = 255;
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for FileName {
+    type Err = FileNameError;
+
+    fn from_str(text: &str) -> Result<Self, FileNameError> {
+        let allowed = |c: char| !c.is_control() && c != '/' && c != '\\';
+        if (1..=Self::MAX_CHARS).contains(&text.chars().count()) && text.chars().all(allowed) {
+            Ok(Self(text.to_owned()))
+        } else {
+            Err(FileNameError)
+        }
+    }
+}
+
 macro_rules! text_name_impls {
     ($name:ident) => {
         impl fmt::Display for $name {
@@ -101,3 +170,5 @@ macro_rules! text_name_impls {
 
 text_name_impls!(Entity);
 text_name_impls!(Tag);
+text_name_impls!(MediaType);
+text_name_impls!(FileName);
