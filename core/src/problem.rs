@@ -83,6 +83,11 @@ problem_types! {
     Unavailable => "server", 503, "unavailable", "unavailable", "The server is unavailable; retry later";
 }
 
+/// The `docs_url` a server uses unless configured otherwise: its own `{base_url}/docs`.
+pub fn default_docs_url(base_url: &str) -> String {
+    format!("{}/docs", base_url.trim_end_matches('/'))
+}
+
 impl ProblemType {
     /// The type URL: `{docs_url}/error-types/{group}/{status}-{slug}`.
     pub fn type_url(self, docs_url: &str) -> String {

@@ -7,7 +7,7 @@ include!("support/shared_file.rs");
 
 use std::collections::BTreeSet;
 
-use folio_core::problem::{Problem, ProblemType};
+use folio_core::problem::{Problem, ProblemType, default_docs_url};
 use serde_json::{Value, json};
 
 /// `(type path, code)` for every row of the table in PROTOCOL.md §11.
@@ -93,6 +93,10 @@ fn problems_render_as_problem_json() {
             "code": "version_conflict",
             "detail": "latest: abc"
         })
+    );
+    assert_eq!(
+        default_docs_url("https://alice.example/"),
+        "https://alice.example/docs"
     );
     let bare: Value =
         serde_json::from_str(&Problem::new(ProblemType::NotFound).to_json("https://x/docs"))

@@ -6,8 +6,8 @@
 //! other request as not implemented, with the core's headers and problem body.
 
 use folio_core::dialect::Dialect;
-use folio_core::http::NO_CACHE;
-use folio_core::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
+use folio_core::http::{NO_CACHE, PREFLIGHT_STATUS};
+use folio_core::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, default_docs_url};
 use worker::{Context, Env, Headers, Method, Request, Response, Result, event};
 
 #[event(fetch)]
@@ -18,11 +18,13 @@ async fn fetch(req: Request, _env: Env, _ctx: Context) -> Result<Response> {
         for (name, value) in dialect.preflight_headers() {
             headers.set(name, value)?;
         }
-        return Ok(Response::empty()?.with_status(204).with_headers(headers));
+        return Ok(Response::empty()?
+            .with_status(PREFLIGHT_STATUS)
+            .with_headers(headers));
     }
 
     let url = req.url()?;
-    let docs_url = format!("{}/docs", url.origin().ascii_serialization());
+    let docs_url = default_docs_url(&url.origin().ascii_serialization());
     let problem = Problem::new(ProblemType::NotImplemented);
     for (name, value) in dialect.cors_headers() {
         headers.set(name, value)?;
