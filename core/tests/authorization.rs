@@ -63,14 +63,7 @@ fn malformed(value: &str) -> Malformed {
     }
 }
 
-fn header_with(params: &[(&str, &str)]) -> String {
-    let params: Vec<String> = params
-        .iter()
-        .map(|(name, value)| format!("{name}=\"{value}\""))
-        .collect();
-    format!("SVC {}", params.join(" "))
-}
-
+/// The parameters of a valid header signed with `signature`.
 fn valid_params(signature: &str) -> Vec<(&'static str, String)> {
     vec![
         ("algorithm", "ed25519".into()),
@@ -83,8 +76,22 @@ fn valid_params(signature: &str) -> Vec<(&'static str, String)> {
 }
 
 fn header_from(params: &[(&'static str, String)]) -> String {
-    let borrowed: Vec<(&str, &str)> = params.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    header_with(&borrowed)
+    let params: Vec<String> = params
+        .iter()
+        .map(|(name, value)| format!("{name}=\"{value}\""))
+        .collect();
+    format!("SVC {}", params.join(" "))
+}
+
+/// The valid header with one parameter's value replaced.
+fn header_with(name: &str, value: &str) -> String {
+    let mut params = valid_params(&signature());
+    params
+        .iter_mut()
+        .find(|(known, _)| *known == name)
+        .expect("a parameter of valid_params")
+        .1 = value.into();
+    header_from(&params)
 }
 
 fn verify(value: &str) -> Result<(), AuthError> {
@@ -193,36 +200,28 @@ fn unknown_parameters_are_ignored() {
 
 #[test]
 fn the_nonce_has_one_to_ten_characters() {
-    let with_nonce = |nonce: &str| {
-        let mut params = valid_params(&signature());
-        params[2].1 = nonce.into();
-        header_from(&params)
-    };
-    assert!(parse(&with_nonce("0123456789")).is_ok());
+    assert!(parse(&header_with("nonce", "0123456789")).is_ok());
     assert_eq!(
-        malformed(&with_nonce("0123456789a")),
+        malformed(&header_with("nonce", "0123456789a")),
         Malformed::NonceLength
     );
-    assert_eq!(malformed(&with_nonce("")), Malformed::NonceLength);
+    assert_eq!(malformed(&header_with("nonce", "")), Malformed::NonceLength);
 }
 
 #[test]
 fn only_ed25519_is_accepted_and_its_absence_selects_the_other_layout() {
-    let mut params = valid_params(&signature());
-    params[0].1 = "rsa-sha256".into();
-    assert_eq!(
-        malformed(&header_from(&params)),
-        Malformed::UnsupportedAlgorithm
-    );
-    params[0].1 = "ED25519".into();
-    assert_eq!(
-        malformed(&header_from(&params)),
-        Malformed::UnsupportedAlgorithm
-    );
-
+    for algorithm in ["rsa-sha256", "ED25519", ""] {
+        assert_eq!(
+            malformed(&header_with("algorithm", algorithm)),
+            Malformed::UnsupportedAlgorithm
+        );
+    }
     // Without the parameter the input has no algorithm line, so this
     // spec-layout signature no longer matches.
-    let without: Vec<_> = valid_params(&signature()).into_iter().skip(1).collect();
+    let without: Vec<_> = valid_params(&signature())
+        .into_iter()
+        .filter(|(n, _)| *n != "algorithm")
+        .collect();
     assert_eq!(
         verify(&header_from(&without)),
         Err(AuthError::InvalidSignature)
@@ -231,36 +230,23 @@ fn only_ed25519_is_accepted_and_its_absence_selects_the_other_layout() {
 
 #[test]
 fn signed_header_names_are_checked() {
-    let with_headers = |list: &str| {
-        let mut params = valid_params(&signature());
-        params[4].1 = list.into();
-        header_from(&params)
-    };
-    assert_eq!(
-        malformed(&with_headers("host")),
-        Malformed::UnsignableHeader("host".into())
-    );
-    assert_eq!(
-        malformed(&with_headers("X-Svc-Client-Id")),
-        Malformed::UnsignableHeader("X-Svc-Client-Id".into())
-    );
-    assert_eq!(
-        malformed(&with_headers("x-baq-client-id")),
-        Malformed::UnsignableHeader("x-baq-client-id".into())
-    );
-    assert_eq!(
-        malformed(&with_headers("range,range")),
-        Malformed::RepeatedHeader("range".into())
-    );
-    assert_eq!(
-        malformed(&with_headers("range,")),
-        Malformed::UnsignableHeader("".into())
-    );
+    let unsignable = |name: &str| Malformed::UnsignableHeader(name.into());
+    let cases = [
+        ("host", unsignable("host")),
+        ("X-Svc-Client-Id", unsignable("X-Svc-Client-Id")),
+        ("x-baq-client-id", unsignable("x-baq-client-id")),
+        ("range, last-event-id", unsignable(" last-event-id")),
+        ("range,", unsignable("")),
+        ("range,range", Malformed::RepeatedHeader("range".into())),
+    ];
+    for (list, reason) in cases {
+        assert_eq!(malformed(&header_with("headers", list)), reason, "{list:?}");
+    }
     for list in [
         "",
         "x-svc-credentials,x-svc-publickey,x-svc-content-sha256,last-event-id",
     ] {
-        assert!(parse(&with_headers(list)).is_ok(), "{list:?}");
+        assert!(parse(&header_with("headers", list)).is_ok(), "{list:?}");
     }
 }
 
@@ -284,30 +270,24 @@ fn a_signed_header_missing_from_the_request_is_malformed() {
 
 #[test]
 fn parameter_values_are_validated() {
-    let with = |index: usize, value: &str| {
-        let mut params = valid_params(&signature());
-        params[index].1 = value.into();
-        header_from(&params)
-    };
-    for ts in ["-1", "01710884802348", "17108848023480000000000", "1.5", ""] {
+    let invalid = [
+        ("ts", "-1"),
+        ("ts", "01710884802348"),
+        ("ts", "17108848023480000000000"),
+        ("ts", "1.5"),
+        ("ts", ""),
+        ("id", "not-an-id"),
+        ("id", "00112233445566778899AABBCCDDEEFF"),
+        ("signature", "AAAA"),
+        ("signature", "!!"),
+    ];
+    for (name, value) in invalid {
         assert_eq!(
-            malformed(&with(1, ts)),
-            Malformed::InvalidParameter("ts"),
-            "{ts:?}"
+            malformed(&header_with(name, value)),
+            Malformed::InvalidParameter(name),
+            "{name}={value:?}"
         );
     }
-    assert_eq!(
-        malformed(&with(3, "not-an-id")),
-        Malformed::InvalidParameter("id")
-    );
-    assert_eq!(
-        malformed(&with(5, "AAAA")),
-        Malformed::InvalidParameter("signature")
-    );
-    assert_eq!(
-        malformed(&with(5, "!!")),
-        Malformed::InvalidParameter("signature")
-    );
 }
 
 #[test]
