@@ -60,7 +60,11 @@ impl VersionHashInput<'_> {
         write_entity_link(top.key("author"), self.author);
         if let RecordBody::Live(content) = self.body {
             // `content` sits below the top level, like everything in it.
-            write_object(top.key("content"), content, ObjectRule::OriginalEntity);
+            write_object(
+                top.key("content"),
+                content.as_map(),
+                ObjectRule::OriginalEntity,
+            );
         }
         write_date(top.key("created_at"), self.created_at);
         write_string(top.key("id"), self.id.encode(&mut [0; RecordId::HEX_LEN]));

@@ -5,6 +5,7 @@
 //! Everything a client can observe that is not a socket: the record model and
 //! its wire JSON ([`model`]); canonical JSON and version hashes
 //! ([`canonical`], [`hash`]); request signatures and bearer tokens ([`auth`]);
+//! record types, their schemas and the links a record holds ([`schema`]);
 //! the names of the two wire dialects ([`dialect`]); the problem+json
 //! catalogue ([`problem`]); and the fixed response headers ([`http`]).
 //!
@@ -31,3 +32,4 @@ pub mod hash;
 pub mod http;
 pub mod model;
 pub mod problem;
+pub mod schema;

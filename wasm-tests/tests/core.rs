@@ -15,3 +15,9 @@ mod authorization;
 
 #[path = "../../core/tests/problems.rs"]
 mod problems;
+
+#[path = "../../core/tests/schema.rs"]
+mod schema;
+
+#[path = "../../core/tests/real_types.rs"]
+mod real_types;

@@ -16,7 +16,7 @@ pub use links::{
 pub use names::{
     Entity, EntityError, FileName, FileNameError, MediaType, MediaTypeError, Tag, TagError,
 };
-pub use permissions::{Permissions, ReadPermission};
+pub use permissions::{Permission, Permissions, ReadPermission};
 pub use record::{
     Content, DeletionAction, NoContent, Record, RecordBody, RecordSource, TombstoneLink, Version,
 };

@@ -5,7 +5,7 @@ use std::fmt;
 use serde::de::{self, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::EntityLink;
+use super::{Entity, EntityLink};
 
 /// A record's permissions, exactly as its version carries them: defaults are a
 /// reading rule and are never written in. A missing `read` or `write` means
@@ -29,6 +29,45 @@ impl Permissions {
             read: Some(ReadPermission::Public),
             ..Self::default()
         }
+    }
+}
+
+/// One of the three permissions a record grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    Read,
+    Write,
+    Notify,
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Permission::Read => "read",
+            Permission::Write => "write",
+            Permission::Notify => "notify",
+        })
+    }
+}
+
+impl Permissions {
+    /// Whether `entity` holds `permission` on a record that `author` wrote
+    /// with these permissions. The author holds every permission; `"public"`
+    /// gives everyone read and, with `notify` absent, notify.
+    pub fn grants(&self, author: &Entity, entity: &Entity, permission: Permission) -> bool {
+        let lists = |links: &[EntityLink]| links.iter().any(|link| &link.entity == entity);
+        let reads = match &self.read {
+            Some(ReadPermission::Public) => true,
+            Some(ReadPermission::Entities(links)) => lists(links),
+            None => false,
+        };
+        entity == author
+            || match permission {
+                Permission::Read => reads,
+                Permission::Write => self.write.as_deref().is_some_and(lists),
+                Permission::Notify => self.notify.as_deref().map_or(reads, lists),
+            }
     }
 }
 

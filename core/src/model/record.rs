@@ -8,8 +8,40 @@ use super::{
     VersionLink,
 };
 
-/// A live record's content: a JSON object shaped by its type.
-pub type Content = serde_json::Map<String, serde_json::Value>;
+/// A live record's content: a JSON object shaped by its type. It holds the
+/// object as a JSON value, so a schema can be checked against it as it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "serde_json::Value")]
+pub struct Content(serde_json::Value);
+
+impl Content {
+    pub fn new(object: serde_json::Map<String, serde_json::Value>) -> Self {
+        Self(serde_json::Value::Object(object))
+    }
+
+    pub fn as_map(&self) -> &serde_json::Map<String, serde_json::Value> {
+        match &self.0 {
+            serde_json::Value::Object(object) => object,
+            _ => unreachable!("Content holds an object by construction"),
+        }
+    }
+
+    /// The content as a JSON value, always an object.
+    pub fn as_value(&self) -> &serde_json::Value {
+        &self.0
+    }
+}
+
+impl TryFrom<serde_json::Value> for Content {
+    type Error = &'static str;
+
+    fn try_from(value: serde_json::Value) -> Result<Self, Self::Error> {
+        match value {
+            serde_json::Value::Object(_) => Ok(Self(value)),
+            _ => Err("content must be a JSON object"),
+        }
+    }
+}
 
 /// One version of a record, as stored and served.
 ///

@@ -1,0 +1,79 @@
+//! A Type record's content: `name`, `icon_name`, `schema`, `unique_by`
+//! (PROTOCOL.md §6).
+
+use serde_json::Value;
+
+use super::compile::{Schema, SchemaError, SchemaFault};
+use super::path::JsonPath;
+
+/// A record type, read from a Type record's content with its schema compiled.
+#[derive(Debug, Clone)]
+pub struct RecordType {
+    /// snake_case, e.g. `post`.
+    pub name: String,
+    pub icon_name: Option<String>,
+    pub schema: Schema,
+}
+
+impl RecordType {
+    /// Reads a Type record's content. Faults carry paths from the record
+    /// (`$['content']['schema']['properties']…`). `unique_by` is accepted and
+    /// not enforced yet.
+    pub fn from_content(content: &Value) -> Result<Self, SchemaError> {
+        let fault = |keys: &[&str], fault| SchemaError {
+            path: JsonPath::of_keys(keys).to_string(),
+            fault,
+        };
+        let content = content
+            .as_object()
+            .ok_or_else(|| fault(&["content"], SchemaFault::NotAnObject))?;
+        if let Some(key) = content
+            .keys()
+            .find(|k| !["name", "icon_name", "schema", "unique_by"].contains(&k.as_str()))
+        {
+            return Err(fault(
+                &["content", key],
+                SchemaFault::UnknownProperty(key.clone()),
+            ));
+        }
+        let name = match content.get("name") {
+            Some(Value::String(name)) if is_snake_case(name) => name.clone(),
+            Some(_) => {
+                return Err(fault(
+                    &["content", "name"],
+                    SchemaFault::Expected("a snake_case name"),
+                ));
+            }
+            None => return Err(fault(&["content"], SchemaFault::MissingProperty("name"))),
+        };
+        let icon_name = match content.get("icon_name") {
+            None => None,
+            Some(Value::String(icon)) => Some(icon.clone()),
+            Some(_) => {
+                return Err(fault(
+                    &["content", "icon_name"],
+                    SchemaFault::Expected("a string"),
+                ));
+            }
+        };
+        let schema = content
+            .get("schema")
+            .ok_or_else(|| fault(&["content"], SchemaFault::MissingProperty("schema")))?;
+        let schema = Schema::compile_at(schema, JsonPath::of_keys(&["content", "schema"]))?;
+        Ok(RecordType {
+            name,
+            icon_name,
+            schema,
+        })
+    }
+}
+
+/// `a-z` first, then `a-z`, `0-9` and single underscores between words.
+fn is_snake_case(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('_')
+        && !name.contains("__")
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
