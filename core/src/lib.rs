@@ -5,7 +5,8 @@
 //! Everything a client can observe that is not a socket: the record model and
 //! its wire JSON ([`model`]); canonical JSON and version hashes
 //! ([`canonical`], [`hash`]); request signatures and bearer tokens ([`auth`]);
-//! record types, their schemas and the links a record holds ([`schema`]);
+//! record types, their schemas and the links a record holds ([`schema`]),
+//! and the built-in types every store holds ([`builtin`]);
 //! the names of the two wire dialects ([`dialect`]); the problem+json
 //! catalogue ([`problem`]); and the fixed response headers ([`http`]).
 //!
@@ -26,6 +27,7 @@
 //! would need to, the decision belongs here.
 
 pub mod auth;
+pub mod builtin;
 pub mod canonical;
 pub mod dialect;
 pub mod hash;

@@ -21,3 +21,6 @@ mod schema;
 
 #[path = "../../core/tests/real_types.rs"]
 mod real_types;
+
+#[path = "../../core/tests/builtin.rs"]
+mod builtin;

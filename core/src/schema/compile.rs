@@ -607,7 +607,9 @@ impl<'a> Compiler<'a> {
                 let name = match object.get("ref") {
                     Some(Value::String(name)) => name,
                     Some(_) => {
-                        return Err(self.error_at("ref", SchemaFault::Expected("a definition name")));
+                        return Err(
+                            self.error_at("ref", SchemaFault::Expected("a definition name"))
+                        );
                     }
                     None => return Err(self.error(SchemaFault::MissingProperty("ref"))),
                 };

@@ -1,0 +1,173 @@
+//! The built-in types (PROTOCOL.md §6): Type, Entity, App, App Authorization
+//! and Credentials, authored by the reserved entity `system.folio.dev` with
+//! fixed ids and dates, so their version hashes are the same on every Folio
+//! server. Their contents live beside this file as JSON.
+//!
+//! The Type type describes Type records, itself included, so its `type`
+//! link would have to hold its own hash. It therefore has two versions with
+//! the same content: the first, whose `type` link names the all-zero hash (a
+//! hash cannot contain itself), and the latest, whose `type` link names the
+//! first. Every other built-in type links to the latest.
+
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::model::{
+    Content, EntityLink, Permissions, Record, RecordBody, RecordDate, RecordId, RecordSource,
+    Version, VersionHash, VersionLink,
+};
+
+/// The reserved entity that authors the built-in types.
+pub const SYSTEM_ENTITY: &str = "system.folio.dev";
+
+/// When the built-in types were written: part of their hashes.
+const CREATED_AT_MS: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+/// One of the built-in types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BuiltinType {
+    Type,
+    Entity,
+    App,
+    AppAuthorization,
+    Credentials,
+}
+
+impl BuiltinType {
+    pub const ALL: [BuiltinType; 5] = [
+        BuiltinType::Type,
+        BuiltinType::Entity,
+        BuiltinType::App,
+        BuiltinType::AppAuthorization,
+        BuiltinType::Credentials,
+    ];
+
+    /// The `name` of its content.
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinType::Type => "type",
+            BuiltinType::Entity => "entity",
+            BuiltinType::App => "app",
+            BuiltinType::AppAuthorization => "app_authorization",
+            BuiltinType::Credentials => "credentials",
+        }
+    }
+
+    /// Its fixed record id.
+    pub fn record_id(self) -> RecordId {
+        let hex = match self {
+            BuiltinType::Type => "4f1f0a1c9a6b4d0e8a3c2b7d5e6f7a81",
+            BuiltinType::Entity => "6c2d8e4f0a1b4c3d9e8f7a6b5c4d3e21",
+            BuiltinType::App => "8a7b6c5d4e3f4a2b9c1d0e8f7a6b5c42",
+            BuiltinType::AppAuthorization => "9b8c7d6e5f4a4b3c8d2e1f0a9b8c7d63",
+            BuiltinType::Credentials => "1c2d3e4f5a6b4c7d8e9f0a1b2c3d4e84",
+        };
+        hex.parse()
+            .expect("built-in ids are 32 lowercase hex characters")
+    }
+
+    fn content_json(self) -> &'static str {
+        match self {
+            BuiltinType::Type => include_str!("builtin/type.json"),
+            BuiltinType::Entity => include_str!("builtin/entity.json"),
+            BuiltinType::App => include_str!("builtin/app.json"),
+            BuiltinType::AppAuthorization => include_str!("builtin/app_authorization.json"),
+            BuiltinType::Credentials => include_str!("builtin/credentials.json"),
+        }
+    }
+
+    /// A version link to the latest version of this type's record.
+    pub fn link(self) -> VersionLink {
+        let record = builtin_records()
+            .iter()
+            .rev()
+            .find(|record| record.id == self.record_id())
+            .expect("every built-in type has a record");
+        version_link(record)
+    }
+}
+
+/// Every version of every built-in type, oldest first: the Type type's two
+/// versions, then Entity, App, App Authorization and Credentials.
+pub fn builtin_records() -> &'static [Record] {
+    static RECORDS: OnceLock<Vec<Record>> = OnceLock::new();
+    RECORDS.get_or_init(|| {
+        let created_at = RecordDate::from_unix_millis(CREATED_AT_MS).expect("a date in range");
+        let type_id = BuiltinType::Type.record_id();
+        let genesis_type = VersionLink {
+            entity: system_entity().entity,
+            original_entity: None,
+            record_id: type_id,
+            version_hash: VersionHash::from_bytes([0; 32]),
+        };
+        let genesis = builtin_record(BuiltinType::Type, genesis_type, None, created_at);
+        let latest_created_at =
+            RecordDate::from_unix_millis(CREATED_AT_MS + 1).expect("a date in range");
+        let type_type = builtin_record(
+            BuiltinType::Type,
+            version_link(&genesis),
+            Some(&genesis),
+            latest_created_at,
+        );
+        let type_link = version_link(&type_type);
+        let mut records = vec![genesis, type_type];
+        for builtin in &BuiltinType::ALL[1..] {
+            records.push(builtin_record(
+                *builtin,
+                type_link.clone(),
+                None,
+                created_at,
+            ));
+        }
+        records
+    })
+}
+
+fn system_entity() -> EntityLink {
+    EntityLink::new(
+        SYSTEM_ENTITY
+            .parse()
+            .expect("the reserved entity is a valid entity"),
+    )
+}
+
+fn version_link(record: &Record) -> VersionLink {
+    VersionLink {
+        entity: record.author.entity.clone(),
+        original_entity: None,
+        record_id: record.id,
+        version_hash: record.version.hash,
+    }
+}
+
+fn builtin_record(
+    builtin: BuiltinType,
+    type_link: VersionLink,
+    parent: Option<&Record>,
+    version_created_at: RecordDate,
+) -> Record {
+    let content: Value =
+        serde_json::from_str(builtin.content_json()).expect("built-in type contents are JSON");
+    let content = Content::try_from(content).expect("built-in type contents are objects");
+    let created_at = parent.map_or(version_created_at, |parent| parent.created_at);
+    let mut record = Record {
+        author: system_entity(),
+        id: builtin.record_id(),
+        source: RecordSource::Resolution,
+        created_at,
+        received_at: Some(created_at),
+        version: Version {
+            author: system_entity(),
+            hash: VersionHash::from_bytes([0; 32]),
+            parent_hash: parent.map(|parent| parent.version.hash),
+            created_at: version_created_at,
+            received_at: Some(version_created_at),
+        },
+        permissions: Permissions::public(),
+        type_link,
+        body: RecordBody::Live(content),
+    };
+    record.version.hash = record.hash_input().hash();
+    record
+}
