@@ -1,6 +1,7 @@
-//! Core benchmarks: the version hash of a 1 KiB record, and an Authorization
+//! Core benchmarks: the version hash of a 1 KiB record; an Authorization
 //! header's parse + verify against raw ed25519-dalek verification of the same
-//! message, the yardstick it should stay close to.
+//! message, the yardstick it should stay close to; and validating a 1 KiB
+//! post (../shared/real-types/post.json) while extracting its links.
 //!
 //! Run: `cargo bench -p folio-core --bench core`
 
@@ -13,6 +14,7 @@ use ed25519_dalek::{Signer, SigningKey};
 use folio_core::auth::{AppKey, SignedRequest};
 use folio_core::dialect::Dialect;
 use folio_core::model::Record;
+use folio_core::schema::RecordType;
 use serde_json::json;
 
 /// A message record as the messaging app of ../shared/real-types writes it,
@@ -133,5 +135,47 @@ fn authorization(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, version_hash, authorization);
+/// A public post as the social app writes it: text with mention and web
+/// link facets, an image set of three JPEG blobs, and a reply: about 1 KiB of
+/// content.
+fn post_record() -> Record {
+    let blob = |name: &str, size: u64| json!({"hash": "8456fcfc74e54a91aa7729d7c3d52bfc3406aca5d4ec49f087c5b9b45a686e99", "type": "image/jpeg", "name": name, "size": size});
+    let mut record = serde_json::to_value(message_record()).unwrap();
+    record["permissions"] = json!({"read": "public"});
+    record["type"]["record_id"] = json!("875d6b82645e4833a3f0dca3fb79d69d");
+    record["content"] = json!({
+        "text": "Hi @bob and @carol, the photos from Saturday: https://example.org/album/2026-11-21",
+        "text_facets": [
+            {"index": 3, "length": 4, "type": "mention", "mention": {"entity": "bob.folio.example"}},
+            {"index": 12, "length": 6, "type": "mention", "mention": {"entity": "carol.folio.example"}},
+            {"index": 46, "length": 37, "type": "web_link", "url": "https://example.org/album/2026-11-21"}
+        ],
+        "media": {"type": "images", "images": [{
+            "small": blob("small.jpg", 24_000), "medium": blob("medium.jpg", 180_000), "large": blob("large.jpg", 900_000),
+            "width": 2048, "height": 1536, "alt": "Six of us on the ridge"
+        }]},
+        "reply_to_post": {"entity": "bob.folio.example", "record_id": "0f1e2d3c4b5a69788796a5b4c3d2e1f0"}
+    });
+    serde_json::from_value(record).unwrap()
+}
+
+fn validation(c: &mut Criterion) {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/real-types/post.json"
+    ))
+    .unwrap();
+    let post_type = RecordType::from_content(&serde_json::from_str(&text).unwrap()).unwrap();
+    let record = post_record();
+    let links = post_type.schema.validate(&record).unwrap().links.len();
+    let bytes = serde_json::to_string(record.content().unwrap())
+        .unwrap()
+        .len();
+    c.bench_function(
+        &format!("validate + links, post ({bytes} bytes of content, {links} links)"),
+        |b| b.iter(|| post_type.schema.validate(black_box(&record)).unwrap()),
+    );
+}
+
+criterion_group!(benches, version_hash, authorization, validation);
 criterion_main!(benches);

@@ -77,14 +77,19 @@ impl BuiltinType {
         }
     }
 
-    /// A version link to the latest version of this type's record.
-    pub fn link(self) -> VersionLink {
-        let record = builtin_records()
+    /// The latest version of this type's record.
+    pub fn record(self) -> &'static Record {
+        let id = self.record_id();
+        let latest = builtin_records()
             .iter()
             .rev()
-            .find(|record| record.id == self.record_id())
-            .expect("every built-in type has a record");
-        version_link(record)
+            .find(|record| record.id == id);
+        latest.expect("every built-in type has a record")
+    }
+
+    /// A version link to the latest version of this type's record.
+    pub fn link(self) -> VersionLink {
+        version_link(self.record())
     }
 }
 

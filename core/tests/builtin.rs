@@ -22,7 +22,7 @@ fn type_type() -> RecordType {
 
 /// A Type record with this content, authored like the built-ins.
 fn type_record(content: Value, permissions: Value) -> Record {
-    let mut record = serde_json::to_value(&builtin_records()[2]).unwrap();
+    let mut record = serde_json::to_value(BuiltinType::Type.record()).unwrap();
     record["content"] = content;
     record["permissions"] = permissions;
     serde_json::from_value(record).unwrap()

@@ -4,9 +4,10 @@
 use folio_core::auth::BearerToken;
 use folio_core::canonical::to_canonical_json;
 use folio_core::dialect::Dialect;
-use folio_core::model::{RecordDate, RecordId, VersionHash};
+use folio_core::model::{Record, RecordDate, RecordId, VersionHash};
+use folio_core::schema::Schema;
 use proptest::prelude::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// 0000-01-01T00:00:00Z to 9999-12-31T23:59:59.9999999Z, in 100 ns ticks.
 const TICKS: std::ops::RangeInclusive<i64> =
@@ -31,7 +32,100 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
+/// Schemas of every kind, nested, with keys drawn from a small set so that
+/// generated values often meet them.
+fn schema_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(json!({"type": "null"})),
+        Just(json!({"type": "boolean", "enum": [true]})),
+        (0..4_u64, 0..6_u64).prop_map(
+            |(min, extra)| json!({"type": "string", "min_length": min, "max_length": min + extra})
+        ),
+        Just(json!({"type": "int", "min": -3, "max": 3})),
+        Just(json!({"type": "number", "max": 1.5})),
+        Just(json!({"type": "tag_link", "enum": ["a", "b"]})),
+        Just(json!({"type": "entity_link", "min_permissions": ["read"]})),
+        Just(json!({"type": "record_link", "existential": true})),
+        Just(json!({"type": "version_link"})),
+        Just(json!({"type": "blob_link", "max_size": 10, "content_types": ["image/png"]})),
+        Just(json!({"type": "never"})),
+        Just(json!({"type": "ref", "ref": "any"})),
+    ];
+    leaf.prop_recursive(4, 48, 4, |inner| {
+        prop_oneof![
+            (prop::collection::btree_map("[a-c]", inner.clone(), 0..4), any::<bool>())
+                .prop_map(|(properties, strict)| json!({"type": "object", "properties": properties, "strict": strict})),
+            (inner.clone(), any::<bool>())
+                .prop_map(|(items, distinct)| json!({"type": "array", "items": items, "distinct_items": distinct, "max_items": 3})),
+            inner.clone().prop_map(|values| json!({"type": "map", "values": values})),
+            (prop::collection::vec(inner.clone(), 2..4), any::<bool>())
+                .prop_map(|(schemas, strict)| json!({"type": "union", "schemas": schemas, "strict": strict})),
+            prop::collection::vec(inner, 2..4).prop_map(|schemas| json!({"type": "intersection", "schemas": schemas})),
+        ]
+    })
+}
+
+/// Values shaped like records' content: objects with keys from the same set.
+fn content_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        (-5_i64..5).prop_map(Value::from),
+        "[ab]{0,3}".prop_map(Value::String),
+        Just(json!({"entity": "bob.example"})),
+        Just(json!({"entity": "bob.example", "record_id": "1".repeat(32)})),
+        Just(json!({"hash": "2".repeat(64), "type": "image/png", "name": "a.png", "size": 5})),
+    ];
+    leaf.prop_recursive(4, 48, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-c]", inner, 0..4)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+fn record_with(content: Value) -> Option<Record> {
+    serde_json::from_value(json!({
+        "author": {"entity": "alice.example"},
+        "id": "0123456789abcdef0123456789abcdef",
+        "source": "self",
+        "created_at": "2026-11-21T10:00:00.0000000Z",
+        "version": {"author": {"entity": "alice.example"}, "hash": "a".repeat(64), "created_at": "2026-11-21T10:00:00.0000000Z"},
+        "permissions": {"read": [{"entity": "bob.example"}]},
+        "type": {"entity": "types.example", "record_id": "f".repeat(32), "version_hash": "b".repeat(64)},
+        "content": content
+    }))
+    .ok()
+}
+
 proptest! {
+    #[test]
+    fn random_schemas_and_values_never_panic_and_validate_deterministically(
+        content_schema in schema_json(),
+        content in prop::collection::btree_map("[a-c]", content_value(), 0..4),
+    ) {
+        let schema = json!({
+            "type": "object",
+            "definitions": {"any": {"type": "union", "schemas": [
+                {"type": "null"}, {"type": "int"}, {"type": "string"},
+                {"type": "array", "items": {"type": "ref", "ref": "any"}},
+                {"type": "map", "values": {"type": "ref", "ref": "any"}}
+            ]}},
+            "properties": {"content": content_schema}
+        });
+        let schema = Schema::compile(&schema).unwrap_or_else(|e| panic!("generated schemas are valid: {e}"));
+        let record = record_with(Value::Object(content.into_iter().collect())).expect("a record");
+        let first = schema.validate(&record);
+        prop_assert_eq!(first, schema.validate(&record));
+    }
+
+    #[test]
+    fn arbitrary_json_never_panics_the_schema_compiler(schema in json_value()) {
+        let _ = Schema::compile(&schema);
+        let _ = Schema::faults(&json!({"type": "object", "properties": {"content": schema}}));
+    }
+
     #[test]
     fn dates_round_trip_through_their_wire_form(ticks in TICKS) {
         let date = RecordDate::from_unix_ticks(ticks).unwrap();

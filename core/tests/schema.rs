@@ -754,3 +754,30 @@ fn schemas_nest_at_most_64_levels() {
         schema_fault(json!({"type": "object", "properties": {"content": with_field(schema)}}));
     assert_eq!(fault, SchemaFault::TooDeep);
 }
+
+#[test]
+fn every_fault_of_a_schema_can_be_listed_at_once() {
+    let schema = object(json!({
+        "a": {"type": "text"},
+        "b": {"type": "string", "min": 1},
+        "c": {"type": "union", "schemas": [{"type": "int"}, {"type": "nope"}]},
+        "d": {"type": "int"}
+    }));
+    let paths: Vec<String> = Schema::faults(&schema)
+        .into_iter()
+        .map(|fault| fault.path)
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "$['properties']['a']['type']",
+            "$['properties']['b']['min']",
+            "$['properties']['c']['schemas'][1]['type']"
+        ]
+    );
+    assert!(Schema::faults(&object(json!({"d": {"type": "int"}}))).is_empty());
+    assert_eq!(
+        Schema::compile(&schema).unwrap_err().path,
+        "$['properties']['a']['type']"
+    );
+}

@@ -1,38 +1,46 @@
 //! `folio`: the native host.
 //!
 //! The host holds sockets, TLS, files, the clock and randomness, and wires
-//! them to `folio_core`, which decides everything the protocol fixes. For now
-//! it only reports what it is; `folio serve` arrives with the native host
-//! issue (#5).
+//! them to `folio_core`, which decides everything the protocol fixes.
+//!
+//! - `main.rs`: the command line.
+//! - `schema_command.rs`: `folio schema`, which checks record types and
+//!   records for the people who write them.
+//!
+//! `folio serve` arrives with the native host issue (#5).
+
+mod schema_command;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "\
-usage: folio <command>
+use clap::{Parser, Subcommand};
 
-commands:
-  serve         serve the API over HTTPS (not available yet: issue #5)
-  version       print the version
-  help          print this help";
+#[derive(Parser)]
+#[command(
+    name = "folio",
+    version,
+    about = "A server for versioned, typed, signed records."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API over HTTPS (not available yet: issue #5).
+    Serve,
+    /// Check record types, and records against them.
+    #[command(subcommand)]
+    Schema(schema_command::SchemaCommand),
+}
 
 fn main() -> ExitCode {
-    let command = std::env::args().nth(1);
-    match command.as_deref() {
-        Some("version" | "--version" | "-V") => {
-            println!("folio {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        Some("help" | "--help" | "-h") | None => {
-            println!("folio {}\n\n{USAGE}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        Some("serve") => {
+    match Cli::parse().command {
+        Command::Serve => {
             eprintln!("folio: `serve` is not implemented yet (issue #5)");
             ExitCode::from(2)
         }
-        Some(other) => {
-            eprintln!("folio: unknown command `{other}`\n\n{USAGE}");
-            ExitCode::from(2)
-        }
+        Command::Schema(command) => command.run(),
     }
 }

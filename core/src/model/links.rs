@@ -130,6 +130,13 @@ impl LinkPath {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A path the schema walk built itself, from `$`, `['name']` with names
+    /// that hold no `'`, and `[*]`: valid by construction.
+    pub(crate) fn from_walk(path: String) -> Self {
+        debug_assert!(path.parse::<LinkPath>().is_ok(), "{path}");
+        Self(path)
+    }
 }
 
 impl FromStr for LinkPath {

@@ -182,6 +182,10 @@ impl fmt::Display for SchemaFault {
     }
 }
 
+fn first_fault(mut faults: Vec<SchemaError>) -> SchemaError {
+    faults.swap_remove(0)
+}
+
 /// Properties every schema may carry.
 const COMMON_KEYS: &[&str] = &[
     "type",
@@ -218,26 +222,47 @@ impl Schema {
     /// Compiles a record schema: its top level must be an `object`. Fault
     /// paths start at `$`.
     pub fn compile(value: &Value) -> Result<Self, SchemaError> {
-        Self::compile_at(value, JsonPath::root())
+        Self::compile_at(value, JsonPath::root(), false).map_err(first_fault)
+    }
+
+    /// Every fault of a schema, in document order; empty when it is valid.
+    /// For people writing types: validation only needs the first.
+    pub fn faults(value: &Value) -> Vec<SchemaError> {
+        Self::compile_at(value, JsonPath::root(), true)
+            .err()
+            .unwrap_or_default()
     }
 
     /// Compiles a record schema found at `path` (for example
     /// `$['content']['schema']` of a Type record), so fault paths start there.
+    /// With `every_fault`, a fault in one schema does not stop its siblings
+    /// from being checked.
     pub(crate) fn compile_at<'a>(
         value: &'a Value,
         path: JsonPath<'a>,
-    ) -> Result<Self, SchemaError> {
+        every_fault: bool,
+    ) -> Result<Self, Vec<SchemaError>> {
         let mut compiler = Compiler {
             nodes: Vec::new(),
             scopes: Vec::new(),
             path,
             refs: Vec::new(),
+            every_fault,
+            faults: Vec::new(),
         };
-        let root = compiler.compile(value, 0)?;
+        let root = compiler.compile(value, 0);
+        let root = match root {
+            Ok(root) if compiler.faults.is_empty() => root,
+            Ok(_) => return Err(compiler.faults),
+            Err(fault) => {
+                compiler.faults.push(fault);
+                return Err(compiler.faults);
+            }
+        };
         if !matches!(compiler.nodes[root.0 as usize], Node::Object { .. }) {
-            return Err(compiler.error(SchemaFault::RootNotObject));
+            return Err(vec![compiler.error(SchemaFault::RootNotObject)]);
         }
-        compiler.reject_ref_cycles()?;
+        compiler.reject_ref_cycles().map_err(|fault| vec![fault])?;
         let mut schema = Schema {
             nodes: compiler.nodes,
             root,
@@ -382,6 +407,9 @@ struct Compiler<'a> {
     path: JsonPath<'a>,
     /// Every ref node, with the name it refers to and where it was written.
     refs: Vec<(NodeId, String, String)>,
+    /// Record a fault in one schema and go on with its siblings.
+    every_fault: bool,
+    faults: Vec<SchemaError>,
 }
 
 impl<'a> Compiler<'a> {
@@ -420,6 +448,18 @@ impl<'a> Compiler<'a> {
         let result = f(self);
         self.path.pop();
         result
+    }
+
+    /// With `every_fault`, a child's fault is recorded and a placeholder node
+    /// stands in for the child, so that its siblings are still checked.
+    fn settle(&mut self, result: Result<NodeId, SchemaError>) -> Result<NodeId, SchemaError> {
+        match result {
+            Err(fault) if self.every_fault => {
+                self.faults.push(fault);
+                Ok(self.reserve())
+            }
+            other => other,
+        }
     }
 
     fn reserve(&mut self) -> NodeId {
@@ -509,7 +549,9 @@ impl<'a> Compiler<'a> {
         self.scopes.push(scope.clone());
         self.within_key("definitions", |c| {
             for (name, id) in scope {
-                c.within_key(name, |c| c.compile_into(id, &definitions[name], depth + 1))?;
+                let result =
+                    c.within_key(name, |c| c.compile_into(id, &definitions[name], depth + 1));
+                c.settle(result.map(|()| id))?;
             }
             Ok(())
         })
@@ -646,7 +688,8 @@ impl<'a> Compiler<'a> {
         self.within_key("schemas", |c| {
             let mut members = Vec::with_capacity(schemas.len());
             for (i, schema) in schemas.iter().enumerate() {
-                members.push(c.within_index(i, |c| c.compile(schema, depth + 1))?);
+                let member = c.within_index(i, |c| c.compile(schema, depth + 1));
+                members.push(c.settle(member)?);
             }
             Ok(members)
         })
@@ -671,7 +714,8 @@ impl<'a> Compiler<'a> {
                     return Err(c.error_at(name, SchemaFault::PropertyName(name.clone())));
                 }
                 let flag = |key| schema.get(key).and_then(Value::as_bool).unwrap_or(false);
-                let node = c.within_key(name, |c| c.compile(schema, depth + 1))?;
+                let node = c.within_key(name, |c| c.compile(schema, depth + 1));
+                let node = c.settle(node)?;
                 compiled.push(Property {
                     name: name.as_str().into(),
                     node,

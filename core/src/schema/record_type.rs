@@ -20,17 +20,27 @@ impl RecordType {
     /// (`$['content']['schema']['properties']…`). `unique_by` is accepted and
     /// not enforced yet.
     pub fn from_content(content: &Value) -> Result<Self, SchemaError> {
-        let fault = |keys: &[&str], fault| SchemaError {
-            path: JsonPath::of_keys(keys).to_string(),
-            fault,
+        Self::read(content, false).map_err(|mut faults| faults.swap_remove(0))
+    }
+
+    /// Every fault of a Type record's content, in document order; empty when
+    /// it is valid. For people writing types.
+    pub fn faults(content: &Value) -> Vec<SchemaError> {
+        Self::read(content, true).err().unwrap_or_default()
+    }
+
+    fn read(content: &Value, every_fault: bool) -> Result<Self, Vec<SchemaError>> {
+        let fault = |keys: &[&str], fault| {
+            vec![SchemaError {
+                path: JsonPath::of_keys(keys).to_string(),
+                fault,
+            }]
         };
         let content = content
             .as_object()
             .ok_or_else(|| fault(&["content"], SchemaFault::NotAnObject))?;
-        if let Some(key) = content
-            .keys()
-            .find(|k| !["name", "icon_name", "schema", "unique_by"].contains(&k.as_str()))
-        {
+        let known = ["name", "icon_name", "schema", "unique_by"];
+        if let Some(key) = content.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(fault(
                 &["content", key],
                 SchemaFault::UnknownProperty(key.clone()),
@@ -59,7 +69,11 @@ impl RecordType {
         let schema = content
             .get("schema")
             .ok_or_else(|| fault(&["content"], SchemaFault::MissingProperty("schema")))?;
-        let schema = Schema::compile_at(schema, JsonPath::of_keys(&["content", "schema"]))?;
+        let schema = Schema::compile_at(
+            schema,
+            JsonPath::of_keys(&["content", "schema"]),
+            every_fault,
+        )?;
         Ok(RecordType {
             name,
             icon_name,

@@ -275,7 +275,10 @@ fn envelope_field(record: &Record, name: &str) -> Option<Value> {
 /// The keys the schemas applied to one object value declare.
 #[derive(Default)]
 struct Keys<'a> {
-    objects: Vec<&'a [Property]>,
+    /// The property lists of the object schemas that applied: most values
+    /// have one, which needs no allocation.
+    first: Option<&'a [Property]>,
+    more: Vec<&'a [Property]>,
     /// A map, or a link whose shape its own type checks: any key goes.
     any: bool,
     /// An applied object schema said `"strict": true`.
@@ -290,18 +293,28 @@ impl<'a> Keys<'a> {
         }
     }
 
+    fn object(properties: &'a [Property], strict: bool) -> Self {
+        Keys {
+            first: Some(properties),
+            strict,
+            ..Keys::default()
+        }
+    }
+
     fn merge(&mut self, other: Keys<'a>) {
-        self.objects.extend(other.objects);
+        for properties in other.first.into_iter().chain(other.more) {
+            match self.first {
+                None => self.first = Some(properties),
+                Some(_) => self.more.push(properties),
+            }
+        }
         self.any |= other.any;
         self.strict |= other.strict;
     }
 
     fn declares(&self, key: &str) -> bool {
-        self.any
-            || self
-                .objects
-                .iter()
-                .any(|properties| properties.iter().any(|p| &*p.name == key))
+        let mut applied = self.first.into_iter().chain(self.more.iter().copied());
+        self.any || applied.any(|properties| properties.iter().any(|p| &*p.name == key))
     }
 }
 
@@ -537,11 +550,7 @@ impl<'a> Walk<'a> {
                         .map(|(k, v)| (k.as_str(), v));
                     self.property(property, entry, in_content, depth)?;
                 }
-                Ok(Keys {
-                    objects: vec![properties.as_slice()],
-                    any: false,
-                    strict: *strict,
-                })
+                Ok(Keys::object(properties, *strict))
             }
             Node::Array {
                 items,
@@ -812,16 +821,23 @@ impl<'a> Walk<'a> {
 
     /// The links, each (path, link) once, with what the store must check.
     fn finish(self) -> Validated {
-        let mut seen = HashSet::new();
-        let mut validated = Validated::default();
-        for found in self.found {
-            if !seen.insert((found.path.clone(), found.link.clone())) {
+        let keep: Vec<bool> = {
+            let mut seen = HashSet::with_capacity(self.found.len());
+            self.found
+                .iter()
+                .map(|found| seen.insert((found.path.as_str(), &found.link)))
+                .collect()
+        };
+        let mut validated = Validated {
+            links: Vec::with_capacity(self.found.len()),
+            checks: StoreChecks::default(),
+        };
+        for (found, keep) in self.found.into_iter().zip(keep) {
+            if !keep {
                 continue;
             }
-            // Paths are built by the walk from `$`, `['name']` and `[*]`.
-            let Ok(path) = found.path.parse::<LinkPath>() else {
-                continue;
-            };
+            // The walk builds paths from `$`, `['name']` (names without `'`) and `[*]`.
+            let path = LinkPath::from_walk(found.path);
             let checks = &mut validated.checks;
             match (&found.link, found.constraint) {
                 (Link::Entity(link), _) => {
