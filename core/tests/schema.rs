@@ -781,3 +781,24 @@ fn every_fault_of_a_schema_can_be_listed_at_once() {
         "$['properties']['a']['type']"
     );
 }
+
+#[test]
+fn faults_and_violations_map_to_their_problem_types() {
+    use folio_core::problem::{Problem, ProblemType};
+    let fault = Schema::compile(&json!({"type": "map", "values": {"type": "null"}})).unwrap_err();
+    let problem = Problem::from(&fault);
+    assert_eq!(
+        (problem.kind, problem.detail.as_deref()),
+        (
+            ProblemType::InvalidSchema,
+            Some("$: a record schema is an `object` schema")
+        )
+    );
+    let violation = fails(object(json!({"a": {"type": "int"}})), json!({}));
+    let problem = Problem::from(&violation);
+    assert_eq!(problem.kind, ProblemType::SchemaViolation);
+    assert_eq!(
+        problem.detail.as_deref(),
+        Some("$['content']: the property `a` is required")
+    );
+}

@@ -8,15 +8,30 @@
 //! size) comes back as [`StoreChecks`] for the host to run.
 
 mod compile;
+mod links;
 mod path;
 mod record_type;
+mod tree;
 mod validate;
+mod violation;
 
-pub use compile::{
-    MAX_SAFE_INTEGER, MAX_SCHEMA_DEPTH, RecordTypeRef, Schema, SchemaError, SchemaFault,
-};
+pub use compile::{MAX_SCHEMA_DEPTH, SchemaError, SchemaFault};
+pub use links::{BlobCheck, FoundLink, RecordCheck, StoreChecks, Validated, VersionCheck};
 pub use record_type::RecordType;
-pub use validate::{
-    BlobCheck, FoundLink, MAX_VALIDATION_STEPS, MAX_VALUE_DEPTH, RecordCheck, Rule, StoreChecks,
-    Validated, VersionCheck, Violation,
-};
+pub use tree::{MAX_SAFE_INTEGER, RecordTypeRef, Schema};
+pub use validate::{MAX_VALIDATION_STEPS, MAX_VALUE_DEPTH};
+pub use violation::{Rule, Violation};
+
+use crate::problem::{Problem, ProblemType};
+
+impl From<&SchemaError> for Problem {
+    fn from(error: &SchemaError) -> Self {
+        Problem::new(ProblemType::InvalidSchema).with_detail(error.to_string())
+    }
+}
+
+impl From<&Violation> for Problem {
+    fn from(violation: &Violation) -> Self {
+        Problem::new(ProblemType::SchemaViolation).with_detail(violation.to_string())
+    }
+}

@@ -3,8 +3,9 @@
 
 use serde_json::Value;
 
-use super::compile::{Schema, SchemaError, SchemaFault};
+use super::compile::{SchemaError, SchemaFault};
 use super::path::JsonPath;
+use super::tree::Schema;
 
 /// A record type, read from a Type record's content with its schema compiled.
 #[derive(Debug, Clone)]

@@ -1,21 +1,20 @@
 //! Validating a record against its compiled schema (PROTOCOL.md §6), and
 //! finding its links in the same walk.
 
-use std::collections::{BTreeSet, HashSet};
-use std::fmt;
+use std::collections::HashSet;
 
 use serde::Deserialize;
 use serde_json::{Number, Value};
 use unicode_normalization::is_nfc;
 
-use super::compile::{
-    MAX_SAFE_INTEGER, Node, NodeId, Property, RecordTypeRef, Schema, StringRules,
-};
+use super::links::{BlobCheck, FoundLink, RecordCheck, StoreChecks, Validated, VersionCheck};
 use super::path::JsonPath;
+use super::tree::{MAX_SAFE_INTEGER, Node, NodeId, Property, RecordTypeRef, Schema, StringRules};
+use super::violation::{Rule, Violation};
 use crate::canonical::to_canonical_json;
 use crate::model::{
-    BlobHash, BlobLink, Entity, EntityLink, Link, LinkPath, Permission, Permissions,
-    ReadPermission, Record, RecordBody, RecordLink, Tag, VersionLink,
+    BlobLink, Entity, EntityLink, Link, LinkPath, Permissions, ReadPermission, Record, RecordBody,
+    RecordLink, Tag, VersionLink,
 };
 
 /// The deepest a record's values may nest below the record itself.
@@ -25,184 +24,6 @@ pub const MAX_VALUE_DEPTH: usize = 64;
 /// against each branch, so a hostile schema could otherwise take time
 /// exponential in the value's depth.
 pub const MAX_VALIDATION_STEPS: usize = 100_000;
-
-/// Why a record does not match its schema, and where.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{path}: {rule}")]
-pub struct Violation {
-    /// JSON path of the offending value in the record.
-    pub path: String,
-    pub rule: Rule,
-}
-
-/// The rule a value broke.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Rule {
-    WrongType {
-        expected: &'static str,
-    },
-    MissingProperty(String),
-    RemovedProperty(String),
-    UndeclaredProperty(String),
-    ContentNotEmpty,
-    NotInEnum,
-    TooShort {
-        min: u64,
-    },
-    TooLong {
-        max: u64,
-    },
-    TooFewItems {
-        min: u64,
-    },
-    TooManyItems {
-        max: u64,
-    },
-    DuplicateItems,
-    BelowMinimum,
-    AboveMaximum,
-    UnsafeInteger,
-    NotNfc,
-    InvalidLink(String),
-    ContentTypeNotAllowed(String),
-    BlobTooLarge {
-        max: u64,
-    },
-    MissingPermission {
-        entity: Entity,
-        permission: Permission,
-    },
-    NoBranchMatches {
-        closest: Box<Violation>,
-    },
-    SeveralBranchesMatch,
-    SiblingBranchKey(String),
-    Never,
-    TooDeep,
-    TooComplex,
-}
-
-impl fmt::Display for Rule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Rule::WrongType { expected } => write!(f, "expected {expected}"),
-            Rule::MissingProperty(name) => write!(f, "the property `{name}` is required"),
-            Rule::RemovedProperty(name) => {
-                write!(f, "the property `{name}` was removed from this type")
-            }
-            Rule::UndeclaredProperty(name) => {
-                write!(f, "the property `{name}` is not declared by the schema")
-            }
-            Rule::ContentNotEmpty => {
-                f.write_str("this type declares no content, so content must be {}")
-            }
-            Rule::NotInEnum => f.write_str("the value is not one of the allowed values"),
-            Rule::TooShort { min } => write!(f, "shorter than {min} characters"),
-            Rule::TooLong { max } => write!(f, "longer than {max} characters"),
-            Rule::TooFewItems { min } => write!(f, "fewer than {min} items"),
-            Rule::TooManyItems { max } => write!(f, "more than {max} items"),
-            Rule::DuplicateItems => f.write_str("the items must be distinct"),
-            Rule::BelowMinimum => f.write_str("below the minimum"),
-            Rule::AboveMaximum => f.write_str("above the maximum"),
-            Rule::UnsafeInteger => f.write_str("integers are limited to ±(2^53 − 1)"),
-            Rule::NotNfc => f.write_str("strings must be in Unicode normalization form C"),
-            Rule::InvalidLink(reason) => write!(f, "not a valid link: {reason}"),
-            Rule::ContentTypeNotAllowed(media_type) => {
-                write!(f, "the media type `{media_type}` is not allowed here")
-            }
-            Rule::BlobTooLarge { max } => write!(f, "the blob is larger than {max} bytes"),
-            Rule::MissingPermission { entity, permission } => {
-                write!(
-                    f,
-                    "`{entity}` must hold the {permission} permission on this record"
-                )
-            }
-            Rule::NoBranchMatches { closest } => write!(
-                f,
-                "matches none of the union's schemas (closest: {closest})"
-            ),
-            Rule::SeveralBranchesMatch => {
-                f.write_str("matches more than one schema of a strict union")
-            }
-            Rule::SiblingBranchKey(key) => {
-                write!(f, "`{key}` belongs to another schema of the strict union")
-            }
-            Rule::Never => f.write_str("no value is allowed here"),
-            Rule::TooDeep => write!(f, "values nest at most {MAX_VALUE_DEPTH} levels"),
-            Rule::TooComplex => {
-                write!(f, "validation needs more than {MAX_VALIDATION_STEPS} steps")
-            }
-        }
-    }
-}
-
-/// A link a record holds.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FoundLink {
-    /// Where: `[*]` stands for each array index and map key.
-    pub path: LinkPath,
-    pub link: Link,
-    /// In `content` (as opposed to the envelope: author, type, permissions).
-    /// Only content links go into a tombstone's `links`.
-    pub in_content: bool,
-    /// An existential record link: the record is deleted with its target.
-    pub existential: bool,
-}
-
-/// What only the store can check, asked all at once.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StoreChecks {
-    /// Every linked entity must be known to the server.
-    pub entities: BTreeSet<Entity>,
-    /// Every linked record must exist and be readable by the writer.
-    pub records: Vec<RecordCheck>,
-    /// Every linked version must exist.
-    pub versions: Vec<VersionCheck>,
-    /// Every linked blob must be available to the writer.
-    pub blobs: Vec<BlobCheck>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordCheck {
-    pub path: LinkPath,
-    pub link: RecordLink,
-    /// When set, the linked record's type must be one of these.
-    pub record_types: Option<Vec<RecordTypeRef>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VersionCheck {
-    pub path: LinkPath,
-    pub link: VersionLink,
-    /// When set, the linked version's type must be one of these.
-    pub record_types: Option<Vec<RecordTypeRef>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlobCheck {
-    pub path: LinkPath,
-    pub hash: BlobHash,
-    /// The size the link states, which must be the blob's.
-    pub size: Option<u64>,
-    /// The schema's limit, to check against the blob's real size when the link states none.
-    pub max_size: Option<u64>,
-}
-
-/// A record that passed validation: its links, and what the store must confirm.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Validated {
-    /// Every link, envelope first, then content in document order, each once.
-    pub links: Vec<FoundLink>,
-    pub checks: StoreChecks,
-}
-
-impl Validated {
-    /// The content links, as a tombstone records them.
-    pub fn content_links(&self) -> impl Iterator<Item = &FoundLink> {
-        self.links.iter().filter(|link| link.in_content)
-    }
-}
 
 impl Schema {
     /// Validates a record against this schema and finds its links.

@@ -1,0 +1,74 @@
+//! What validation finds besides a verdict: the links a record holds, and
+//! the checks only the store can run on them.
+
+use std::collections::BTreeSet;
+
+use super::tree::RecordTypeRef;
+use crate::model::{BlobHash, Entity, Link, LinkPath, RecordLink, VersionLink};
+
+/// A link a record holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FoundLink {
+    /// Where: `[*]` stands for each array index and map key.
+    pub path: LinkPath,
+    pub link: Link,
+    /// In `content` (as opposed to the envelope: author, type, permissions).
+    /// Only content links go into a tombstone's `links`.
+    pub in_content: bool,
+    /// An existential record link: the record is deleted with its target.
+    pub existential: bool,
+}
+
+/// What only the store can check, asked all at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreChecks {
+    /// Every linked entity must be known to the server.
+    pub entities: BTreeSet<Entity>,
+    /// Every linked record must exist and be readable by the writer.
+    pub records: Vec<RecordCheck>,
+    /// Every linked version must exist.
+    pub versions: Vec<VersionCheck>,
+    /// Every linked blob must be available to the writer.
+    pub blobs: Vec<BlobCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordCheck {
+    pub path: LinkPath,
+    pub link: RecordLink,
+    /// When set, the linked record's type must be one of these.
+    pub record_types: Option<Vec<RecordTypeRef>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionCheck {
+    pub path: LinkPath,
+    pub link: VersionLink,
+    /// When set, the linked version's type must be one of these.
+    pub record_types: Option<Vec<RecordTypeRef>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobCheck {
+    pub path: LinkPath,
+    pub hash: BlobHash,
+    /// The size the link states, which must be the blob's.
+    pub size: Option<u64>,
+    /// The schema's limit, to check against the blob's real size when the link states none.
+    pub max_size: Option<u64>,
+}
+
+/// A record that passed validation: its links, and what the store must confirm.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validated {
+    /// Every link, envelope first, then content in document order, each once.
+    pub links: Vec<FoundLink>,
+    pub checks: StoreChecks,
+}
+
+impl Validated {
+    /// The content links, as a tombstone records them.
+    pub fn content_links(&self) -> impl Iterator<Item = &FoundLink> {
+        self.links.iter().filter(|link| link.in_content)
+    }
+}
