@@ -7,7 +7,6 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 include!("support/shared_file.rs");
 
-use folio_core::model::Record;
 use folio_core::schema::{RecordType, Rule, Validated, Violation};
 use serde_json::{Value, json};
 
@@ -19,25 +18,7 @@ fn record_type(file_text: &str) -> RecordType {
     RecordType::from_content(&content).unwrap_or_else(|e| panic!("a valid Type record: {e}"))
 }
 
-fn record(content: Value, permissions: Value) -> Record {
-    serde_json::from_value(json!({
-        "author": {"entity": ALICE},
-        "id": "0123456789abcdef0123456789abcdef",
-        "source": "self",
-        "created_at": "2026-11-21T10:00:00.0000000Z",
-        "received_at": "2026-11-21T10:00:00.0000000Z",
-        "version": {
-            "author": {"entity": ALICE},
-            "hash": "a".repeat(64),
-            "created_at": "2026-11-21T10:00:00.0000000Z",
-            "received_at": "2026-11-21T10:00:00.0000000Z"
-        },
-        "permissions": permissions,
-        "type": {"entity": "types.baq.dev", "record_id": "f".repeat(32), "version_hash": "b".repeat(64)},
-        "content": content
-    }))
-    .expect("a well-formed record")
-}
+include!("support/record.rs");
 
 fn validate(
     record_type: &RecordType,

@@ -4,32 +4,13 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use folio_core::model::{Link, LinkPath, Permission, Record};
+use folio_core::model::{Link, LinkPath, Permission};
 use folio_core::schema::{Rule, Schema, SchemaFault, Validated, Violation};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice.example";
 
-/// A live record by alice with this content and these permissions.
-fn record(content: Value, permissions: Value) -> Record {
-    serde_json::from_value(json!({
-        "author": {"entity": ALICE},
-        "id": "0123456789abcdef0123456789abcdef",
-        "source": "self",
-        "created_at": "2026-11-21T10:00:00.0000000Z",
-        "received_at": "2026-11-21T10:00:00.0000000Z",
-        "version": {
-            "author": {"entity": ALICE},
-            "hash": "a".repeat(64),
-            "created_at": "2026-11-21T10:00:00.0000000Z",
-            "received_at": "2026-11-21T10:00:00.0000000Z"
-        },
-        "permissions": permissions,
-        "type": {"entity": "types.example", "record_id": "f".repeat(32), "version_hash": "b".repeat(64)},
-        "content": content
-    }))
-    .expect("a well-formed record")
-}
+include!("support/record.rs");
 
 fn content_schema(content: Value) -> Schema {
     Schema::compile(&json!({"type": "object", "properties": {"content": content}}))
