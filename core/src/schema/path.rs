@@ -1,7 +1,7 @@
 //! JSON paths in bracket form (`$['content']['images'][2]`), as schema faults
 //! and violations report them.
 
-use std::fmt;
+use std::fmt::{self, Write};
 
 #[derive(Debug, Clone, Copy)]
 enum Segment<'a> {
@@ -44,7 +44,20 @@ impl fmt::Display for JsonPath<'_> {
         for segment in &self.0 {
             match segment {
                 Segment::Key(key) => {
-                    write!(f, "['{}']", key.replace('\\', "\\\\").replace('\'', "\\'"))?
+                    // Escapes `'` and `\` without allocating: violation paths
+                    // are written for every union branch that fails.
+                    f.write_str("['")?;
+                    for part in key.split_inclusive(['\'', '\\']) {
+                        match part.strip_suffix(['\'', '\\']) {
+                            Some(text) => {
+                                f.write_str(text)?;
+                                f.write_char('\\')?;
+                                f.write_str(&part[text.len()..])?;
+                            }
+                            None => f.write_str(part)?,
+                        }
+                    }
+                    f.write_str("']")?;
                 }
                 Segment::Index(index) => write!(f, "[{index}]")?,
             }

@@ -366,9 +366,7 @@ impl<'a> Walk<'a> {
                     .as_object()
                     .ok_or_else(|| wrong_type(self, "an object"))?;
                 for property in properties {
-                    let entry = object
-                        .get_key_value(&*property.name)
-                        .map(|(k, v)| (k.as_str(), v));
+                    let entry = entry(object, &property.name);
                     self.property(property, entry, in_content, depth)?;
                 }
                 Ok(Keys::object(properties, *strict))
@@ -642,13 +640,7 @@ impl<'a> Walk<'a> {
 
     /// The links, each (path, link) once, with what the store must check.
     fn finish(self) -> Validated {
-        let keep: Vec<bool> = {
-            let mut seen = HashSet::with_capacity(self.found.len());
-            self.found
-                .iter()
-                .map(|found| seen.insert((found.path.as_str(), &found.link)))
-                .collect()
-        };
+        let keep = first_occurrences(&self.found);
         let mut validated = Validated {
             links: Vec::with_capacity(self.found.len()),
             checks: StoreChecks::default(),
@@ -696,10 +688,49 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// Whether each found link is the first with its (path, link). A record
+/// holds a handful of links, where comparing beats hashing; a set takes over
+/// for the rare record with many.
+fn first_occurrences(found: &[Found<'_>]) -> Vec<bool> {
+    const COMPARE_UP_TO: usize = 32;
+    fn key<'f>(found: &'f Found<'_>) -> (&'f str, &'f Link) {
+        (found.path.as_str(), &found.link)
+    }
+    if found.len() <= COMPARE_UP_TO {
+        (0..found.len())
+            .map(|i| {
+                !found[..i]
+                    .iter()
+                    .any(|earlier| key(earlier) == key(&found[i]))
+            })
+            .collect()
+    } else {
+        let mut seen = HashSet::with_capacity(found.len());
+        found.iter().map(|found| seen.insert(key(found))).collect()
+    }
+}
+
 fn record_types(constraint: Constraint<'_>) -> Option<Vec<RecordTypeRef>> {
     match constraint {
         Constraint::RecordTypes(types) => types.map(<[RecordTypeRef]>::to_vec),
         _ => None,
+    }
+}
+
+/// The entry of `object` at `key`. Record objects are small, and a linear
+/// scan beats hashing the key for them.
+fn entry<'a>(
+    object: &'a serde_json::Map<String, Value>,
+    key: &str,
+) -> Option<(&'a str, &'a Value)> {
+    const SCAN_UP_TO: usize = 16;
+    if object.len() <= SCAN_UP_TO {
+        object
+            .iter()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(k, v)| (k.as_str(), v))
+    } else {
+        object.get_key_value(key).map(|(k, v)| (k.as_str(), v))
     }
 }
 
