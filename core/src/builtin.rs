@@ -17,6 +17,7 @@ use crate::model::{
     Content, EntityLink, Permissions, Record, RecordBody, RecordDate, RecordId, RecordSource,
     Version, VersionHash, VersionLink,
 };
+use crate::schema::RecordType;
 
 /// The reserved entity that authors the built-in types.
 pub const SYSTEM_ENTITY: &str = "system.folio.dev";
@@ -91,6 +92,18 @@ impl BuiltinType {
     pub fn link(self) -> VersionLink {
         version_link(self.record())
     }
+}
+
+/// The Type type, read: the schema every Type record follows.
+pub fn type_type() -> &'static RecordType {
+    static TYPE_TYPE: OnceLock<RecordType> = OnceLock::new();
+    TYPE_TYPE.get_or_init(|| {
+        let content = BuiltinType::Type
+            .record()
+            .content()
+            .expect("the Type type is live");
+        RecordType::from_content(content.as_value()).expect("the Type type's schema compiles")
+    })
 }
 
 /// Every version of every built-in type, oldest first: the Type type's two

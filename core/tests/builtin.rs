@@ -8,7 +8,7 @@ include!("support/shared_file.rs");
 
 use folio_core::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_records};
 use folio_core::model::{Record, RecordBody, RecordSource};
-use folio_core::schema::{RecordType, Rule};
+use folio_core::schema::{RecordType, Rule, TypeRecordError};
 use serde_json::{Value, json};
 
 fn type_type() -> RecordType {
@@ -192,4 +192,34 @@ fn the_built_in_type_hashes_are_pinned() {
     .map(|(name, hash)| (name.to_string(), hash.to_string()))
     .collect();
     assert_eq!(hashes, pinned);
+}
+
+#[test]
+fn a_type_record_must_compile_and_follow_the_type_type() {
+    let task: Value = serde_json::from_str(&shared_file!("real-types/task.json")).unwrap();
+    let public = json!({"read": "public"});
+    assert_eq!(
+        RecordType::from_record(&type_record(task.clone(), public.clone()))
+            .unwrap()
+            .name,
+        "task"
+    );
+    for builtin in BuiltinType::ALL {
+        assert_eq!(
+            RecordType::from_record(builtin.record()).unwrap().name,
+            builtin.name()
+        );
+    }
+
+    let private = RecordType::from_record(&type_record(task, json!({}))).unwrap_err();
+    assert!(
+        matches!(private, TypeRecordError::Violation(_)),
+        "{private}"
+    );
+    let broken = json!({"name": "task", "schema": {"type": "object", "properties": {"content": {"type": "text"}}}});
+    let faults = RecordType::record_faults(&type_record(broken, public));
+    assert!(
+        matches!(faults.as_slice(), [TypeRecordError::Schema(_)]),
+        "{faults:?}"
+    );
 }

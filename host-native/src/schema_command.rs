@@ -103,25 +103,12 @@ fn type_record(file: Value) -> Result<Record, Vec<String>> {
         .map_err(|e| vec![format!("$: not a Type record or its content: {e}")])
 }
 
-/// The faults of a Type record: its schema's, then the Type type's.
+/// The faults of a Type record, as the core finds them.
 fn type_faults(record: &Record) -> Vec<String> {
-    let content = record
-        .content()
-        .map(|c| c.as_value().clone())
-        .unwrap_or_default();
-    let faults: Vec<String> = RecordType::faults(&content)
+    RecordType::record_faults(record)
         .iter()
         .map(ToString::to_string)
-        .collect();
-    if !faults.is_empty() {
-        return faults;
-    }
-    let type_type = BuiltinType::Type.record().content();
-    let type_type = type_type.and_then(|content| RecordType::from_content(content.as_value()).ok());
-    match type_type.map(|t| t.schema.validate(record)) {
-        Some(Err(violation)) => vec![violation.to_string()],
-        _ => Vec::new(),
-    }
+        .collect()
 }
 
 fn check(type_file: &Path, vars: &[(String, String)]) -> Result<Vec<String>, String> {

@@ -17,7 +17,7 @@ mod violation;
 
 pub use compile::{MAX_SCHEMA_DEPTH, SchemaError, SchemaFault};
 pub use links::{BlobCheck, FoundLink, RecordCheck, StoreChecks, Validated, VersionCheck};
-pub use record_type::RecordType;
+pub use record_type::{RecordType, TypeRecordError};
 pub use tree::{MAX_SAFE_INTEGER, RecordTypeRef, Schema};
 pub use validate::{MAX_VALIDATION_STEPS, MAX_VALUE_DEPTH};
 pub use violation::{Rule, Violation};

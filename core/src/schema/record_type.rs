@@ -6,6 +6,10 @@ use serde_json::Value;
 use super::compile::{SchemaError, SchemaFault};
 use super::path::JsonPath;
 use super::tree::Schema;
+use super::violation::Violation;
+use crate::builtin::type_type;
+use crate::model::Record;
+use crate::problem::Problem;
 
 /// A record type, read from a Type record's content with its schema compiled.
 #[derive(Debug, Clone)]
@@ -28,6 +32,39 @@ impl RecordType {
     /// it is valid. For people writing types.
     pub fn faults(content: &Value) -> Vec<SchemaError> {
         Self::read(content, true).err().unwrap_or_default()
+    }
+
+    /// Reads a Type record as a write must: its schema compiles, and the
+    /// record follows the Type type's own schema (its shape, and public
+    /// permissions).
+    pub fn from_record(record: &Record) -> Result<Self, TypeRecordError> {
+        let content = record.content().ok_or(TypeRecordError::Deleted)?;
+        let record_type =
+            Self::from_content(content.as_value()).map_err(TypeRecordError::Schema)?;
+        type_type()
+            .schema
+            .validate(record)
+            .map_err(TypeRecordError::Violation)?;
+        Ok(record_type)
+    }
+
+    /// Every fault of a Type record, schema faults first; empty when it is
+    /// valid. For people writing types.
+    pub fn record_faults(record: &Record) -> Vec<TypeRecordError> {
+        let Some(content) = record.content() else {
+            return vec![TypeRecordError::Deleted];
+        };
+        let faults = Self::faults(content.as_value());
+        if !faults.is_empty() {
+            return faults.into_iter().map(TypeRecordError::Schema).collect();
+        }
+        type_type()
+            .schema
+            .validate(record)
+            .err()
+            .map(TypeRecordError::Violation)
+            .into_iter()
+            .collect()
     }
 
     fn read(content: &Value, every_fault: bool) -> Result<Self, Vec<SchemaError>> {
@@ -80,6 +117,31 @@ impl RecordType {
             icon_name,
             schema,
         })
+    }
+}
+
+/// Why a record is not a valid Type record.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TypeRecordError {
+    /// Its schema does not compile (`record/400-invalid-schema`).
+    #[error("{0}")]
+    Schema(SchemaError),
+    /// It does not follow the Type type's schema (`record/400-schema-violation`).
+    #[error("{0}")]
+    Violation(Violation),
+    /// A tombstone defines no type (`record/400-schema-violation`).
+    #[error("$['content']: a deleted Type record defines no type")]
+    Deleted,
+}
+
+impl From<&TypeRecordError> for Problem {
+    fn from(error: &TypeRecordError) -> Self {
+        match error {
+            TypeRecordError::Schema(fault) => fault.into(),
+            TypeRecordError::Violation(violation) => violation.into(),
+            TypeRecordError::Deleted => Problem::new(crate::problem::ProblemType::SchemaViolation)
+                .with_detail(error.to_string()),
+        }
     }
 }
 
