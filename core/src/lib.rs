@@ -6,7 +6,8 @@
 //! its wire JSON ([`model`]); canonical JSON and version hashes
 //! ([`canonical`], [`hash`]); request signatures and bearer tokens ([`auth`]);
 //! record types, their schemas and the links a record holds ([`schema`]),
-//! and the built-in types every store holds ([`builtin`]);
+//! and the built-in types every store holds ([`builtin`]); reading list and
+//! events requests ([`query`]);
 //! the names of the two wire dialects ([`dialect`]); the problem+json
 //! catalogue ([`problem`]); and the fixed response headers ([`http`]).
 //!
@@ -34,4 +35,5 @@ pub mod hash;
 pub mod http;
 pub mod model;
 pub mod problem;
+pub mod query;
 pub mod schema;

@@ -24,3 +24,6 @@ mod real_types;
 
 #[path = "../../core/tests/builtin.rs"]
 mod builtin;
+
+#[path = "../../core/tests/query.rs"]
+mod query;

@@ -1,0 +1,11 @@
+//! Reading list and events requests (spec §4.1, §6; PROTOCOL.md §7, §8):
+//! the query string and the filter grammar.
+
+mod filter;
+mod query_string;
+
+pub use filter::{
+    Condition, Filter, FilterError, FilterFault, FilterValue, MAX_FILTER_CONDITIONS,
+    MAX_FILTER_DEPTH, MAX_FILTER_LEN, parse_filter,
+};
+pub use query_string::{QueryStringError, decode_query_string};
