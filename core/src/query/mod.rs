@@ -2,10 +2,15 @@
 //! the query string and the filter grammar.
 
 mod filter;
+mod params;
 mod query_string;
 
 pub use filter::{
     Condition, Filter, FilterError, FilterFault, FilterValue, MAX_FILTER_CONDITIONS,
     MAX_FILTER_DEPTH, MAX_FILTER_LEN, parse_filter,
+};
+pub use params::{
+    Bound, DEFAULT_PAGE_SIZE, Direction, EVENTS_LOOKBACK_MS, EventsQuery, IncludeLinks, ListQuery,
+    PAGE_SIZES, QueryError, Sort, SortProperty, SortValue,
 };
 pub use query_string::{QueryStringError, decode_query_string};

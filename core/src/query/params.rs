@@ -1,0 +1,366 @@
+//! The parameters of a list request and an events request (spec §4.1, §6;
+//! PROTOCOL.md §7, §8), read from decoded query parameters.
+
+use std::fmt;
+
+use serde::Deserialize;
+
+use super::filter::{Filter, FilterError, parse_filter};
+use crate::model::{Entity, LinkPath, RecordDate, RecordId, RecordSource};
+use crate::problem::{Problem, ProblemType};
+
+/// Page sizes a list accepts.
+pub const PAGE_SIZES: std::ops::RangeInclusive<u32> = 1..=200;
+/// The page size when none is asked for.
+pub const DEFAULT_PAGE_SIZE: u32 = 20;
+/// How far back an events stream may start: older `min`s are clamped, not rejected.
+pub const EVENTS_LOOKBACK_MS: i64 = 20_000;
+
+/// What a list or events request asks that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// `request/400-invalid-parameter`, naming the parameter.
+    #[error("the `{name}` parameter {reason}")]
+    InvalidParameter {
+        name: &'static str,
+        reason: &'static str,
+    },
+    /// `request/400-invalid-filter`.
+    #[error("filter {index}: {error}")]
+    InvalidFilter { index: usize, error: FilterError },
+}
+
+impl From<&QueryError> for Problem {
+    fn from(error: &QueryError) -> Self {
+        let kind = match error {
+            QueryError::InvalidParameter { .. } => ProblemType::InvalidParameter,
+            QueryError::InvalidFilter { .. } => ProblemType::InvalidFilter,
+        };
+        Problem::new(kind).with_detail(error.to_string())
+    }
+}
+
+/// What records are ordered by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SortProperty {
+    ReceivedAt,
+    CreatedAt,
+    VersionReceivedAt,
+    VersionCreatedAt,
+    /// A tag path; records with no tag there are left out.
+    Tag(LinkPath),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Ascending,
+    Descending,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sort {
+    pub property: SortProperty,
+    pub direction: Direction,
+}
+
+impl Default for Sort {
+    /// `$['received_at']+desc`.
+    fn default() -> Self {
+        Sort {
+            property: SortProperty::ReceivedAt,
+            direction: Direction::Descending,
+        }
+    }
+}
+
+/// A value of the sort property.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SortValue {
+    Date(RecordDate),
+    Tag(String),
+}
+
+/// A `min`, `max` or `page_start`: a sort value, and optionally the record id
+/// that breaks ties. Without one, every record with exactly that value is excluded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    pub value: SortValue,
+    pub record_id: Option<RecordId>,
+}
+
+/// Which linked records to return beside the records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncludeLinks {
+    /// The Entity records of every entity link.
+    pub entity: bool,
+    /// The targets of existential record links.
+    pub existential: bool,
+    /// The records linked at these paths.
+    pub paths: Vec<LinkPath>,
+}
+
+impl Default for IncludeLinks {
+    /// `entity,existential`.
+    fn default() -> Self {
+        IncludeLinks {
+            entity: true,
+            existential: true,
+            paths: Vec::new(),
+        }
+    }
+}
+
+/// A list request (`GET …/records`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListQuery {
+    pub sort: Sort,
+    pub min: Option<Bound>,
+    pub max: Option<Bound>,
+    pub page_start: Option<Bound>,
+    pub page_size: u32,
+    /// A tag or record-link path: the first record per value, before paging.
+    pub distinct: Option<LinkPath>,
+    /// Records matching any of these (none: every record).
+    pub filters: Vec<Filter>,
+    pub include_links: IncludeLinks,
+    pub include_deleted: bool,
+    /// Only records from these sources (`None`: all). Unknown values match nothing.
+    pub sources: Option<Vec<RecordSource>>,
+}
+
+/// An events request (`GET …/events`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventsQuery {
+    /// Exclusive lower bound on `version.received_at`, clamped to 20 s ago.
+    pub min: RecordDate,
+    pub filters: Vec<Filter>,
+    pub include_deleted: bool,
+}
+
+/// The parameters as decoded, with helpers that name the parameter in errors.
+struct Params<'p> {
+    params: &'p [(String, String)],
+}
+
+impl<'p> Params<'p> {
+    /// The value of a single-valued parameter; given twice is an error.
+    fn single(&self, name: &'static str) -> Result<Option<&'p str>, QueryError> {
+        let mut values = self
+            .params
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str());
+        let first = values.next();
+        if values.next().is_some() {
+            return Err(invalid(name, "is given more than once"));
+        }
+        Ok(first)
+    }
+
+    fn filters(&self) -> Result<Vec<Filter>, QueryError> {
+        self.params
+            .iter()
+            .filter(|(name, _)| name == "filter")
+            .enumerate()
+            .map(|(index, (_, text))| {
+                parse_filter(text).map_err(|error| QueryError::InvalidFilter { index, error })
+            })
+            .collect()
+    }
+
+    fn include_deleted(&self) -> Result<bool, QueryError> {
+        match self.single("include_deleted")? {
+            None | Some("false") => Ok(false),
+            Some("true") => Ok(true),
+            Some(_) => Err(invalid("include_deleted", "is neither true nor false")),
+        }
+    }
+}
+
+fn invalid(name: &'static str, reason: &'static str) -> QueryError {
+    QueryError::InvalidParameter { name, reason }
+}
+
+impl ListQuery {
+    /// Reads a list request's parameters. `user` is the store's own entity:
+    /// `proxy_to` naming it is ignored, any other value is refused until
+    /// federation exists. Unknown parameters are ignored.
+    pub fn from_params(params: &[(String, String)], user: &Entity) -> Result<Self, QueryError> {
+        let params = Params { params };
+        let sort = match params.single("sort")? {
+            None => Sort::default(),
+            Some(text) => parse_sort(text)
+                .ok_or_else(|| invalid("sort", "is not `<path>+asc` or `<path>+desc`"))?,
+        };
+        let bound = |name| -> Result<Option<Bound>, QueryError> {
+            params
+                .single(name)?
+                .map(|text| {
+                    parse_bound(text, &sort.property)
+                        .ok_or_else(|| invalid(name, "is not a quoted sort value"))
+                })
+                .transpose()
+        };
+        let (min, max, page_start) = (bound("min")?, bound("max")?, bound("page_start")?);
+        let page_size = match params.single("page_size")? {
+            None => DEFAULT_PAGE_SIZE,
+            Some(text) => text
+                .parse()
+                .ok()
+                .filter(|size| {
+                    text.bytes().all(|b| b.is_ascii_digit()) && PAGE_SIZES.contains(size)
+                })
+                .ok_or_else(|| invalid("page_size", "is not a number from 1 to 200"))?,
+        };
+        let distinct = params
+            .single("distinct")?
+            .map(|text| {
+                text.parse()
+                    .map_err(|_| invalid("distinct", "is not a path"))
+            })
+            .transpose()?;
+        let include_links = params
+            .single("include_links")?
+            .map(parse_include_links)
+            .unwrap_or_default();
+        let sources = params
+            .single("sources")?
+            .map(|text| text.split(',').filter_map(parse_source).collect());
+        match params.single("proxy_to")? {
+            None => {}
+            Some(text) if text == user.as_str() => {}
+            Some(_) => return Err(invalid("proxy_to", "can only name this store's own entity")),
+        }
+        Ok(ListQuery {
+            sort,
+            min,
+            max,
+            page_start,
+            page_size,
+            distinct,
+            filters: params.filters()?,
+            include_links,
+            include_deleted: params.include_deleted()?,
+            sources,
+        })
+    }
+}
+
+impl EventsQuery {
+    /// Reads an events request's parameters. A `min` older than 20 s before
+    /// `now` is clamped to that, as is a missing one: reconnecting clients
+    /// resend their first URL. `include_links` and `page_size` are accepted
+    /// and ignored, whatever their value.
+    pub fn from_params(params: &[(String, String)], now: RecordDate) -> Result<Self, QueryError> {
+        let params = Params { params };
+        let earliest = RecordDate::from_unix_ticks(
+            now.unix_ticks().saturating_sub(EVENTS_LOOKBACK_MS * 10_000),
+        )
+        .unwrap_or(now);
+        let min = match params.single("min")? {
+            None => earliest,
+            Some(text) => match parse_bound(text, &SortProperty::VersionReceivedAt) {
+                Some(Bound {
+                    value: SortValue::Date(date),
+                    record_id: None,
+                }) => date.max(earliest),
+                _ => return Err(invalid("min", "is not a quoted date")),
+            },
+        };
+        Ok(EventsQuery {
+            min,
+            filters: params.filters()?,
+            include_deleted: params.include_deleted()?,
+        })
+    }
+}
+
+/// `<property>+<direction>`, with a space accepted for the `+`.
+fn parse_sort(text: &str) -> Option<Sort> {
+    let split = text.rfind(['+', ' '])?;
+    let (path, direction) = (&text[..split], &text[split + 1..]);
+    let direction = match direction {
+        "asc" => Direction::Ascending,
+        "desc" => Direction::Descending,
+        _ => return None,
+    };
+    let property = match path {
+        "$['received_at']" => SortProperty::ReceivedAt,
+        "$['created_at']" => SortProperty::CreatedAt,
+        "$['version.received_at']" | "$['version']['received_at']" => {
+            SortProperty::VersionReceivedAt
+        }
+        "$['version.created_at']" | "$['version']['created_at']" => SortProperty::VersionCreatedAt,
+        _ => SortProperty::Tag(path.parse().ok()?),
+    };
+    Some(Sort {
+        property,
+        direction,
+    })
+}
+
+/// A JSON-quoted value (a date for date sorts), optionally followed by
+/// `+<record_id>` or ` <record_id>`.
+fn parse_bound(text: &str, property: &SortProperty) -> Option<Bound> {
+    let close = closing_quote(text)?;
+    let value: String = serde_json::from_str(&text[..=close]).ok()?;
+    let record_id = match &text[close + 1..] {
+        "" => None,
+        rest => Some(rest.strip_prefix(['+', ' '])?.parse().ok()?),
+    };
+    let value = match property {
+        SortProperty::Tag(_) => SortValue::Tag(value),
+        _ => SortValue::Date(value.parse().ok()?),
+    };
+    Some(Bound { value, record_id })
+}
+
+/// The index of the quote that ends the JSON string `text` starts with.
+fn closing_quote(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    if bytes.first() != Some(&b'"') {
+        return None;
+    }
+    let mut at = 1;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => return Some(at),
+            b'\\' => at += 2,
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// A record source by its wire name; `None` for one this server does not know.
+fn parse_source(name: &str) -> Option<RecordSource> {
+    let name = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(name);
+    RecordSource::deserialize(name).ok()
+}
+
+/// `entity`, `existential` and paths, comma-separated; `""` asks for none.
+/// Unknown special values (such as `standing`) are ignored.
+fn parse_include_links(text: &str) -> IncludeLinks {
+    let mut include = IncludeLinks {
+        entity: false,
+        existential: false,
+        paths: Vec::new(),
+    };
+    for item in text.split(',').filter(|item| !item.is_empty()) {
+        match item {
+            "entity" => include.entity = true,
+            "existential" => include.existential = true,
+            path => include.paths.extend(path.parse::<LinkPath>().ok()),
+        }
+    }
+    include
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Direction::Ascending => "asc",
+            Direction::Descending => "desc",
+        })
+    }
+}
