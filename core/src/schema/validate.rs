@@ -273,9 +273,7 @@ impl<'a> Walk<'a> {
             }
             Some((key, value)) => {
                 self.enter_key(key, false, depth)?;
-                let result = self.check_holding(property.node, value, in_content, depth + 1);
-                self.leave();
-                result
+                self.check_child(property.node, value, in_content, depth)
             }
             None if property.optional || property.removed => Ok(()),
             None => Err(self.violation(Rule::MissingProperty(property.name.to_string()))),
@@ -313,6 +311,20 @@ impl<'a> Walk<'a> {
         } else {
             Ok(())
         }
+    }
+
+    /// Checks the child value just entered, then steps back out of it,
+    /// whatever the outcome.
+    fn check_child(
+        &mut self,
+        id: NodeId,
+        value: &'a Value,
+        in_content: bool,
+        depth: usize,
+    ) -> Result<(), Violation> {
+        let result = self.check_holding(id, value, in_content, depth + 1);
+        self.leave();
+        result
     }
 
     /// Steps back out of the last value entered.
@@ -402,9 +414,7 @@ impl<'a> Walk<'a> {
                 }
                 for (index, item) in array.iter().enumerate() {
                     self.enter_index(index, depth)?;
-                    let result = self.check_holding(*items, item, in_content, depth + 1);
-                    self.leave();
-                    result?;
+                    self.check_child(*items, item, in_content, depth)?;
                 }
                 Ok(Keys::default())
             }
@@ -414,9 +424,7 @@ impl<'a> Walk<'a> {
                     .ok_or_else(|| wrong_type(self, "an object"))?;
                 for (key, item) in object {
                     self.enter_key(key, true, depth)?;
-                    let result = self.check_holding(*values, item, in_content, depth + 1);
-                    self.leave();
-                    result?;
+                    self.check_child(*values, item, in_content, depth)?;
                 }
                 Ok(Keys::any())
             }
