@@ -133,6 +133,18 @@ fn millisecond_precision_truncates() {
 }
 
 #[test]
+fn subtracting_milliseconds_stops_at_the_earliest_date() {
+    assert_eq!(
+        date("2024-05-01T12:00:20Z").saturating_sub_millis(20_000),
+        date("2024-05-01T12:00:00Z")
+    );
+    assert_eq!(
+        date("0000-01-01T00:00:01Z").saturating_sub_millis(i64::MAX),
+        date("0000-01-01T00:00:00Z")
+    );
+}
+
+#[test]
 fn received_at_increases_strictly() {
     let now = date("2024-05-01T12:00:00Z");
     assert_eq!(RecordDate::received_after(now, None), now);

@@ -61,6 +61,14 @@ impl RecordDate {
         self.0.div_euclid(TICKS_PER_MILLI)
     }
 
+    /// `millis` milliseconds earlier, or the earliest instant if that is before it.
+    pub fn saturating_sub_millis(self, millis: i64) -> Self {
+        let ticks = self
+            .0
+            .saturating_sub(millis.saturating_mul(TICKS_PER_MILLI));
+        Self(ticks.max(MIN_TICKS))
+    }
+
     /// This instant with everything below the millisecond dropped: the
     /// precision of the dates Folio assigns itself, and of every date inside a
     /// version hash.

@@ -9,6 +9,7 @@
 
 use std::fmt;
 
+use super::json_string_end;
 use crate::model::{Entity, LinkPath, RecordId, VersionHash};
 use crate::problem::{Problem, ProblemType};
 
@@ -297,14 +298,9 @@ impl<'t> Parser<'t> {
     /// A JSON string literal; inside it `,`, `(` and `)` are ordinary characters.
     fn tag(&mut self) -> Result<FilterValue, FilterError> {
         let start = self.at;
-        let bytes = self.text.as_bytes();
-        let mut end = start + 1;
-        while end < bytes.len() && bytes[end] != b'"' {
-            end += if bytes[end] == b'\\' { 2 } else { 1 };
-        }
-        if end >= bytes.len() {
-            return Err(self.error(FilterFault::UnterminatedQuote));
-        }
+        let end = start
+            + json_string_end(&self.text[start..])
+                .ok_or_else(|| self.error(FilterFault::UnterminatedQuote))?;
         let literal = &self.text[start..=end];
         let tag: String =
             serde_json::from_str(literal).map_err(|_| self.error(FilterFault::InvalidTag))?;

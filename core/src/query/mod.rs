@@ -14,3 +14,21 @@ pub use params::{
     PAGE_SIZES, QueryError, Sort, SortProperty, SortValue,
 };
 pub use query_string::{QueryStringError, decode_query_string};
+
+/// The index of the quote that ends the JSON string literal `text` starts
+/// with (escapes skipped), as filters' tags and list bounds are written.
+fn json_string_end(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    if bytes.first() != Some(&b'"') {
+        return None;
+    }
+    let mut at = 1;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => return Some(at),
+            b'\\' => at += 2,
+            _ => at += 1,
+        }
+    }
+    None
+}

@@ -6,6 +6,7 @@ use std::fmt;
 use serde::Deserialize;
 
 use super::filter::{Filter, FilterError, parse_filter};
+use super::json_string_end;
 use crate::model::{Entity, LinkPath, RecordDate, RecordId, RecordSource};
 use crate::problem::{Problem, ProblemType};
 
@@ -253,10 +254,7 @@ impl EventsQuery {
     /// and ignored, whatever their value.
     pub fn from_params(params: &[(String, String)], now: RecordDate) -> Result<Self, QueryError> {
         let params = Params { params };
-        let earliest = RecordDate::from_unix_ticks(
-            now.unix_ticks().saturating_sub(EVENTS_LOOKBACK_MS * 10_000),
-        )
-        .unwrap_or(now);
+        let earliest = now.saturating_sub_millis(EVENTS_LOOKBACK_MS);
         let min = match params.single("min")? {
             None => earliest,
             Some(text) => match parse_bound(text, &SortProperty::VersionReceivedAt) {
@@ -302,7 +300,7 @@ fn parse_sort(text: &str) -> Option<Sort> {
 /// A JSON-quoted value (a date for date sorts), optionally followed by
 /// `+<record_id>` or ` <record_id>`.
 fn parse_bound(text: &str, property: &SortProperty) -> Option<Bound> {
-    let close = closing_quote(text)?;
+    let close = json_string_end(text)?;
     let value: String = serde_json::from_str(&text[..=close]).ok()?;
     let record_id = match &text[close + 1..] {
         "" => None,
@@ -313,23 +311,6 @@ fn parse_bound(text: &str, property: &SortProperty) -> Option<Bound> {
         _ => SortValue::Date(value.parse().ok()?),
     };
     Some(Bound { value, record_id })
-}
-
-/// The index of the quote that ends the JSON string `text` starts with.
-fn closing_quote(text: &str) -> Option<usize> {
-    let bytes = text.as_bytes();
-    if bytes.first() != Some(&b'"') {
-        return None;
-    }
-    let mut at = 1;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'"' => return Some(at),
-            b'\\' => at += 2,
-            _ => at += 1,
-        }
-    }
-    None
 }
 
 /// A record source by its wire name; `None` for one this server does not know.
