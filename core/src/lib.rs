@@ -7,7 +7,9 @@
 //! ([`canonical`], [`hash`]); request signatures and bearer tokens ([`auth`]);
 //! record types, their schemas and the links a record holds ([`schema`]),
 //! and the built-in types every store holds ([`builtin`]); reading list and
-//! events requests ([`query`]);
+//! events requests ([`query`]); the events stream: who may open one, its
+//! catch-up, which versions each subscriber receives and its bytes
+//! ([`events`]);
 //! the names of the two wire dialects ([`dialect`]); the problem+json
 //! catalogue ([`problem`]); and the fixed response headers ([`http`]).
 //!
@@ -27,13 +29,16 @@
 //! send back. The host never decides anything the protocol fixes; when it
 //! would need to, the decision belongs here.
 
+pub mod access;
 pub mod auth;
 pub mod builtin;
 pub mod canonical;
 pub mod dialect;
+pub mod events;
 pub mod hash;
 pub mod http;
 pub mod model;
 pub mod problem;
 pub mod query;
 pub mod schema;
+pub mod store;

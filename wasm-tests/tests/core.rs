@@ -27,3 +27,7 @@ mod builtin;
 
 #[path = "../../core/tests/query.rs"]
 mod query;
+
+#[path = "../../core/tests/events.rs"]
+mod events;
+

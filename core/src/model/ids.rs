@@ -1,6 +1,7 @@
-//! Fixed-length lowercase hex identifiers: record ids, version hashes and blob
-//! hashes (PROTOCOL.md §2). Each is stored as its bytes, so it is `Copy`,
-//! compares in the same order as its hex text, and cannot hold anything else.
+//! Fixed-length lowercase hex identifiers: record ids, client ids, version
+//! hashes and blob hashes (PROTOCOL.md §2, spec §4.0). Each is stored as its
+//! bytes, so it is `Copy`, compares in the same order as its hex text, and
+//! cannot hold anything else.
 
 use std::fmt;
 use std::str::FromStr;
@@ -79,6 +80,14 @@ hex_id!(
     /// A record id: 128 bits, written as 32 lowercase hex characters. The host
     /// draws fresh ones from its randomness source.
     RecordId,
+    16
+);
+hex_id!(
+    /// An `X-Svc-Client-Id` (spec §4.0): the random 128-bit id a client
+    /// draws for itself, as 32 lowercase hex characters. Versions written by
+    /// requests carrying it are not sent back to the events streams that
+    /// carry the same one (PROTOCOL.md §8).
+    ClientId,
     16
 );
 hex_id!(

@@ -9,7 +9,7 @@ mod permissions;
 mod record;
 
 pub use date::{DateError, MillisForm, RecordDate};
-pub use ids::{BlobHash, HexIdError, RecordId, VersionHash};
+pub use ids::{BlobHash, ClientId, HexIdError, RecordId, VersionHash};
 pub use links::{
     BlobLink, EntityLink, Link, LinkKind, LinkPath, LinkPathError, RecordLink, VersionLink,
 };

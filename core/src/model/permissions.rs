@@ -30,6 +30,11 @@ impl Permissions {
             ..Self::default()
         }
     }
+
+    /// `read` is `"public"`: everyone may read.
+    pub fn is_public(&self) -> bool {
+        matches!(self.read, Some(ReadPermission::Public))
+    }
 }
 
 /// One of the three permissions a record grants.

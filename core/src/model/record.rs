@@ -141,6 +141,20 @@ pub enum RecordSource {
     Resolution,
 }
 
+impl RecordSource {
+    /// The wire name, as `source` and the `sources` parameter write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordSource::Own => "self",
+            RecordSource::Notification => "notification",
+            RecordSource::NotificationUnknown => "notification_unknown",
+            RecordSource::Subscription => "subscription",
+            RecordSource::Proxy => "proxy",
+            RecordSource::Resolution => "resolution",
+        }
+    }
+}
+
 impl Record {
     pub fn content(&self) -> Option<&Content> {
         match &self.body {

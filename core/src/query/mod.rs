@@ -1,13 +1,29 @@
 //! Reading list and events requests (spec §4.1, §6; PROTOCOL.md §7, §8):
-//! the query string and the filter grammar.
+//! the query string, the filter grammar and the parameters; the link index
+//! every filter reads; filters, sorts and pages evaluated in memory (the
+//! reference the store's SQL is held to); and the answer: `next_page` and
+//! `include_links`.
 
+mod eval;
 mod filter;
+mod index;
+mod page;
 mod params;
 mod query_string;
 
+pub(crate) use eval::{ID_PATH, SOURCE_PATH};
+pub use eval::{
+    ListItem, PageSelection, Position, distinct_value, entries_match, filters_match, sort_value,
+};
 pub use filter::{
     Condition, Filter, FilterError, FilterFault, FilterValue, MAX_FILTER_CONDITIONS,
     MAX_FILTER_DEPTH, MAX_FILTER_LEN, parse_filter,
+};
+pub use index::{
+    IndexEntry, entity_key, existential_key, index_entries, record_key, tag_key, value_key,
+};
+pub use page::{
+    LinkPlan, ListResponse, RecordResponse, linked_records, next_page_query, next_page_start,
 };
 pub use params::{
     Bound, DEFAULT_PAGE_SIZE, Direction, EVENTS_LOOKBACK_MS, EventsQuery, IncludeLinks, ListQuery,

@@ -1,0 +1,124 @@
+//! Who is asking, and what they may see and do (PROTOCOL.md §4, §10).
+//!
+//! A request reaches a user's store as one of three callers: the owner
+//! (the user's own entity, with every right), an authorized app (acting as
+//! the user's entity, limited to the record types its grant names), or an
+//! unauthenticated caller (public records only). Lists and events silently
+//! leave out what the caller may not read; a single read answers not found.
+
+use crate::builtin::BuiltinType;
+use crate::model::{Entity, Permission, Record, RecordId, RecordLink, VersionLink};
+
+/// The caller of one request, as the host verified it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// No signature, or a bearer token for a public resource: public records only.
+    Anonymous,
+    /// The user's own entity with every right (the consent page, the CLI).
+    Owner { entity: Entity },
+    /// An authorized app, acting as the user's entity within its grant.
+    App { entity: Entity, grant: AppGrant },
+}
+
+/// What an app authorization grants: record types, by their Type records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppGrant {
+    /// The app's own App record, which it may always read.
+    pub app_record: Option<RecordId>,
+    /// Types the app may read.
+    pub read: Vec<RecordLink>,
+    /// Types the app may read and write.
+    pub write: Vec<RecordLink>,
+    /// Types the app may watch through events.
+    pub subscribe: Vec<RecordLink>,
+}
+
+/// Types every caller that may read at all may read, whatever its grant.
+pub const ALWAYS_READABLE_TYPES: [BuiltinType; 2] = [BuiltinType::Entity, BuiltinType::Type];
+
+impl Access {
+    /// The entity the caller acts as, if any.
+    pub fn entity(&self) -> Option<&Entity> {
+        match self {
+            Access::Anonymous => None,
+            Access::Owner { entity } | Access::App { entity, .. } => Some(entity),
+        }
+    }
+
+    /// The app's grant, when the caller is an app.
+    pub fn grant(&self) -> Option<&AppGrant> {
+        match self {
+            Access::App { grant, .. } => Some(grant),
+            _ => None,
+        }
+    }
+
+    /// Whether the caller may read this version: the record's permissions
+    /// let its entity read it, and an app's grant covers its type (or it is
+    /// public, an Entity or Type record, or the app's own App record).
+    /// Credentials records are never readable through the API.
+    pub fn can_read(&self, record: &Record) -> bool {
+        if is_type(&record.type_link, BuiltinType::Credentials) {
+            return false;
+        }
+        let public = record.permissions.is_public();
+        let permitted = public
+            || self.entity().is_some_and(|entity| {
+                record
+                    .permissions
+                    .grants(&record.author.entity, entity, Permission::Read)
+            });
+        permitted
+            && match self {
+                Access::Anonymous | Access::Owner { .. } => true,
+                Access::App { grant, .. } => {
+                    public
+                        || ALWAYS_READABLE_TYPES
+                            .iter()
+                            .any(|&builtin| is_type(&record.type_link, builtin))
+                        || (is_type(&record.type_link, BuiltinType::App)
+                            && grant.app_record == Some(record.id))
+                        || grant.covers_read(&record.type_link)
+                }
+            }
+    }
+
+    /// Whether the caller's grant lets it write records of this type (the
+    /// record's own permissions are checked apart).
+    pub fn can_write_type(&self, type_link: &VersionLink) -> bool {
+        match self {
+            Access::Anonymous => false,
+            Access::Owner { .. } => true,
+            Access::App { grant, .. } => names_type(&grant.write, type_link),
+        }
+    }
+
+    /// Whether the caller may watch records of this type through events
+    /// (before the per-record read check). Anonymous callers see public records.
+    pub fn can_subscribe_type(&self, type_link: &VersionLink) -> bool {
+        match self {
+            Access::Anonymous | Access::Owner { .. } => true,
+            Access::App { grant, .. } => names_type(&grant.subscribe, type_link),
+        }
+    }
+}
+
+impl AppGrant {
+    /// Whether the grant lets the app read records of this type.
+    pub fn covers_read(&self, type_link: &VersionLink) -> bool {
+        names_type(&self.read, type_link) || names_type(&self.write, type_link)
+    }
+}
+
+/// Whether a record of this type is of the built-in type `builtin` (any version of it).
+pub fn is_type(type_link: &VersionLink, builtin: BuiltinType) -> bool {
+    type_link.record_id == builtin.record_id()
+        && type_link.entity.as_str() == crate::builtin::SYSTEM_ENTITY
+}
+
+/// Whether `types` names the Type record that `type_link` points into.
+fn names_type(types: &[RecordLink], type_link: &VersionLink) -> bool {
+    types
+        .iter()
+        .any(|t| t.entity == type_link.entity && t.record_id == type_link.record_id)
+}

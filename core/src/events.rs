@@ -1,0 +1,284 @@
+//! The events stream (spec §6, PROTOCOL.md §8, §13): who may open one, where
+//! its catch-up starts, which committed versions each subscriber receives,
+//! and the exact bytes of every event. A host only moves these bytes.
+//!
+//! # How a host drives a stream
+//!
+//! 1. [`authorize_events`] the caller; an error is answered as problem+json.
+//! 2. Read the [`EventsQuery`], parse `Last-Event-Id` with
+//!    [`EventId::from_header`], and ask [`catch_up_start`] where catch-up
+//!    begins, telling it the [`EventLogBounds`] of the user's log.
+//! 3. Register a [`Subscriber`] for live events *before* reading the log, so
+//!    that nothing committed meanwhile falls between catch-up and live.
+//! 4. Read the log from the start, oldest first, keep the events
+//!    [`Subscriber::should_send`] accepts, and pass them to
+//!    [`catch_up_batch`]. Its error (`too_many_events`) is answered as
+//!    problem+json: the stream has not started yet.
+//! 5. Answer `200` with [`EVENT_STREAM_HEADERS`] (and the CORS headers),
+//!    write each catch-up event with [`record_event`], then each live event
+//!    the subscriber accepts, in commit order, skipping those whose sequence
+//!    the catch-up read already covered. After [`HEARTBEAT_INTERVAL_MS`]
+//!    with nothing written, write [`HEARTBEAT_EVENT`].
+//! 6. A subscriber whose queue of [`SUBSCRIBER_QUEUE_LEN`] events is full is
+//!    disconnected; it comes back with `Last-Event-Id` and catches up.
+//!
+//! The host also prunes its log, keeping every event at or after
+//! [`retention_cutoff`], and caps connections at
+//! [`MAX_CONNECTIONS_PER_SERVER`] and [`MAX_CONNECTIONS_PER_USER`] by default
+//! (`request/429-rate-limited` with `Retry-After` beyond them).
+
+use std::fmt;
+
+use crate::access::Access;
+use crate::http::NO_CACHE;
+use crate::model::{ClientId, Record, RecordDate};
+use crate::problem::{Problem, ProblemType};
+use crate::query::{EventsQuery, Filter, filters_match};
+use crate::schema::FoundLink;
+
+/// The most events a catch-up sends; more pending is `too_many_events`.
+pub const MAX_CATCH_UP_EVENTS: usize = 100;
+
+/// How long a stream may stay silent before a heartbeat is written.
+pub const HEARTBEAT_INTERVAL_MS: u64 = 15_000;
+
+/// How far back `Last-Event-Id` replay reaches at least: a host keeps every
+/// event this young in its log (see [`retention_cutoff`]).
+pub const EVENT_RETENTION_MS: i64 = 24 * 60 * 60 * 1_000;
+
+/// Default cap on open events streams across the whole server.
+pub const MAX_CONNECTIONS_PER_SERVER: usize = 1_024;
+
+/// Default cap on open events streams of one user.
+pub const MAX_CONNECTIONS_PER_USER: usize = 64;
+
+/// How many events may wait for one subscriber before it is disconnected.
+///
+/// Below [`MAX_CATCH_UP_EVENTS`] on purpose: a subscriber dropped for a full
+/// queue has missed at most this many events, so when it reconnects with
+/// `Last-Event-Id` there is still room (36 events) for what is committed
+/// while it reconnects before its catch-up fails with `too_many_events`.
+/// Large enough that a burst of writes does not drop a healthy client whose
+/// socket is briefly slow.
+pub const SUBSCRIBER_QUEUE_LEN: usize = 64;
+
+// The queue length's reason to be, checked where it is stated.
+const _: () = assert!(SUBSCRIBER_QUEUE_LEN < MAX_CATCH_UP_EVENTS);
+
+/// The media type of an events stream.
+pub const EVENT_STREAM_CONTENT_TYPE: &str = "text/event-stream";
+
+/// The headers of a stream's `200` answer, besides the CORS headers every
+/// response carries.
+pub const EVENT_STREAM_HEADERS: [(&str, &str); 2] = [
+    ("content-type", EVENT_STREAM_CONTENT_TYPE),
+    ("cache-control", NO_CACHE),
+];
+
+/// The keep-alive event. It has no `id` field, because an `id` line (even an
+/// empty one) would replace the last event id the client sends back on
+/// reconnecting; its empty `data` line makes browsers dispatch it as a
+/// `heartbeat` event, which clients ignore.
+pub const HEARTBEAT_EVENT: &str = "event: heartbeat\ndata:\n\n";
+
+/// Why an events request is refused before its stream starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EventsError {
+    /// `auth/403-forbidden`: an app whose grant names no type to subscribe to.
+    #[error("the app's authorization grants no record type to subscribe to")]
+    Forbidden,
+    /// `events/400-too-many-events`: more than [`MAX_CATCH_UP_EVENTS`] pending.
+    #[error(
+        "more than {} events are pending; list the records, then subscribe from there",
+        MAX_CATCH_UP_EVENTS
+    )]
+    TooManyEvents,
+}
+
+impl From<&EventsError> for Problem {
+    fn from(error: &EventsError) -> Self {
+        let kind = match error {
+            EventsError::Forbidden => ProblemType::Forbidden,
+            EventsError::TooManyEvents => ProblemType::TooManyEvents,
+        };
+        Problem::new(kind).with_detail(error.to_string())
+    }
+}
+
+/// Whether the caller may open an events stream at all: an app needs at
+/// least one type in its `subscribe` grant; the owner and anonymous callers
+/// always may (what they receive is decided per version).
+pub fn authorize_events(access: &Access) -> Result<(), EventsError> {
+    match access.grant() {
+        Some(grant) if grant.subscribe.is_empty() => Err(EventsError::Forbidden),
+        _ => Ok(()),
+    }
+}
+
+/// An event's id: the user's event sequence, which the host's storage
+/// assigns, strictly increasing in commit order. Written in decimal; clients
+/// treat it as opaque.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventId(u64);
+
+impl EventId {
+    pub const fn from_sequence(sequence: u64) -> Self {
+        Self(sequence)
+    }
+
+    pub const fn sequence(self) -> u64 {
+        self.0
+    }
+
+    /// Reads a `Last-Event-Id` value. Only the form [`Display`](fmt::Display)
+    /// writes is accepted (decimal, no sign, no leading zero), so every id
+    /// has one spelling; anything else is `None`, which [`catch_up_start`]
+    /// treats as an unknown id, never as an error.
+    pub fn from_header(value: &str) -> Option<Self> {
+        let canonical = !value.is_empty()
+            && value.bytes().all(|b| b.is_ascii_digit())
+            && (value == "0" || !value.starts_with('0'));
+        if !canonical {
+            return None;
+        }
+        value.parse().ok().map(Self)
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// What the host knows of one user's event log when a stream opens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventLogBounds {
+    /// The oldest event still in the log; `None` when the log is empty.
+    /// Pruning removes the oldest events only, so every event from this one
+    /// on is still there.
+    pub oldest_retained: Option<EventId>,
+    /// The newest event ever committed (the storage's sequence counter, kept
+    /// when its event is pruned); `None` when the user has none yet.
+    pub latest: Option<EventId>,
+}
+
+/// Where a stream's catch-up begins: every event after this point that the
+/// subscriber accepts is sent, oldest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatchUpStart {
+    /// After a known `Last-Event-Id`: the log's events with a greater sequence.
+    AfterEvent(EventId),
+    /// After the clamped `min`: the log's events whose `version.received_at`
+    /// is later than this date. The log reaches back far enough for it,
+    /// since [`EVENT_RETENTION_MS`] exceeds the 20 s a `min` may go back.
+    AfterReceivedAt(RecordDate),
+}
+
+/// Decides where catch-up begins. A `Last-Event-Id` is honoured only when
+/// the log still holds every event after it: it was issued (not after
+/// `log.latest`) and nothing after it was pruned. An unknown or expired id
+/// falls back to the query's clamped `min`, as does no id.
+pub fn catch_up_start(
+    query: &EventsQuery,
+    last_event_id: Option<EventId>,
+    log: EventLogBounds,
+) -> CatchUpStart {
+    match last_event_id {
+        Some(id) if can_replay_after(id, log) => CatchUpStart::AfterEvent(id),
+        _ => CatchUpStart::AfterReceivedAt(query.min),
+    }
+}
+
+fn can_replay_after(id: EventId, log: EventLogBounds) -> bool {
+    let Some(latest) = log.latest else {
+        return false;
+    };
+    if id > latest {
+        return false;
+    }
+    match log.oldest_retained {
+        // Everything pruned had a sequence below `oldest`; sequences may
+        // have gaps, so only an id right before it proves none was missed.
+        Some(oldest) => oldest.0 <= id.0.saturating_add(1),
+        // An empty log has pruned everything up to `latest`.
+        None => id == latest,
+    }
+}
+
+/// Decides whether a catch-up may be sent. `pending` are the log's events
+/// after the [`CatchUpStart`] that [`Subscriber::should_send`] accepts, in
+/// commit order; at most `MAX_CATCH_UP_EVENTS + 1` of them are consumed, so
+/// a host may pass a lazy iterator over its log. Answers them, in the order
+/// given, or [`EventsError::TooManyEvents`] when there are more than
+/// [`MAX_CATCH_UP_EVENTS`].
+pub fn catch_up_batch<T>(pending: impl IntoIterator<Item = T>) -> Result<Vec<T>, EventsError> {
+    let batch: Vec<T> = pending.into_iter().take(MAX_CATCH_UP_EVENTS + 1).collect();
+    if batch.len() > MAX_CATCH_UP_EVENTS {
+        Err(EventsError::TooManyEvents)
+    } else {
+        Ok(batch)
+    }
+}
+
+/// The events whose `version.received_at` is earlier than the returned date
+/// may be pruned at `now`; every later one must be kept, so that replay
+/// reaches back [`EVENT_RETENTION_MS`].
+pub fn retention_cutoff(now: RecordDate) -> RecordDate {
+    now.saturating_sub_millis(EVENT_RETENTION_MS)
+}
+
+/// One open stream: who listens, and what it asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscriber {
+    pub access: Access,
+    /// The stream request's `X-Svc-Client-Id`, if it carried one.
+    pub client_id: Option<ClientId>,
+    pub include_deleted: bool,
+    /// Versions matching any of these are sent (none: every version).
+    pub filters: Vec<Filter>,
+}
+
+impl Subscriber {
+    /// The subscriber of an events request; the query's `min` is only for
+    /// [`catch_up_start`], which should be asked first.
+    pub fn new(access: Access, client_id: Option<ClientId>, query: EventsQuery) -> Self {
+        Self {
+            access,
+            client_id,
+            include_deleted: query.include_deleted,
+            filters: query.filters,
+        }
+    }
+
+    /// Whether a committed version is sent to this subscriber, in catch-up
+    /// and live alike. `links` are the links the version's validation found;
+    /// `written_by` is the `X-Svc-Client-Id` of the request that wrote it.
+    /// The same answer for the same inputs: a host may decide once per
+    /// version and subscriber.
+    pub fn should_send(
+        &self,
+        record: &Record,
+        links: &[FoundLink],
+        written_by: Option<ClientId>,
+    ) -> bool {
+        let own_write = self.client_id.is_some() && self.client_id == written_by;
+        !own_write
+            && (self.include_deleted || !record.is_tombstone())
+            && self.access.can_subscribe_type(&record.type_link)
+            && self.access.can_read(record)
+            && filters_match(&self.filters, record, links)
+    }
+}
+
+/// The `record` event of one committed version.
+pub fn record_event(id: EventId, record: &Record) -> String {
+    // A `data` field ends at the first CR or LF, so the JSON must be one
+    // line. serde_json's compact form puts no whitespace between tokens and
+    // escapes every control character inside strings (CR and LF included),
+    // so no raw CR or LF can appear, whatever the record holds.
+    let json = serde_json::to_string(record)
+        .expect("a record serializes: its values are JSON and its keys strings");
+    format!("id: {id}\nevent: record\ndata: {json}\n\n")
+}

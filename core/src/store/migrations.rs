@@ -1,0 +1,51 @@
+//! The storage schema, as numbered migrations. A host applies, in order and
+//! each in one transaction, every migration above the version its database
+//! records (`PRAGMA user_version` natively, a `migrations` row on D1), then
+//! records the new version. Migrations are only ever appended.
+
+/// One step of the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migration {
+    /// 1, 2, …: the schema version after this step.
+    pub version: u32,
+    pub name: &'static str,
+    /// Statements separated by `;` at line ends (triggers hold inner `;`s,
+    /// so split with [`Migration::statements`], not on every `;`).
+    pub sql: &'static str,
+}
+
+/// Every migration, oldest first.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "records",
+    sql: include_str!("sql/0001_records.sql"),
+}];
+
+impl Migration {
+    /// The migration's statements, one at a time, for hosts whose driver runs
+    /// one statement per call (D1's `prepare`). A statement ends at a line
+    /// that ends with `;` outside a `BEGIN … END` block; comments are dropped.
+    pub fn statements(&self) -> Vec<String> {
+        let mut statements = Vec::new();
+        let mut current = String::new();
+        let mut in_block = false;
+        for line in self.sql.lines() {
+            let code = line.split("--").next().unwrap_or_default().trim_end();
+            if code.trim().is_empty() {
+                continue;
+            }
+            current.push_str(code);
+            current.push('\n');
+            let trimmed = code.trim();
+            if trimmed == "BEGIN" {
+                in_block = true;
+            } else if trimmed == "END;" {
+                in_block = false;
+            }
+            if !in_block && trimmed.ends_with(';') {
+                statements.push(std::mem::take(&mut current).trim().to_owned());
+            }
+        }
+        statements
+    }
+}

@@ -1,0 +1,104 @@
+//! The storage design both hosts share: the SQL schema (as migrations) and
+//! the text of every query, with its parameters. The native host runs them
+//! on SQLite through sqlx, the worker on D1; neither writes SQL of its own.
+//!
+//! No value from a request is ever spliced into SQL text: values are bound
+//! as parameters. D1 allows at most 100 bound parameters per statement, so
+//! a query with many values (filters, grants) binds them as one JSON array
+//! and reads each with `json_extract`, which SQLite treats as a constant
+//! and can use for index lookups.
+
+mod list;
+mod migrations;
+mod version;
+
+pub use list::{ListSql, list_sql};
+pub use migrations::{MIGRATIONS, Migration};
+pub use version::{StoredDataError, WriteOrigin, entries_json, read_version, version_statements};
+
+/// A value bound to a statement parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqlValue {
+    Null,
+    Integer(i64),
+    Text(String),
+}
+
+impl From<i64> for SqlValue {
+    fn from(value: i64) -> Self {
+        SqlValue::Integer(value)
+    }
+}
+
+impl From<String> for SqlValue {
+    fn from(value: String) -> Self {
+        SqlValue::Text(value)
+    }
+}
+
+impl From<&str> for SqlValue {
+    fn from(value: &str) -> Self {
+        SqlValue::Text(value.to_owned())
+    }
+}
+
+impl<T: Into<SqlValue>> From<Option<T>> for SqlValue {
+    fn from(value: Option<T>) -> Self {
+        value.map_or(SqlValue::Null, Into::into)
+    }
+}
+
+/// A statement with its parameters, numbered `?1`, `?2`, … in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    pub sql: String,
+    pub params: Vec<SqlValue>,
+}
+
+/// Numbers parameters as a statement's text is built.
+#[derive(Debug, Default)]
+pub(crate) struct Binder {
+    params: Vec<SqlValue>,
+}
+
+impl Binder {
+    /// Binds a value; returns its placeholder.
+    pub(crate) fn bind(&mut self, value: impl Into<SqlValue>) -> String {
+        self.params.push(value.into());
+        format!("?{}", self.params.len())
+    }
+
+    pub(crate) fn finish(self, sql: String) -> Statement {
+        Statement {
+            sql,
+            params: self.params,
+        }
+    }
+}
+
+/// Values gathered while building one statement and bound as a single JSON
+/// array parameter (D1's limit on bound parameters, see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct ValueList {
+    values: Vec<serde_json::Value>,
+}
+
+impl ValueList {
+    /// The SQL expression reading this value back from the array bound at
+    /// `placeholder`. The expression holds only an index the code chose.
+    pub(crate) fn push(
+        &mut self,
+        placeholder: &str,
+        value: impl Into<serde_json::Value>,
+    ) -> String {
+        self.values.push(value.into());
+        format!(
+            "json_extract({placeholder}, '$[{}]')",
+            self.values.len() - 1
+        )
+    }
+
+    pub(crate) fn into_param(self) -> SqlValue {
+        SqlValue::Text(serde_json::Value::Array(self.values).to_string())
+    }
+}

@@ -1,0 +1,192 @@
+//! Storing one version, and reading stored versions back.
+
+use crate::model::{Record, RecordBody, VersionHash};
+use crate::query::IndexEntry;
+
+use super::{Binder, Statement};
+
+/// What the host knows about the request that wrote a version.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOrigin<'a> {
+    /// The `X-Svc-Client-Id` it carried: events skip that client.
+    pub client_id: Option<&'a str>,
+}
+
+/// The statements that store one new version, to run in order in the
+/// write's transaction (natively) or atomic batch (D1), after those of any
+/// version written before it in the same write.
+///
+/// The schema itself refuses a version whose parent already has a child
+/// (a concurrent write won) and a `version.received_at` that does not
+/// increase; either makes the transaction fail with a constraint error,
+/// after which the host runs the write again from its first step.
+///
+/// # Panics
+/// If the record has no `version.received_at` or `received_at`: the write
+/// transition sets both on every version it commits.
+pub fn version_statements(
+    user_id: i64,
+    record: &Record,
+    entries: &[IndexEntry],
+    origin: WriteOrigin<'_>,
+) -> Vec<Statement> {
+    let version_received_at = record
+        .version
+        .received_at
+        .expect("a committed version has its received_at")
+        .unix_ticks();
+    let received_at = record
+        .received_at
+        .expect("a committed record has its received_at")
+        .unix_ticks();
+    let hash = record.version.hash.to_string();
+    let author = record.author.entity.as_str();
+    let record_id = record.id.to_string();
+    let links = entries_json(entries);
+    let record_json = serde_json::to_string(record).expect("a record serializes");
+
+    let mut statements = Vec::with_capacity(6);
+
+    let mut b = Binder::default();
+    let sql = format!(
+        "INSERT INTO versions (user_id, hash, author, record_id, parent_hash, received_at, links, record) \
+         VALUES ({}, {}, {}, {}, {}, {}, {}, {})",
+        b.bind(user_id),
+        b.bind(hash.as_str()),
+        b.bind(author),
+        b.bind(record_id.as_str()),
+        b.bind(parent_key(record.version.parent_hash.as_ref())),
+        b.bind(version_received_at),
+        b.bind(links.as_str()),
+        b.bind(record_json),
+    );
+    statements.push(b.finish(sql));
+
+    let mut b = Binder::default();
+    let values = [
+        b.bind(user_id),
+        b.bind(author),
+        b.bind(record_id.as_str()),
+        b.bind(record.source.as_str()),
+        b.bind(record.type_link.entity.as_str()),
+        b.bind(record.type_link.record_id.to_string()),
+        b.bind(record.type_link.version_hash.to_string()),
+        b.bind(record.created_at.unix_ticks()),
+        b.bind(received_at),
+        b.bind(hash.as_str()),
+        b.bind(record.version.created_at.unix_ticks()),
+        b.bind(version_received_at),
+        b.bind(i64::from(matches!(record.body, RecordBody::Tombstone(_)))),
+        b.bind(i64::from(record.permissions.is_public())),
+    ];
+    let sql = format!(
+        "INSERT INTO records (user_id, author, record_id, source, type_entity, type_record_id, \
+         type_hash, created_at, received_at, version_hash, version_created_at, \
+         version_received_at, deleted, public) VALUES ({}) \
+         ON CONFLICT (user_id, author, record_id) DO UPDATE SET source = excluded.source, \
+         type_entity = excluded.type_entity, type_record_id = excluded.type_record_id, \
+         type_hash = excluded.type_hash, version_hash = excluded.version_hash, \
+         version_created_at = excluded.version_created_at, \
+         version_received_at = excluded.version_received_at, deleted = excluded.deleted, \
+         public = excluded.public",
+        values.join(", ")
+    );
+    statements.push(b.finish(sql));
+
+    let mut b = Binder::default();
+    let row = format!(
+        "(SELECT row FROM records WHERE user_id = {} AND author = {} AND record_id = {})",
+        b.bind(user_id),
+        b.bind(author),
+        b.bind(record_id.as_str()),
+    );
+    statements.push(b.finish(format!("DELETE FROM link_index WHERE record_row = {row}")));
+
+    let mut b = Binder::default();
+    let user = b.bind(user_id);
+    let row = format!(
+        "(SELECT row FROM records WHERE user_id = {user} AND author = {} AND record_id = {})",
+        b.bind(author),
+        b.bind(record_id.as_str()),
+    );
+    let sql = format!(
+        "INSERT INTO link_index (record_row, user_id, path, key) \
+         SELECT {row}, {user}, json_extract(value, '$[0]'), json_extract(value, '$[1]') \
+         FROM json_each({})",
+        b.bind(links.as_str())
+    );
+    statements.push(b.finish(sql));
+
+    // A blob a record links is no longer collected.
+    let mut b = Binder::default();
+    let sql = format!(
+        "UPDATE blobs SET expires_at = NULL WHERE user_id = {} AND expires_at IS NOT NULL \
+         AND 'b:' || hash IN (SELECT json_extract(value, '$[1]') FROM json_each({}))",
+        b.bind(user_id),
+        b.bind(links.as_str()),
+    );
+    statements.push(b.finish(sql));
+
+    let mut b = Binder::default();
+    let user = b.bind(user_id);
+    statements.push(b.finish(format!(
+        "UPDATE users SET event_seq = event_seq + 1 WHERE id = {user}"
+    )));
+
+    let mut b = Binder::default();
+    let user = b.bind(user_id);
+    let sql = format!(
+        "INSERT INTO events (user_id, seq, version_hash, received_at, client_id) \
+         VALUES ({user}, (SELECT event_seq FROM users WHERE id = {user}), {}, {}, {})",
+        b.bind(hash.as_str()),
+        b.bind(version_received_at),
+        b.bind(origin.client_id),
+    );
+    statements.push(b.finish(sql));
+    statements
+}
+
+/// `versions.parent_hash`: the parent, or `''` for a first version.
+fn parent_key(parent: Option<&VersionHash>) -> String {
+    parent.map(VersionHash::to_string).unwrap_or_default()
+}
+
+/// Index entries as stored in `versions.links`: `[[path, key], …]`.
+pub fn entries_json(entries: &[IndexEntry]) -> String {
+    let pairs: Vec<[&str; 2]> = entries
+        .iter()
+        .map(|e| [e.path.as_str(), e.key.as_str()])
+        .collect();
+    serde_json::to_string(&pairs).expect("strings serialize")
+}
+
+/// A stored row that does not read back: the database was changed behind
+/// Folio's back, or by a version of Folio that wrote another format.
+#[derive(Debug, thiserror::Error)]
+#[error("a stored {what} does not read back: {source}")]
+pub struct StoredDataError {
+    what: &'static str,
+    source: serde_json::Error,
+}
+
+/// A stored version: its record JSON and its `links` column.
+pub fn read_version(
+    record: &str,
+    links: &str,
+) -> Result<(Record, Vec<IndexEntry>), StoredDataError> {
+    let record = serde_json::from_str(record).map_err(|source| StoredDataError {
+        what: "record",
+        source,
+    })?;
+    let pairs: Vec<(String, String)> =
+        serde_json::from_str(links).map_err(|source| StoredDataError {
+            what: "link index",
+            source,
+        })?;
+    let mut entries: Vec<IndexEntry> = pairs
+        .into_iter()
+        .map(|(path, key)| IndexEntry { path, key })
+        .collect();
+    entries.sort_unstable();
+    Ok((record, entries))
+}
