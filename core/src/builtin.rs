@@ -107,7 +107,8 @@ pub fn type_type() -> &'static RecordType {
 }
 
 /// Every version of every built-in type, oldest first: the Type type's two
-/// versions, then Entity, App, App Authorization and Credentials.
+/// versions, then Entity, App, App Authorization and Credentials, received
+/// one tick apart in that order.
 pub fn builtin_records() -> &'static [Record] {
     static RECORDS: OnceLock<Vec<Record>> = OnceLock::new();
     RECORDS.get_or_init(|| {
@@ -137,6 +138,15 @@ pub fn builtin_records() -> &'static [Record] {
                 None,
                 created_at,
             ));
+        }
+        // `version.received_at` is a total order in every store, and not
+        // hashed: one tick apart, in this order.
+        for (ticks, record) in (created_at.unix_ticks()..).zip(&mut records) {
+            let received_at = RecordDate::from_unix_ticks(ticks).expect("a date in range");
+            record.version.received_at = Some(received_at);
+            if record.version.parent_hash.is_none() {
+                record.received_at = Some(received_at);
+            }
         }
         records
     })

@@ -33,8 +33,7 @@ use crate::access::Access;
 use crate::http::NO_CACHE;
 use crate::model::{ClientId, Record, RecordDate};
 use crate::problem::{Problem, ProblemType};
-use crate::query::{EventsQuery, Filter, filters_match};
-use crate::schema::FoundLink;
+use crate::query::{EventsQuery, Filter, IndexEntry, entries_match};
 
 /// The most events a catch-up sends; more pending is `too_many_events`.
 pub const MAX_CATCH_UP_EVENTS: usize = 100;
@@ -253,14 +252,14 @@ impl Subscriber {
     }
 
     /// Whether a committed version is sent to this subscriber, in catch-up
-    /// and live alike. `links` are the links the version's validation found;
-    /// `written_by` is the `X-Svc-Client-Id` of the request that wrote it.
+    /// and live alike. `entries` are the version's link index entries (as
+    /// its commit computed them, or as the log stored them); `written_by` is the `X-Svc-Client-Id` of the request that wrote it.
     /// The same answer for the same inputs: a host may decide once per
     /// version and subscriber.
     pub fn should_send(
         &self,
         record: &Record,
-        links: &[FoundLink],
+        entries: &[IndexEntry],
         written_by: Option<ClientId>,
     ) -> bool {
         let own_write = self.client_id.is_some() && self.client_id == written_by;
@@ -268,7 +267,7 @@ impl Subscriber {
             && (self.include_deleted || !record.is_tombstone())
             && self.access.can_subscribe_type(&record.type_link)
             && self.access.can_read(record)
-            && filters_match(&self.filters, record, links)
+            && entries_match(&self.filters, record, entries)
     }
 }
 

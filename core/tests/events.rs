@@ -18,7 +18,7 @@ use folio_core::model::{
     RecordLink,
 };
 use folio_core::problem::Problem;
-use folio_core::query::{EventsQuery, parse_filter};
+use folio_core::query::{EventsQuery, index_entries, parse_filter};
 use folio_core::schema::FoundLink;
 use serde_json::json;
 
@@ -481,6 +481,7 @@ fn filters_match_against_the_versions_links() {
         in_content: true,
         existential: false,
     };
-    assert!(subscriber.should_send(&private_record(), std::slice::from_ref(&label), None));
+    let entries = index_entries(std::slice::from_ref(&label));
+    assert!(subscriber.should_send(&private_record(), &entries, None));
     assert!(!subscriber.should_send(&private_record(), &[], None));
 }

@@ -363,7 +363,8 @@ fn accesses() -> Vec<Access> {
     ]
 }
 
-fn open(store: &Store) -> Connection {
+/// A migrated database holding one user with an empty store.
+fn fresh_db() -> Connection {
     let db = Connection::open_in_memory().expect("an in-memory database");
     db.execute_batch("PRAGMA foreign_keys = ON;")
         .expect("foreign keys");
@@ -375,6 +376,11 @@ fn open(store: &Store) -> Connection {
         rusqlite::params![USER_ID, USER],
     )
     .expect("a user");
+    db
+}
+
+fn open(store: &Store) -> Connection {
+    let db = fresh_db();
     let tx = db.unchecked_transaction().expect("a transaction");
     for (record, entries) in &store.versions {
         for statement in version_statements(USER_ID, record, entries, Default::default()) {
@@ -468,4 +474,345 @@ fn list_sql_answers_as_the_in_memory_reference_page_by_page() {
     }
     eprintln!("{records} records, {queries} queries: {pages} pages, {listed} records listed");
     assert!(listed > queries, "the generated queries list records");
+}
+
+/// The plan SQLite chooses for a list query, one line per step.
+fn query_plan(db: &Connection, params: &[(&str, &str)]) -> Vec<String> {
+    let user: Entity = USER.parse().expect("an entity");
+    let params: Vec<(String, String)> = params
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    let query = ListQuery::from_params(&params, &user).expect("a valid query");
+    let access = Access::Owner { entity: user };
+    let sql = list_sql(USER_ID, &query, &access).statement;
+    let mut statement = db
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", sql.sql))
+        .expect("the query prepares");
+    let rows = statement
+        .query_map(rusqlite::params_from_iter(bind(&sql.params)), |row| {
+            row.get::<_, String>(3)
+        })
+        .expect("the plan runs");
+    rows.map(|row| row.expect("a plan row")).collect()
+}
+
+/// Fails if the plan reads every row of `records` or sorts the page
+/// itself: the page must come from an index range, in order.
+fn assert_indexed(plan: &[String]) {
+    for step in plan {
+        let scans_records = step == "SCAN r" || step.starts_with("SCAN r ");
+        assert!(!scans_records, "records are scanned: {plan:#?}");
+        assert!(
+            !step.contains("TEMP B-TREE"),
+            "the page is sorted: {plan:#?}"
+        );
+    }
+    assert!(
+        plan.iter().any(|step| step.starts_with("SEARCH r USING")),
+        "records are searched through an index: {plan:#?}"
+    );
+}
+
+#[test]
+fn the_default_list_is_an_index_range_in_order() {
+    let mut cases = Cases(7);
+    let db = open(&generate(&mut cases, 200));
+    let plan = query_plan(&db, &[]);
+    assert_indexed(&plan);
+    assert!(
+        plan.iter().any(|s| s.contains("records_by_received_at")),
+        "{plan:#?}"
+    );
+}
+
+#[test]
+fn a_type_and_author_filter_is_an_index_range_in_order() {
+    let mut cases = Cases(7);
+    let db = open(&generate(&mut cases, 200));
+    let filter = format!(
+        "$['type']=types.example+{},$['author']=bob.example",
+        TYPE_IDS[0]
+    );
+    let plan = query_plan(&db, &[("filter", &filter)]);
+    assert_indexed(&plan);
+    assert!(
+        plan.iter().any(|s| s.contains("records_by_type_author")),
+        "{plan:#?}"
+    );
+}
+
+fn schema_objects(db: &Connection) -> Vec<(String, String)> {
+    let mut statement = db
+        .prepare("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+        .expect("the catalogue");
+    let rows = statement
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("the catalogue reads");
+    rows.map(|row| row.expect("a row")).collect()
+}
+
+#[test]
+fn migrations_split_into_statements_build_the_same_schema() {
+    let batch = fresh_db();
+    let one_by_one = Connection::open_in_memory().expect("a database");
+    for migration in MIGRATIONS {
+        for statement in migration.statements() {
+            one_by_one
+                .execute_batch(&statement)
+                .unwrap_or_else(|e| panic!("{e}: {statement}"));
+        }
+    }
+    let names = |db: &Connection| -> Vec<String> {
+        schema_objects(db)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    };
+    assert_eq!(names(&batch), names(&one_by_one));
+    assert!(names(&batch).contains(&"versions_received_at_increases".to_owned()));
+}
+
+fn store_one(db: &Connection, record: &Record, client_id: Option<&str>) -> rusqlite::Result<()> {
+    let links = schema().validate(record).expect("valid").links;
+    let entries = index_entries(&links);
+    let tx = db.unchecked_transaction()?;
+    let origin = folio_core::store::WriteOrigin { client_id };
+    for statement in version_statements(USER_ID, record, &entries, origin) {
+        tx.execute(
+            &statement.sql,
+            rusqlite::params_from_iter(bind(&statement.params)),
+        )?;
+    }
+    tx.commit()
+}
+
+/// A live version of record `id` by the user, with its hash computed.
+fn version(id: &str, parent: Option<&Record>, content: Value, received_ms: i64) -> Record {
+    let received = date(17_000_000_000_000_000 + received_ms * 10_000);
+    let mut record: Record = serde_json::from_value(json!({
+        "author": {"entity": USER},
+        "id": id,
+        "source": "self",
+        "created_at": "2026-11-21T10:00:00.0000000Z",
+        "received_at": parent.and_then(|p| p.received_at).map_or(received.clone(), |d| d.to_string()),
+        "version": {
+            "author": {"entity": USER},
+            "hash": "0".repeat(64),
+            "created_at": received,
+            "received_at": received
+        },
+        "permissions": {},
+        "type": {"entity": "types.example", "record_id": TYPE_IDS[0], "version_hash": "c".repeat(64)},
+        "content": content,
+    }))
+    .expect("a valid record");
+    record.version.parent_hash = parent.map(|p| p.version.hash);
+    record.version.hash = record.hash_input().hash();
+    record
+}
+
+const ID_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+#[test]
+fn the_schema_allows_one_first_version_per_record() {
+    let db = fresh_db();
+    store_one(&db, &version(ID_A, None, json!({}), 1), None).expect("the first version");
+    let rival = version(ID_A, None, json!({"title": "rival"}), 2);
+    let error = store_one(&db, &rival, None).expect_err("a second first version");
+    assert!(error.to_string().contains("UNIQUE"), "{error}");
+}
+
+#[test]
+fn the_schema_allows_one_child_per_version() {
+    let db = fresh_db();
+    let first = version(ID_A, None, json!({}), 1);
+    store_one(&db, &first, None).expect("the first version");
+    store_one(
+        &db,
+        &version(ID_A, Some(&first), json!({"title": "one"}), 2),
+        None,
+    )
+    .expect("a child");
+    let sibling = version(ID_A, Some(&first), json!({"title": "two"}), 3);
+    let error = store_one(&db, &sibling, None).expect_err("a second child of one parent");
+    assert!(error.to_string().contains("UNIQUE"), "{error}");
+}
+
+#[test]
+fn the_schema_refuses_a_received_at_that_does_not_increase() {
+    let db = fresh_db();
+    store_one(&db, &version(ID_A, None, json!({}), 5), None).expect("a version");
+    let earlier = version(ID_B, None, json!({}), 4);
+    let error = store_one(&db, &earlier, None).expect_err("received before the last one");
+    assert!(error.to_string().contains("must increase"), "{error}");
+}
+
+#[test]
+fn a_failed_write_leaves_nothing_behind() {
+    let db = fresh_db();
+    store_one(&db, &version(ID_A, None, json!({}), 5), None).expect("a version");
+    store_one(&db, &version(ID_B, None, json!({}), 4), None).expect_err("out of order");
+    let count = |table: &str| -> i64 {
+        db.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+            row.get(0)
+        })
+        .expect("a count")
+    };
+    assert_eq!(
+        (count("versions"), count("records"), count("events")),
+        (1, 1, 1)
+    );
+}
+
+#[test]
+fn an_update_replaces_the_latest_row_and_its_link_index() {
+    let db = fresh_db();
+    let first = version(ID_A, None, json!({"title": "old"}), 1);
+    store_one(&db, &first, None).expect("the first version");
+    let second = version(ID_A, Some(&first), json!({"tags": ["new"]}), 2);
+    store_one(&db, &second, None).expect("an update");
+    let statement = folio_core::store::latest_version_sql(
+        USER_ID,
+        &USER.parse().expect("an entity"),
+        &ID_A.parse().expect("an id"),
+    );
+    let latest = rows(&db, &statement.sql, &statement.params);
+    assert_eq!(latest.len(), 1);
+    assert_eq!(latest[0].0, second);
+    assert_eq!(latest[0].0.received_at, first.received_at);
+    let keys: Vec<String> = db
+        .prepare("SELECT key FROM link_index WHERE path LIKE '$[''content'']%' ORDER BY key")
+        .expect("a query")
+        .query_map([], |row| row.get(0))
+        .expect("rows")
+        .map(|row| row.expect("a key"))
+        .collect();
+    assert_eq!(keys, ["t:new"]);
+}
+
+#[test]
+fn events_are_numbered_per_user_and_read_back_after_a_point() {
+    let db = fresh_db();
+    let first = version(ID_A, None, json!({}), 1);
+    store_one(&db, &first, Some("8fbf7696f25b4628bde73f46f4631d3f")).expect("a version");
+    store_one(&db, &version(ID_B, None, json!({}), 2), None).expect("a version");
+    let bounds = folio_core::store::event_log_bounds_sql(USER_ID);
+    let (oldest, latest): (Option<i64>, i64) = db
+        .query_row(
+            &bounds.sql,
+            rusqlite::params_from_iter(bind(&bounds.params)),
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .expect("the bounds");
+    assert_eq!((oldest, latest), (Some(1), 2));
+
+    use folio_core::events::{CatchUpStart, EventId};
+    let read = |start, after| -> Vec<(i64, Option<String>, String)> {
+        let statement = folio_core::store::events_sql(USER_ID, start, after, 10);
+        let mut query = db.prepare(&statement.sql).expect("a query");
+        query
+            .query_map(rusqlite::params_from_iter(bind(&statement.params)), |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get::<_, String>(2)?))
+            })
+            .expect("rows")
+            .map(|row| row.expect("an event"))
+            .collect()
+    };
+    let all = read(CatchUpStart::AfterEvent(EventId::from_sequence(0)), None);
+    assert_eq!(all.len(), 2);
+    assert_eq!(
+        all[0].1.as_deref(),
+        Some("8fbf7696f25b4628bde73f46f4631d3f")
+    );
+    assert_eq!(
+        read(CatchUpStart::AfterEvent(EventId::from_sequence(1)), None).len(),
+        1
+    );
+    let min = first.version.received_at.expect("set");
+    assert_eq!(read(CatchUpStart::AfterReceivedAt(min), None).len(), 1);
+    let chunked = read(
+        CatchUpStart::AfterEvent(EventId::from_sequence(0)),
+        Some(EventId::from_sequence(2)),
+    );
+    assert!(chunked.is_empty());
+}
+
+#[test]
+fn a_linked_blob_is_no_longer_collected() {
+    let db = fresh_db();
+    db.execute(
+        "INSERT INTO blobs (user_id, hash, size, uploaded_at, expires_at) VALUES (?1, ?2, 3, 0, 99)",
+        rusqlite::params![USER_ID, BLOB],
+    )
+    .expect("a blob");
+    let content = json!({"image": {"hash": BLOB, "type": "image/png", "name": "a.png"}});
+    store_one(&db, &version(ID_A, None, content, 1), None).expect("a version");
+    let expires: Option<i64> = db
+        .query_row("SELECT expires_at FROM blobs", [], |row| row.get(0))
+        .expect("the blob");
+    assert_eq!(expires, None);
+}
+
+#[test]
+fn a_new_store_holds_the_built_in_types() {
+    let db = fresh_db();
+    let tx = db.unchecked_transaction().expect("a transaction");
+    for statement in folio_core::store::seed_statements(USER_ID) {
+        run(&tx, &statement.sql, &statement.params);
+    }
+    tx.commit().expect("commit");
+    let user: Entity = USER.parse().expect("an entity");
+    let query = ListQuery::from_params(&[], &user).expect("the default list");
+    let owner = Access::Owner { entity: user };
+    let sql = list_sql(USER_ID, &query, &owner).statement;
+    let names: Vec<String> = rows(&db, &sql.sql, &sql.params)
+        .iter()
+        .map(|(record, _)| {
+            record.content().expect("live").as_map()["name"]
+                .as_str()
+                .expect("a name")
+                .to_owned()
+        })
+        .collect();
+    // Newest first (by the first version's received_at).
+    assert_eq!(
+        names,
+        ["credentials", "app_authorization", "app", "entity", "type"]
+    );
+}
+
+#[test]
+fn linked_records_are_fetched_by_entity_record_and_version() {
+    use folio_core::query::{IncludeLinks, LinkPlan};
+    let db = fresh_db();
+    let target = version(ID_B, None, json!({"title": "target"}), 1);
+    store_one(&db, &target, None).expect("a target");
+    let content = json!({
+        "parent": {"entity": USER, "record_id": ID_B},
+        "quote": {"entity": USER, "record_id": ID_B, "version_hash": target.version.hash},
+        "mentions": [{"entity": "bob.example"}]
+    });
+    let linking = version(ID_A, None, content, 2);
+    let entries = index_entries(&schema().validate(&linking).expect("valid").links);
+    let include = IncludeLinks {
+        entity: true,
+        existential: true,
+        paths: vec!["$['content']['quote']".parse().expect("a path")],
+    };
+    let user: Entity = USER.parse().expect("an entity");
+    let plan = include.plan([entries.as_slice()], &user);
+    let expected = LinkPlan {
+        entities: ["bob.example".parse().expect("an entity")].into(),
+        records: [(user.clone(), ID_B.parse().expect("an id"))].into(),
+        versions: [(user, ID_B.parse().expect("an id"), target.version.hash)].into(),
+    };
+    assert_eq!(plan, expected);
+    let statement = folio_core::store::linked_sql(USER_ID, &plan);
+    let fetched = rows(&db, &statement.sql, &statement.params);
+    // The record (latest) and the version are the same version here; no
+    // Entity record of bob.example is stored.
+    assert_eq!(fetched.len(), 2);
+    assert!(fetched.iter().all(|(record, _)| record == &target));
 }

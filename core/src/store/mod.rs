@@ -10,10 +10,15 @@
 
 mod list;
 mod migrations;
+mod read;
 mod version;
 
 pub use list::{ListSql, list_sql};
 pub use migrations::{MIGRATIONS, Migration};
+pub use read::{
+    event_log_bounds_sql, events_sql, latest_version_sql, linked_sql, prune_events_sql,
+    seed_statements,
+};
 pub use version::{StoredDataError, WriteOrigin, entries_json, read_version, version_statements};
 
 /// A value bound to a statement parameter.

@@ -1,0 +1,149 @@
+//! The reads besides lists: one record, the records `include_links` asks
+//! for, the event log, and seeding a new store with the built-in types.
+//!
+//! Every query that returns versions yields rows of `(record, links)` (see
+//! [`super::read_version`]), after any leading columns it names.
+
+use crate::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_records, type_type};
+use crate::events::{CatchUpStart, EventId};
+use crate::model::{Entity, RecordDate, RecordId};
+use crate::query::{LinkPlan, index_entries};
+
+use super::{Binder, Statement, WriteOrigin, version_statements};
+
+/// The latest version of one record, whatever its state.
+pub fn latest_version_sql(user_id: i64, author: &Entity, record_id: &RecordId) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT v.record, v.links FROM records r \
+         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         WHERE r.user_id = {} AND r.author = {} AND r.record_id = {}",
+        b.bind(user_id),
+        b.bind(author.as_str()),
+        b.bind(record_id.to_string()),
+    );
+    b.finish(sql)
+}
+
+/// The records a [`LinkPlan`] names: the live Entity record of each entity,
+/// the latest live version of each record, and each exact version. Missing
+/// ones are simply absent; [`crate::query::linked_records`] chooses what
+/// the caller sees.
+pub fn linked_sql(user_id: i64, plan: &LinkPlan) -> Statement {
+    let mut b = Binder::default();
+    let user = b.bind(user_id);
+    let entities: Vec<&str> = plan.entities.iter().map(Entity::as_str).collect();
+    let records: Vec<[String; 2]> = plan
+        .records
+        .iter()
+        .map(|(entity, id)| [entity.to_string(), id.to_string()])
+        .collect();
+    let versions: Vec<[String; 3]> = plan
+        .versions
+        .iter()
+        .map(|(entity, id, hash)| [entity.to_string(), id.to_string(), hash.to_string()])
+        .collect();
+    let json = |value: serde_json::Value| value.to_string();
+    let sql = format!(
+        "SELECT v.record, v.links FROM json_each({entities}) j \
+         JOIN records r ON r.user_id = {user} AND r.type_record_id = {entity_type} \
+         AND r.type_entity = {system} AND r.author = j.value \
+         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         WHERE r.deleted = 0 \
+         UNION ALL \
+         SELECT v.record, v.links FROM json_each({records}) j \
+         JOIN records r ON r.user_id = {user} AND r.author = json_extract(j.value, '$[0]') \
+         AND r.record_id = json_extract(j.value, '$[1]') \
+         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         WHERE r.deleted = 0 \
+         UNION ALL \
+         SELECT v.record, v.links FROM json_each({versions}) j \
+         JOIN versions v ON v.user_id = {user} AND v.hash = json_extract(j.value, '$[2]') \
+         WHERE v.author = json_extract(j.value, '$[0]') \
+         AND v.record_id = json_extract(j.value, '$[1]')",
+        entities = b.bind(json(serde_json::json!(entities))),
+        entity_type = b.bind(BuiltinType::Entity.record_id().to_string()),
+        system = b.bind(SYSTEM_ENTITY),
+        records = b.bind(json(serde_json::json!(records))),
+        versions = b.bind(json(serde_json::json!(versions))),
+    );
+    b.finish(sql)
+}
+
+/// Events of the log after a catch-up start (and after `after`, the last
+/// event a previous chunk returned), oldest first, at most `limit`. Rows
+/// are `(seq, client_id, record, links)`.
+pub fn events_sql(
+    user_id: i64,
+    start: CatchUpStart,
+    after: Option<EventId>,
+    limit: u32,
+) -> Statement {
+    let mut b = Binder::default();
+    let user = b.bind(user_id);
+    let mut conditions = vec![format!("e.user_id = {user}")];
+    match start {
+        CatchUpStart::AfterEvent(id) => conditions.push(format!("e.seq > {}", b.bind(seq(id)))),
+        CatchUpStart::AfterReceivedAt(date) => {
+            conditions.push(format!("e.received_at > {}", b.bind(date.unix_ticks())));
+        }
+    }
+    if let Some(after) = after {
+        conditions.push(format!("e.seq > {}", b.bind(seq(after))));
+    }
+    let sql = format!(
+        "SELECT e.seq, e.client_id, v.record, v.links FROM events e \
+         JOIN versions v ON v.user_id = e.user_id AND v.hash = e.version_hash \
+         WHERE {} ORDER BY e.seq LIMIT {}",
+        conditions.join(" AND "),
+        b.bind(i64::from(limit)),
+    );
+    b.finish(sql)
+}
+
+/// A sequence as SQLite stores it; sequences count commits, far below `i64::MAX`.
+fn seq(id: EventId) -> i64 {
+    i64::try_from(id.sequence()).unwrap_or(i64::MAX)
+}
+
+/// One row `(oldest retained seq or NULL, latest seq)`: the
+/// [`crate::events::EventLogBounds`] of a user's log (a latest of 0 means none).
+pub fn event_log_bounds_sql(user_id: i64) -> Statement {
+    let mut b = Binder::default();
+    let user = b.bind(user_id);
+    b.finish(format!(
+        "SELECT (SELECT MIN(seq) FROM events WHERE user_id = {user}), \
+         event_seq FROM users WHERE id = {user}"
+    ))
+}
+
+/// Removes the events older than [`crate::events::retention_cutoff`], in every store.
+pub fn prune_events_sql(cutoff: RecordDate) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "DELETE FROM events WHERE received_at < {}",
+        b.bind(cutoff.unix_ticks())
+    );
+    b.finish(sql)
+}
+
+/// The statements that put the built-in types into a new user's store,
+/// to run in the transaction that creates the user, before any other write.
+pub fn seed_statements(user_id: i64) -> Vec<Statement> {
+    builtin_records()
+        .iter()
+        .flat_map(|record| {
+            let links = type_type()
+                .schema
+                .validate(record)
+                .expect("the built-in types follow the Type type")
+                .links;
+            version_statements(
+                user_id,
+                record,
+                &index_entries(&links),
+                WriteOrigin::default(),
+            )
+        })
+        .collect()
+}
