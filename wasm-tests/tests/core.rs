@@ -31,3 +31,6 @@ mod query;
 #[path = "../../core/tests/events.rs"]
 mod events;
 
+
+#[path = "../../core/tests/lists.rs"]
+mod lists;
