@@ -816,3 +816,27 @@ fn linked_records_are_fetched_by_entity_record_and_version() {
     assert_eq!(fetched.len(), 2);
     assert!(fetched.iter().all(|(record, _)| record == &target));
 }
+
+#[test]
+fn a_records_versions_are_listed_oldest_first_and_fetched_by_hash() {
+    let db = fresh_db();
+    let first = version(ID_A, None, json!({"title": "old"}), 1);
+    let second = version(ID_A, Some(&first), json!({"title": "new"}), 2);
+    store_one(&db, &first, None).expect("the first version");
+    store_one(&db, &second, None).expect("an update");
+    let author: Entity = USER.parse().expect("an entity");
+    let id = ID_A.parse().expect("an id");
+    let page = |after, size| {
+        let statement = folio_core::store::versions_sql(USER_ID, &author, &id, after, size);
+        rows(&db, &statement.sql, &statement.params)
+            .into_iter()
+            .map(|(record, _)| record)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(page(None, 20), [first.clone(), second.clone()]);
+    assert_eq!(page(first.version.received_at, 20), [second.clone()]);
+    let statement = folio_core::store::version_sql(USER_ID, &author, &id, &first.version.hash);
+    let found = rows(&db, &statement.sql, &statement.params);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].0, first);
+}

@@ -17,7 +17,7 @@ pub use list::{ListSql, list_sql};
 pub use migrations::{MIGRATIONS, Migration};
 pub use read::{
     event_log_bounds_sql, events_sql, latest_version_sql, linked_sql, prune_events_sql,
-    seed_statements,
+    seed_statements, version_sql, versions_sql,
 };
 pub use version::{StoredDataError, WriteOrigin, entries_json, read_version, version_statements};
 

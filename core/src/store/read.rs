@@ -6,7 +6,7 @@
 
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_records, type_type};
 use crate::events::{CatchUpStart, EventId};
-use crate::model::{Entity, RecordDate, RecordId};
+use crate::model::{Entity, RecordDate, RecordId, VersionHash};
 use crate::query::{LinkPlan, index_entries};
 
 use super::{Binder, Statement, WriteOrigin, version_statements};
@@ -19,6 +19,50 @@ pub fn latest_version_sql(user_id: i64, author: &Entity, record_id: &RecordId) -
          JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
          WHERE r.user_id = {} AND r.author = {} AND r.record_id = {}",
         b.bind(user_id),
+        b.bind(author.as_str()),
+        b.bind(record_id.to_string()),
+    );
+    b.finish(sql)
+}
+
+/// One page of a record's versions, oldest first: those received after
+/// `after` (the last `version.received_at` of the previous page), at most
+/// `page_size + 1` (one more means another page follows).
+pub fn versions_sql(
+    user_id: i64,
+    author: &Entity,
+    record_id: &RecordId,
+    after: Option<RecordDate>,
+    page_size: u32,
+) -> Statement {
+    let mut b = Binder::default();
+    let after = after.map_or(i64::MIN, RecordDate::unix_ticks);
+    let sql = format!(
+        "SELECT record, links FROM versions \
+         WHERE user_id = {} AND author = {} AND record_id = {} AND received_at > {} \
+         ORDER BY received_at LIMIT {}",
+        b.bind(user_id),
+        b.bind(author.as_str()),
+        b.bind(record_id.to_string()),
+        b.bind(after),
+        b.bind(i64::from(page_size) + 1),
+    );
+    b.finish(sql)
+}
+
+/// One version of a record by its hash.
+pub fn version_sql(
+    user_id: i64,
+    author: &Entity,
+    record_id: &RecordId,
+    hash: &VersionHash,
+) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT record, links FROM versions \
+         WHERE user_id = {} AND hash = {} AND author = {} AND record_id = {}",
+        b.bind(user_id),
+        b.bind(hash.to_string()),
         b.bind(author.as_str()),
         b.bind(record_id.to_string()),
     );
