@@ -7,9 +7,10 @@
 //! ([`canonical`], [`hash`]); request signatures and bearer tokens ([`auth`]);
 //! record types, their schemas and the links a record holds ([`schema`]),
 //! and the built-in types every store holds ([`builtin`]); reading list and
-//! events requests ([`query`]); the events stream: who may open one, its
-//! catch-up, which versions each subscriber receives and its bytes
-//! ([`events`]);
+//! events requests ([`query`]); turning a write request, with what the host
+//! fetched, into the versions to store ([`write`](mod@write)); the events
+//! stream: who may open one, its catch-up, which versions each subscriber
+//! receives and its bytes ([`events`]);
 //! the names of the two wire dialects ([`dialect`]); the problem+json
 //! catalogue ([`problem`]); and the fixed response headers ([`http`]).
 //!
@@ -42,3 +43,4 @@ pub mod problem;
 pub mod query;
 pub mod schema;
 pub mod store;
+pub mod write;

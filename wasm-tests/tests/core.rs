@@ -31,6 +31,8 @@ mod query;
 #[path = "../../core/tests/events.rs"]
 mod events;
 
+#[path = "../../core/tests/writes.rs"]
+mod writes;
 
 #[path = "../../core/tests/lists.rs"]
 mod lists;

@@ -1,0 +1,179 @@
+//! Building new versions (a create's first version, an update's next one, a
+//! tombstone) and reading the type a version follows.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::OnceLock;
+
+use super::NewVersion;
+use super::needs::RecordKey;
+use crate::access::is_type;
+use crate::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_records};
+use crate::model::{
+    Content, DeletionAction, EntityLink, NoContent, Permissions, Record, RecordBody, RecordDate,
+    RecordId, RecordSource, TombstoneLink, Version, VersionHash, VersionLink,
+};
+use crate::schema::{RecordType, Violation};
+
+/// What the server stamps on every version it writes.
+#[derive(Debug, Clone)]
+pub(super) struct Stamp {
+    /// `version.author`: the user's entity.
+    pub(super) author: EntityLink,
+    /// `version.created_at`: the client's, or the server's at millisecond precision.
+    pub(super) created_at: RecordDate,
+    /// `version.received_at`: strictly after the user's previous version.
+    pub(super) received_at: RecordDate,
+}
+
+/// The fields of a version that the writer chooses.
+pub(super) struct Fields {
+    pub(super) permissions: Permissions,
+    pub(super) type_link: VersionLink,
+    pub(super) body: RecordBody,
+}
+
+/// A record's first version, authored by the stamp's author, whose
+/// `created_at` is the version's.
+pub(super) fn first_version(id: RecordId, stamp: &Stamp, fields: Fields) -> Record {
+    sealed(Record {
+        author: stamp.author.clone(),
+        id,
+        source: RecordSource::Own,
+        created_at: stamp.created_at,
+        received_at: Some(stamp.received_at),
+        version: Version {
+            author: stamp.author.clone(),
+            hash: VersionHash::from_bytes([0; 32]),
+            parent_hash: None,
+            created_at: stamp.created_at,
+            received_at: Some(stamp.received_at),
+        },
+        permissions: fields.permissions,
+        type_link: fields.type_link,
+        body: fields.body,
+    })
+}
+
+/// The version that follows `parent`. The record keeps its author, id,
+/// `created_at` and `received_at` (set with its first version).
+pub(super) fn next_version(parent: &Record, stamp: &Stamp, fields: Fields) -> Record {
+    sealed(Record {
+        author: parent.author.clone(),
+        id: parent.id,
+        source: RecordSource::Own,
+        created_at: parent.created_at,
+        received_at: parent.received_at.or(Some(stamp.received_at)),
+        version: Version {
+            author: stamp.author.clone(),
+            hash: VersionHash::from_bytes([0; 32]),
+            parent_hash: Some(parent.version.hash),
+            created_at: stamp.created_at,
+            received_at: Some(stamp.received_at),
+        },
+        permissions: fields.permissions,
+        type_link: fields.type_link,
+        body: fields.body,
+    })
+}
+
+fn sealed(mut record: Record) -> Record {
+    record.version.hash = record.hash_input().hash();
+    record
+}
+
+/// The tombstone that replaces the live version `live` of a record of type
+/// `record_type`: its `no_content.links` are the content links of `live`,
+/// and its links (envelope and `no_content`) are what the index stores.
+pub(super) fn tombstone(
+    live: &Record,
+    record_type: &RecordType,
+    stamp: &Stamp,
+    action: DeletionAction,
+) -> Result<NewVersion, Violation> {
+    let links = record_type
+        .schema
+        .validate(live)?
+        .content_links()
+        .map(|found| TombstoneLink {
+            path: found.path.clone(),
+            link: found.link.clone(),
+        })
+        .collect();
+    let fields = Fields {
+        permissions: live.permissions.clone(),
+        type_link: live.type_link.clone(),
+        body: RecordBody::Tombstone(NoContent { action, links }),
+    };
+    let record = next_version(live, stamp, fields);
+    let links = record_type.schema.validate(&record)?.links;
+    Ok(NewVersion {
+        record,
+        links,
+        replaces: Some(live.version.hash),
+    })
+}
+
+/// The content of a live body, from the request.
+pub(super) fn live(content: &Content) -> RecordBody {
+    RecordBody::Live(content.clone())
+}
+
+/// The record types of one write, compiled once each. The built-in types are
+/// compiled once per process.
+#[derive(Debug, Default)]
+pub(super) struct Types(HashMap<(RecordKey, VersionHash), RecordType>);
+
+impl Types {
+    /// The type that `link` names, given the version fetched for it
+    /// (`None`: the store has no such version). It must be a live Type
+    /// record whose schema compiles; the error says why not.
+    pub(super) fn get(
+        &mut self,
+        link: &VersionLink,
+        type_record: Option<&Record>,
+    ) -> Result<&RecordType, String> {
+        if let Some(builtin) = builtin_type(link) {
+            return Ok(builtin);
+        }
+        let key = (
+            RecordKey::new(link.entity.clone(), link.record_id),
+            link.version_hash,
+        );
+        match self.0.entry(key) {
+            Entry::Occupied(entry) => Ok(entry.into_mut()),
+            Entry::Vacant(entry) => Ok(entry.insert(compile(type_record)?)),
+        }
+    }
+}
+
+fn compile(type_record: Option<&Record>) -> Result<RecordType, String> {
+    let record = type_record.ok_or("no such version")?;
+    if !is_type(&record.type_link, BuiltinType::Type) {
+        return Err("the linked record is not a Type record".into());
+    }
+    let content = record.content().ok_or("the Type record is deleted")?;
+    RecordType::from_content(content.as_value()).map_err(|fault| fault.to_string())
+}
+
+/// A built-in type, by any of its versions.
+fn builtin_type(link: &VersionLink) -> Option<&'static RecordType> {
+    static TYPES: OnceLock<Vec<(VersionHash, RecordType)>> = OnceLock::new();
+    if link.entity.as_str() != SYSTEM_ENTITY {
+        return None;
+    }
+    let types = TYPES.get_or_init(|| {
+        builtin_records()
+            .iter()
+            .filter_map(|record| {
+                let content = record.content()?.as_value();
+                let record_type = RecordType::from_content(content).ok()?;
+                Some((record.version.hash, record_type))
+            })
+            .collect()
+    });
+    types
+        .iter()
+        .find(|(hash, _)| *hash == link.version_hash)
+        .map(|(_, record_type)| record_type)
+}

@@ -1,0 +1,165 @@
+//! Why a write fails: one variant per reason, each mapped to exactly one
+//! problem type of the catalogue (PROTOCOL.md §11).
+
+use std::fmt;
+
+use super::MAX_RECORDS_PER_WRITE;
+use super::needs::RecordKey;
+use crate::model::{LinkPath, RecordId, VersionHash};
+use crate::problem::{Problem, ProblemType};
+use crate::schema::{SchemaError, Violation};
+
+/// Why a write request fails.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// The body is not JSON at all (`request/400-invalid-json`).
+    #[error("the body is not valid JSON: {0}")]
+    InvalidJson(String),
+    /// The body is JSON but not a write body: not an object, a field of the
+    /// wrong shape, an `id` or `author` that disagrees with the path, an
+    /// unknown deletion action (`request/400-invalid-body`).
+    #[error("{0}")]
+    InvalidBody(String),
+    /// A create lacks `type` or `content` (`new-record/400-missing-properties`).
+    #[error("a new record needs {}", .0.join(" and "))]
+    NewRecordMissingProperties(Vec<&'static str>),
+    /// An update lacks `content` (`update-record/400-missing-properties`).
+    #[error("an update needs `content`")]
+    UpdateMissingContent,
+    /// Nobody signed the request (`auth/401-missing-authorization`).
+    #[error("writing needs a signed request")]
+    Unauthenticated,
+    /// The built-in records belong to `system.folio.dev`, whose records
+    /// nobody may write (`auth/403-forbidden`: they are public, so "not
+    /// found" would be false, and no permission could ever allow it).
+    #[error("the built-in records cannot be written")]
+    BuiltinRecord,
+    /// The record's permissions do not let the user write it
+    /// (`auth/403-forbidden`); it can read it, or this would be not found.
+    #[error("the record's permissions do not let `{0}` write it")]
+    WriteNotPermitted(RecordKey),
+    /// The app's grant does not cover this type (`auth/403-forbidden`).
+    #[error("the app's grant does not let it write records of this type")]
+    TypeNotGranted,
+    /// No record the writer can read has this key (`record/404-not-found`).
+    #[error("no record {0}")]
+    NotFound(RecordKey),
+    /// The record's latest version is a tombstone (`record/410-deleted`).
+    #[error("the record {0} is deleted")]
+    Deleted(RecordKey),
+    /// The given `parent_hash` is not the latest version
+    /// (`record/409-version-conflict`); the detail names the latest.
+    #[error("the latest version is {latest}")]
+    VersionConflict { latest: VersionHash },
+    /// A create names an id the user's store already holds, and is not a
+    /// replay of the version stored under it (`record/409-id-conflict`).
+    #[error("a record with id {0} already exists")]
+    IdConflict(RecordId),
+    /// A link does not resolve (`record/400-invalid-link`).
+    #[error("{path}: {fault}")]
+    InvalidLink { path: LinkPath, fault: LinkFault },
+    /// A Type record's schema does not compile (`record/400-invalid-schema`).
+    #[error("{0}")]
+    InvalidSchema(SchemaError),
+    /// The record does not follow its type (`record/400-schema-violation`).
+    #[error("{0}")]
+    SchemaViolation(Violation),
+    /// A deletion would cascade to more records than one write may hold
+    /// (`request/400-invalid-body`, PROTOCOL.md §4).
+    #[error("the deletion would delete more than {MAX_RECORDS_PER_WRITE} records")]
+    CascadeTooLarge,
+    /// A stored version the write depends on cannot be read with its type
+    /// (`server/500-internal`): versions are immutable and were validated
+    /// when stored, so the store is inconsistent.
+    #[error("the stored record {record} cannot be read with its type: {reason}")]
+    StoredRecordUnusable { record: RecordKey, reason: String },
+    /// The host broke the calling contract of [`Write`](super::Write)
+    /// (`server/500-internal`).
+    #[error("the write was driven out of order: {0}")]
+    HostContract(&'static str),
+}
+
+/// Why a link does not resolve.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum LinkFault {
+    /// The server knows no such entity.
+    UnknownEntity,
+    /// No record the writer can read (or no live one) has this key.
+    RecordNotFound,
+    /// The store holds no such version.
+    VersionNotFound,
+    /// The linked record's type is not one of the schema's `record_types`.
+    WrongRecordType,
+    /// The `type` names no live Type record whose schema compiles.
+    NotAType(String),
+    /// The writer may not link this blob (never uploaded here, expired, or
+    /// linked only by records it cannot read).
+    BlobUnavailable,
+    /// The link states a size that is not the blob's.
+    BlobSizeMismatch { stated: u64, actual: u64 },
+    /// The blob is larger than the schema's `max_size`.
+    BlobTooLarge { max: u64, actual: u64 },
+}
+
+impl fmt::Display for LinkFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkFault::UnknownEntity => f.write_str("this server knows no such entity"),
+            LinkFault::RecordNotFound => f.write_str("no such record"),
+            LinkFault::VersionNotFound => f.write_str("no such version"),
+            LinkFault::WrongRecordType => {
+                f.write_str("the linked record is not of a type the schema allows here")
+            }
+            LinkFault::NotAType(reason) => write!(f, "not a valid Type record: {reason}"),
+            LinkFault::BlobUnavailable => f.write_str("no such blob available to the writer"),
+            LinkFault::BlobSizeMismatch { stated, actual } => {
+                write!(f, "the link states {stated} bytes; the blob has {actual}")
+            }
+            LinkFault::BlobTooLarge { max, actual } => {
+                write!(f, "the blob has {actual} bytes, more than {max}")
+            }
+        }
+    }
+}
+
+impl WriteError {
+    /// The catalogue entry this error is reported as.
+    pub fn problem_type(&self) -> ProblemType {
+        match self {
+            WriteError::InvalidJson(_) => ProblemType::InvalidJson,
+            WriteError::InvalidBody(_) | WriteError::CascadeTooLarge => ProblemType::InvalidBody,
+            WriteError::NewRecordMissingProperties(_) => ProblemType::NewRecordMissingProperties,
+            WriteError::UpdateMissingContent => ProblemType::UpdateRecordMissingProperties,
+            WriteError::Unauthenticated => ProblemType::MissingAuthorization,
+            WriteError::BuiltinRecord
+            | WriteError::WriteNotPermitted(_)
+            | WriteError::TypeNotGranted => ProblemType::Forbidden,
+            WriteError::NotFound(_) => ProblemType::RecordNotFound,
+            WriteError::Deleted(_) => ProblemType::RecordDeleted,
+            WriteError::VersionConflict { .. } => ProblemType::VersionConflict,
+            WriteError::IdConflict(_) => ProblemType::IdConflict,
+            WriteError::InvalidLink { .. } => ProblemType::InvalidLink,
+            WriteError::InvalidSchema(_) => ProblemType::InvalidSchema,
+            WriteError::SchemaViolation(_) => ProblemType::SchemaViolation,
+            WriteError::StoredRecordUnusable { .. } | WriteError::HostContract(_) => {
+                ProblemType::Internal
+            }
+        }
+    }
+}
+
+impl From<&WriteError> for Problem {
+    fn from(error: &WriteError) -> Self {
+        match error {
+            WriteError::InvalidSchema(fault) => fault.into(),
+            WriteError::SchemaViolation(violation) => violation.into(),
+            // What went wrong inside the server is for its log, not the client.
+            WriteError::StoredRecordUnusable { .. } | WriteError::HostContract(_) => {
+                Problem::new(error.problem_type())
+            }
+            _ => Problem::new(error.problem_type()).with_detail(error.to_string()),
+        }
+    }
+}

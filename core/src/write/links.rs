@@ -1,0 +1,90 @@
+//! The store checks of a new version (PROTOCOL.md §4): every link must
+//! resolve for the writer, or the write fails naming the link's path.
+
+use super::error::{LinkFault, WriteError};
+use super::needs::{Asker, RecordKey};
+use crate::access::Access;
+use crate::model::{Link, LinkPath, Record};
+use crate::schema::{RecordTypeRef, Validated};
+
+/// Runs every check of `validated`: `None` while some answer is missing (the
+/// asker holds the needs), else the verdict. The first fault is reported:
+/// entities first, then records, versions and blobs, each in document order.
+pub(super) fn check_links(
+    ask: &mut Asker<'_>,
+    access: &Access,
+    validated: &Validated,
+) -> Option<Result<(), WriteError>> {
+    let mut first_fault: Option<WriteError> = None;
+    let mut fault = |path: &LinkPath, fault: LinkFault| {
+        first_fault.get_or_insert_with(|| WriteError::InvalidLink {
+            path: path.clone(),
+            fault,
+        });
+    };
+
+    // The checks name entities without paths; the links carry them.
+    for found in &validated.links {
+        if let Link::Entity(link) = &found.link
+            && ask.entity_known(&link.entity) == Some(false)
+        {
+            fault(&found.path, LinkFault::UnknownEntity);
+        }
+    }
+    for check in &validated.checks.records {
+        let key = RecordKey::new(check.link.entity.clone(), check.link.record_id);
+        if let Some(target) = ask.latest(&key) {
+            // A record the writer cannot read is reported as missing, so
+            // that a failed link tells nothing about it.
+            match target.filter(|r| !r.is_tombstone() && access.can_read(r)) {
+                None => fault(&check.path, LinkFault::RecordNotFound),
+                Some(r) if !of_types(r, check.record_types.as_deref()) => {
+                    fault(&check.path, LinkFault::WrongRecordType);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    for check in &validated.checks.versions {
+        match ask.linked_version(&check.link) {
+            Some(None) => fault(&check.path, LinkFault::VersionNotFound),
+            Some(Some(r)) if !of_types(r, check.record_types.as_deref()) => {
+                fault(&check.path, LinkFault::WrongRecordType);
+            }
+            _ => {}
+        }
+    }
+    for check in &validated.checks.blobs {
+        let Some(facts) = ask.blob(&check.hash) else {
+            continue;
+        };
+        match facts.filter(|facts| facts.available) {
+            None => fault(&check.path, LinkFault::BlobUnavailable),
+            Some(facts) => {
+                if let Some(stated) = check.size.filter(|&size| size != facts.size) {
+                    let actual = facts.size;
+                    fault(&check.path, LinkFault::BlobSizeMismatch { stated, actual });
+                }
+                if let Some(max) = check.max_size.filter(|&max| facts.size > max) {
+                    let actual = facts.size;
+                    fault(&check.path, LinkFault::BlobTooLarge { max, actual });
+                }
+            }
+        }
+    }
+
+    if ask.has_missing() {
+        None
+    } else {
+        Some(first_fault.map_or(Ok(()), Err))
+    }
+}
+
+/// Whether `record`'s type is one of `types` (any type when there is no list).
+fn of_types(record: &Record, types: Option<&[RecordTypeRef]>) -> bool {
+    types.is_none_or(|types| {
+        types.iter().any(|t| {
+            t.entity == record.type_link.entity && t.record_id == record.type_link.record_id
+        })
+    })
+}

@@ -1,0 +1,231 @@
+//! What a write asks the host to fetch, the answers it expects, and the
+//! answers it gives itself (the built-in types, the always-known entities).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use crate::builtin::{SYSTEM_ENTITY, builtin_records};
+use crate::model::{BlobHash, Entity, Record, RecordId, VersionHash, VersionLink};
+
+/// A record in the user's store, named by its author and id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RecordKey {
+    pub entity: Entity,
+    pub record_id: RecordId,
+}
+
+impl RecordKey {
+    pub fn new(entity: Entity, record_id: RecordId) -> Self {
+        Self { entity, record_id }
+    }
+
+    /// The record a version belongs to.
+    pub fn of(record: &Record) -> Self {
+        Self::new(record.author.entity.clone(), record.id)
+    }
+
+    pub(super) fn is_builtin(&self) -> bool {
+        self.entity.as_str() == SYSTEM_ENTITY
+    }
+}
+
+impl fmt::Display for RecordKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.entity, self.record_id)
+    }
+}
+
+/// One thing the host must fetch from the user's store before the write can
+/// go on. Each is answered by the [`Answer`] variant its doc names; the host
+/// decides nothing but the facts asked for.
+///
+/// The core never asks about the built-in types (it holds them) nor about
+/// `system.folio.dev` and the user's own entity (always known).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Need {
+    /// The latest version of this record, live or tombstone, whoever can
+    /// read it: [`Answer::Record`], `None` when the store has no such record.
+    Latest(RecordKey),
+    /// This exact version of this record: [`Answer::Record`], `None` when
+    /// the store has no such version.
+    Version {
+        record: RecordKey,
+        hash: VersionHash,
+    },
+    /// Whether this server knows the entity: a local user, or an entity
+    /// whose Entity record is stored in this store: [`Answer::Known`].
+    Entity(Entity),
+    /// What the store knows of this blob: [`Answer::Blob`], `None` when it
+    /// has never seen it.
+    Blob(BlobHash),
+    /// The live records of this store whose latest version holds an
+    /// existential record link to this record (the link index's
+    /// `existential` flag, from [`FoundLink::existential`](crate::schema::FoundLink)):
+    /// [`Answer::Records`], their latest versions, in any order.
+    Dependants(RecordKey),
+}
+
+/// The host's answer to one [`Need`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// For [`Need::Latest`] and [`Need::Version`] (boxed: a record is large
+    /// beside the other answers).
+    Record(Option<Box<Record>>),
+    /// For [`Need::Entity`].
+    Known(bool),
+    /// For [`Need::Blob`].
+    Blob(Option<BlobFacts>),
+    /// For [`Need::Dependants`].
+    Records(Vec<Record>),
+}
+
+/// What the store knows of a blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobFacts {
+    /// Its size in bytes.
+    pub size: u64,
+    /// Whether the writer may link it (PROTOCOL.md §4, §9): it was uploaded
+    /// to this user's store and has not expired, or a record the writer can
+    /// read already links it. The host decides this with its own query;
+    /// the core only reads the verdict.
+    pub available: bool,
+}
+
+impl Need {
+    /// Whether `answer` is of the kind this need expects and, for a record,
+    /// is the record asked for. A host that answers something else breaks
+    /// the calling contract.
+    pub(super) fn accepts(&self, answer: &Answer) -> bool {
+        match (self, answer) {
+            (Need::Latest(key), Answer::Record(record)) => {
+                record.as_deref().is_none_or(|r| RecordKey::of(r) == *key)
+            }
+            (Need::Version { record: key, hash }, Answer::Record(record)) => record
+                .as_deref()
+                .is_none_or(|r| RecordKey::of(r) == *key && r.version.hash == *hash),
+            (Need::Entity(_), Answer::Known(_))
+            | (Need::Blob(_), Answer::Blob(_))
+            | (Need::Dependants(_), Answer::Records(_)) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Everything the host has answered so far, for the rest of the write.
+#[derive(Debug, Default)]
+pub(super) struct Fetched(HashMap<Need, Answer>);
+
+impl Fetched {
+    pub(super) fn insert(&mut self, need: Need, answer: Answer) {
+        self.0.insert(need, answer);
+    }
+}
+
+/// Reads answers from [`Fetched`] (or from the core's own knowledge), and
+/// notes every need that has no answer yet, so that one round asks for all
+/// of them at once.
+pub(super) struct Asker<'a> {
+    fetched: &'a Fetched,
+    user: &'a Entity,
+    missing: Vec<Need>,
+    /// The same needs as `missing`, to ask each once however often it is read.
+    asked: HashSet<Need>,
+}
+
+impl<'a> Asker<'a> {
+    pub(super) fn new(fetched: &'a Fetched, user: &'a Entity) -> Self {
+        Self {
+            fetched,
+            user,
+            missing: Vec::new(),
+            asked: HashSet::new(),
+        }
+    }
+
+    /// The needs that have no answer yet, each once, in the order first asked.
+    pub(super) fn into_missing(self) -> Vec<Need> {
+        self.missing
+    }
+
+    pub(super) fn has_missing(&self) -> bool {
+        !self.missing.is_empty()
+    }
+
+    fn answer(&mut self, need: Need) -> Option<&'a Answer> {
+        let answer = self.fetched.0.get(&need);
+        if answer.is_none() && self.asked.insert(need.clone()) {
+            self.missing.push(need);
+        }
+        answer
+    }
+
+    /// The latest version of a record: `None` while unanswered.
+    pub(super) fn latest(&mut self, key: &RecordKey) -> Option<Option<&'a Record>> {
+        if key.is_builtin() {
+            let latest = builtin_records()
+                .iter()
+                .rev()
+                .find(|r| r.id == key.record_id);
+            return Some(latest);
+        }
+        match self.answer(Need::Latest(key.clone()))? {
+            Answer::Record(record) => Some(record.as_deref()),
+            _ => Some(None),
+        }
+    }
+
+    /// One version of a record: `None` while unanswered.
+    pub(super) fn version(
+        &mut self,
+        key: &RecordKey,
+        hash: &VersionHash,
+    ) -> Option<Option<&'a Record>> {
+        if key.is_builtin() {
+            let version = builtin_records()
+                .iter()
+                .find(|r| r.id == key.record_id && r.version.hash == *hash);
+            return Some(version);
+        }
+        let need = Need::Version {
+            record: key.clone(),
+            hash: *hash,
+        };
+        match self.answer(need)? {
+            Answer::Record(record) => Some(record.as_deref()),
+            _ => Some(None),
+        }
+    }
+
+    /// The version a version link names: `None` while unanswered.
+    pub(super) fn linked_version(&mut self, link: &VersionLink) -> Option<Option<&'a Record>> {
+        let key = RecordKey::new(link.entity.clone(), link.record_id);
+        self.version(&key, &link.version_hash)
+    }
+
+    /// Whether an entity is known: `None` while unanswered.
+    pub(super) fn entity_known(&mut self, entity: &Entity) -> Option<bool> {
+        if entity.as_str() == SYSTEM_ENTITY || entity == self.user {
+            return Some(true);
+        }
+        match self.answer(Need::Entity(entity.clone()))? {
+            Answer::Known(known) => Some(*known),
+            _ => Some(false),
+        }
+    }
+
+    /// What the store knows of a blob: `None` while unanswered.
+    pub(super) fn blob(&mut self, hash: &BlobHash) -> Option<Option<BlobFacts>> {
+        match self.answer(Need::Blob(*hash))? {
+            Answer::Blob(facts) => Some(*facts),
+            _ => Some(None),
+        }
+    }
+
+    /// The live records with an existential link to this one: `None` while unanswered.
+    pub(super) fn dependants(&mut self, key: &RecordKey) -> Option<&'a [Record]> {
+        match self.answer(Need::Dependants(key.clone()))? {
+            Answer::Records(records) => Some(records),
+            _ => Some(&[]),
+        }
+    }
+}

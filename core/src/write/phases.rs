@@ -1,0 +1,433 @@
+//! The phases of a write: reading the record and its types, replays,
+//! validation, link checks and tombstones. Each phase reads the answers so
+//! far and either asks for more, moves on, or decides.
+
+use super::build::{self, Fields, Stamp, Types};
+use super::cascade::{Cascade, stored_tombstone};
+use super::error::{LinkFault, WriteError};
+use super::links;
+use super::needs::{Asker, Fetched, Need, RecordKey};
+use super::request::{Create, Operation, Update};
+use super::{Commit, NewVersion, WriteContext};
+use crate::access::is_type;
+use crate::builtin::BuiltinType;
+use crate::model::{
+    DeletionAction, EntityLink, LinkPath, Permission, Permissions, Record, RecordDate, VersionHash,
+};
+use crate::schema::{RecordType, Validated};
+
+/// What the phases read: the request, its context, and every answer so far.
+#[derive(Debug)]
+pub(super) struct Env {
+    pub(super) operation: Operation,
+    pub(super) context: WriteContext,
+    /// The record written.
+    pub(super) key: RecordKey,
+    pub(super) fetched: Fetched,
+}
+
+#[derive(Debug)]
+pub(super) enum Phase {
+    /// Read the record and the types the request names.
+    Start,
+    /// An update or deletion that may be a replay on `parent_hash`: rebuild
+    /// the version it would have made.
+    Replay {
+        parent_hash: VersionHash,
+        otherwise: WriteError,
+    },
+    /// Is a version with this hash stored? Then it is a replay; else `otherwise`.
+    ReplayLookup {
+        hash: VersionHash,
+        otherwise: WriteError,
+    },
+    /// Validate a new live version against its type.
+    Validate {
+        candidate: Box<Record>,
+        replaces: Option<VersionHash>,
+    },
+    /// Run the store checks of a validated version.
+    Links(Box<(NewVersion, Validated)>),
+    /// Replace the latest version with a tombstone.
+    Tombstone(DeletionAction),
+    /// Delete the records that depend on the deleted ones.
+    Cascade(Box<Cascade>),
+    /// The host broke the calling contract; the next step reports it.
+    Failed(WriteError),
+    /// The write is decided and its result handed out.
+    Spent,
+}
+
+pub(super) enum Advance {
+    Next(Phase),
+    Ask(Phase, Vec<Need>),
+    Done(Result<Commit, WriteError>),
+}
+
+pub(super) fn fail(error: WriteError) -> Advance {
+    Advance::Done(Err(error))
+}
+
+impl Env {
+    pub(super) fn advance(&self, types: &mut Types, phase: Phase) -> Advance {
+        match phase {
+            Phase::Start => match &self.operation {
+                Operation::Create(create) => self.start_create(create),
+                _ => self.start_existing(),
+            },
+            Phase::Replay {
+                parent_hash,
+                otherwise,
+            } => self.replay(types, parent_hash, otherwise),
+            Phase::ReplayLookup { hash, otherwise } => self.replay_lookup(hash, otherwise),
+            Phase::Validate {
+                candidate,
+                replaces,
+            } => self.validate(types, candidate, replaces),
+            Phase::Links(checked) => self.check_links(checked),
+            Phase::Tombstone(action) => self.tombstone(types, action),
+            Phase::Cascade(cascade) => self.cascade(types, cascade),
+            Phase::Failed(error) => fail(error),
+            Phase::Spent => fail(WriteError::HostContract("step after Done")),
+        }
+    }
+
+    pub(super) fn ask(&self) -> Asker<'_> {
+        Asker::new(&self.fetched, &self.context.user)
+    }
+
+    /// The stamp of the version this request writes.
+    fn stamp(&self) -> Stamp {
+        let now = self.context.now;
+        let given = match &self.operation {
+            Operation::Create(create) => create.created_at,
+            Operation::Update(_, update) => update.created_at,
+            Operation::Delete(_, delete) => delete.created_at,
+        };
+        Stamp {
+            author: EntityLink::new(self.context.user.clone()),
+            created_at: given.unwrap_or(now.truncated_to_millis()),
+            received_at: RecordDate::received_after(now, self.context.last_received_at),
+        }
+    }
+
+    /// The latest version of the record written, once fetched.
+    fn latest(&self) -> Option<&Record> {
+        self.ask().latest(&self.key).flatten()
+    }
+
+    fn start_create(&self, create: &Create) -> Advance {
+        let access = &self.context.access;
+        if access.entity().is_none() {
+            return fail(WriteError::Unauthenticated);
+        }
+        if create
+            .author
+            .as_ref()
+            .is_some_and(|a| *a != self.context.user)
+        {
+            let user = &self.context.user;
+            return fail(WriteError::InvalidBody(format!(
+                "the body's `author` is not the user's entity {user}"
+            )));
+        }
+        if !access.can_write_type(&create.type_link) {
+            return fail(WriteError::TypeNotGranted);
+        }
+        let mut ask = self.ask();
+        // A fresh id is 128 random bits: only a chosen one can be taken.
+        let existing = match create.id {
+            Some(_) => ask.latest(&self.key),
+            None => Some(None),
+        };
+        // Asked now so that validation need not wait another round.
+        ask.linked_version(&create.type_link);
+        if ask.has_missing() {
+            return Advance::Ask(Phase::Start, ask.into_missing());
+        }
+        let type_record = is_type(&create.type_link, BuiltinType::Type);
+        let permissions = create.permissions.clone().unwrap_or_else(|| {
+            // PROTOCOL.md §3, §6: Type records are public.
+            if type_record {
+                Permissions::public()
+            } else {
+                Permissions::default()
+            }
+        });
+        let fields = Fields {
+            permissions,
+            type_link: create.type_link.clone(),
+            body: build::live(&create.content),
+        };
+        let candidate = build::first_version(self.key.record_id, &self.stamp(), fields);
+        match existing.flatten() {
+            None => Advance::Next(Phase::Validate {
+                candidate: Box::new(candidate),
+                replaces: None,
+            }),
+            // Without `created_at`, the version hash holds the current time:
+            // no replay can match.
+            Some(_) if create.created_at.is_none() => {
+                fail(WriteError::IdConflict(self.key.record_id))
+            }
+            Some(_) => Advance::Next(Phase::ReplayLookup {
+                hash: candidate.version.hash,
+                otherwise: WriteError::IdConflict(self.key.record_id),
+            }),
+        }
+    }
+
+    /// The first phase of an update or deletion.
+    fn start_existing(&self) -> Advance {
+        let access = &self.context.access;
+        if access.entity().is_none() {
+            return fail(WriteError::Unauthenticated);
+        }
+        if self.key.is_builtin() {
+            return fail(WriteError::BuiltinRecord);
+        }
+        let mut ask = self.ask();
+        let latest = ask.latest(&self.key);
+        if let Operation::Update(
+            _,
+            Update {
+                type_link: Some(type_link),
+                ..
+            },
+        ) = &self.operation
+        {
+            ask.linked_version(type_link);
+        }
+        if ask.has_missing() {
+            return Advance::Ask(Phase::Start, ask.into_missing());
+        }
+        let Some(latest) = latest.flatten().filter(|r| access.can_read(r)) else {
+            return fail(WriteError::NotFound(self.key.clone()));
+        };
+
+        let (parent_hash, replayable) = match &self.operation {
+            Operation::Update(_, update) => (update.parent_hash, update.replayable_parent()),
+            Operation::Delete(_, delete) => (delete.parent_hash, delete.replayable_parent()),
+            Operation::Create(_) => (None, None),
+        };
+        let not_a_replay = if latest.is_tombstone() {
+            WriteError::Deleted(self.key.clone())
+        } else {
+            WriteError::VersionConflict {
+                latest: latest.version.hash,
+            }
+        };
+        if let Some(parent_hash) = replayable.filter(|&p| p != latest.version.hash) {
+            return Advance::Next(Phase::Replay {
+                parent_hash,
+                otherwise: not_a_replay,
+            });
+        }
+        if latest.is_tombstone() || parent_hash.is_some_and(|p| p != latest.version.hash) {
+            return fail(not_a_replay);
+        }
+
+        match &self.operation {
+            Operation::Update(_, update) => {
+                let candidate = self.updated(latest, update);
+                if let Err(error) = self.check_write(latest, &candidate) {
+                    return fail(error);
+                }
+                Advance::Next(Phase::Validate {
+                    candidate: Box::new(candidate),
+                    replaces: Some(latest.version.hash),
+                })
+            }
+            Operation::Delete(_, delete) => {
+                // `local` and `leave` need only read, checked above.
+                if delete.action == DeletionAction::Delete
+                    && let Err(error) = self.check_write(latest, latest)
+                {
+                    return fail(error);
+                }
+                Advance::Next(Phase::Tombstone(delete.action))
+            }
+            Operation::Create(_) => fail(WriteError::HostContract("a create past its start")),
+        }
+    }
+
+    /// May the user replace `latest` with `next`? The record's permissions
+    /// must let it write, and an app's grant must cover both types.
+    fn check_write(&self, latest: &Record, next: &Record) -> Result<(), WriteError> {
+        let access = &self.context.access;
+        if !latest
+            .permissions
+            .grants(&latest.author.entity, &self.context.user, Permission::Write)
+        {
+            return Err(WriteError::WriteNotPermitted(self.key.clone()));
+        }
+        if !access.can_write_type(&latest.type_link) || !access.can_write_type(&next.type_link) {
+            return Err(WriteError::TypeNotGranted);
+        }
+        Ok(())
+    }
+
+    /// The version an update makes on `parent`: its permissions and type
+    /// unless the body gives others.
+    fn updated(&self, parent: &Record, update: &Update) -> Record {
+        let fields = Fields {
+            permissions: (update.permissions.clone()).unwrap_or_else(|| parent.permissions.clone()),
+            type_link: (update.type_link.clone()).unwrap_or_else(|| parent.type_link.clone()),
+            body: build::live(&update.content),
+        };
+        build::next_version(parent, &self.stamp(), fields)
+    }
+
+    fn replay(
+        &self,
+        types: &mut Types,
+        parent_hash: VersionHash,
+        otherwise: WriteError,
+    ) -> Advance {
+        let mut ask = self.ask();
+        let parent = ask.version(&self.key, &parent_hash);
+        if ask.has_missing() {
+            let phase = Phase::Replay {
+                parent_hash,
+                otherwise,
+            };
+            return Advance::Ask(phase, ask.into_missing());
+        }
+        let Some(parent) = parent.flatten() else {
+            return fail(otherwise);
+        };
+        let candidate = match &self.operation {
+            Operation::Update(_, update) => self.updated(parent, update),
+            Operation::Delete(_, delete) if !parent.is_tombstone() => {
+                let type_record = ask.linked_version(&parent.type_link);
+                if ask.has_missing() {
+                    let phase = Phase::Replay {
+                        parent_hash,
+                        otherwise,
+                    };
+                    return Advance::Ask(phase, ask.into_missing());
+                }
+                let tombstone = types
+                    .get(&parent.type_link, type_record.flatten())
+                    .ok()
+                    .and_then(|t| build::tombstone(parent, t, &self.stamp(), delete.action).ok());
+                match tombstone {
+                    Some(tombstone) => tombstone.record,
+                    None => return fail(otherwise),
+                }
+            }
+            _ => return fail(otherwise),
+        };
+        Advance::Next(Phase::ReplayLookup {
+            hash: candidate.version.hash,
+            otherwise,
+        })
+    }
+
+    fn replay_lookup(&self, hash: VersionHash, otherwise: WriteError) -> Advance {
+        if let Some(latest) = self.latest().filter(|r| r.version.hash == hash) {
+            return Advance::Done(Ok(Commit::Replay(Box::new(latest.clone()))));
+        }
+        let mut ask = self.ask();
+        match ask.version(&self.key, &hash) {
+            None => Advance::Ask(Phase::ReplayLookup { hash, otherwise }, ask.into_missing()),
+            Some(Some(stored)) => Advance::Done(Ok(Commit::Replay(Box::new(stored.clone())))),
+            Some(None) => fail(otherwise),
+        }
+    }
+
+    fn validate(
+        &self,
+        types: &mut Types,
+        candidate: Box<Record>,
+        replaces: Option<VersionHash>,
+    ) -> Advance {
+        let mut ask = self.ask();
+        let Some(type_record) = ask.linked_version(&candidate.type_link) else {
+            let phase = Phase::Validate {
+                candidate,
+                replaces,
+            };
+            return Advance::Ask(phase, ask.into_missing());
+        };
+        let record_type = match types.get(&candidate.type_link, type_record) {
+            Ok(record_type) => record_type,
+            Err(reason) => {
+                return fail(WriteError::InvalidLink {
+                    path: type_path(),
+                    fault: LinkFault::NotAType(reason),
+                });
+            }
+        };
+        // A Type record's own schema must compile (its shape and public
+        // permissions are the Type type's schema, checked below).
+        if is_type(&candidate.type_link, BuiltinType::Type)
+            && let Some(content) = candidate.content()
+            && let Err(fault) = RecordType::from_content(content.as_value())
+        {
+            return fail(WriteError::InvalidSchema(fault));
+        }
+        match record_type.schema.validate(&candidate) {
+            Ok(validated) => {
+                let version = NewVersion {
+                    record: *candidate,
+                    links: Vec::new(),
+                    replaces,
+                };
+                Advance::Next(Phase::Links(Box::new((version, validated))))
+            }
+            Err(violation) => fail(WriteError::SchemaViolation(violation)),
+        }
+    }
+
+    fn check_links(&self, checked: Box<(NewVersion, Validated)>) -> Advance {
+        let mut ask = self.ask();
+        match links::check_links(&mut ask, &self.context.access, &checked.1) {
+            None => Advance::Ask(Phase::Links(checked), ask.into_missing()),
+            Some(Err(error)) => fail(error),
+            Some(Ok(())) => {
+                let (mut written, validated) = *checked;
+                written.links = validated.links;
+                Advance::Done(Ok(Commit::Store {
+                    written: Box::new(written),
+                    cascaded: Vec::new(),
+                }))
+            }
+        }
+    }
+
+    /// A tombstone's links are not checked against the store: they repeat
+    /// the last live version's, whose targets may be gone by now (a cascade
+    /// deletes the target before its dependants).
+    fn tombstone(&self, types: &mut Types, action: DeletionAction) -> Advance {
+        let mut ask = self.ask();
+        let Some(Some(latest)) = ask.latest(&self.key) else {
+            return fail(WriteError::HostContract("the latest version vanished"));
+        };
+        let type_record = ask.linked_version(&latest.type_link);
+        if action == DeletionAction::Delete {
+            // Asked now so that the cascade need not wait another round.
+            ask.dependants(&self.key);
+        }
+        if ask.has_missing() {
+            return Advance::Ask(Phase::Tombstone(action), ask.into_missing());
+        }
+        let written =
+            match stored_tombstone(types, latest, type_record.flatten(), &self.stamp(), action) {
+                Ok(written) => written,
+                Err(error) => return fail(error),
+            };
+        if action != DeletionAction::Delete {
+            return Advance::Done(Ok(Commit::Store {
+                written: Box::new(written),
+                cascaded: Vec::new(),
+            }));
+        }
+        let cascade = Cascade::new(written, self.key.clone());
+        Advance::Next(Phase::Cascade(Box::new(cascade)))
+    }
+}
+
+fn type_path() -> LinkPath {
+    LinkPath::from_walk("$['type']".to_owned())
+}
