@@ -843,3 +843,191 @@ fn a_records_versions_are_listed_oldest_first_and_fetched_by_hash() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].0, first);
 }
+
+/// One user's store on SQLite, written through the write transitions with
+/// every need answered by the store's own SQL: core and SQL end to end.
+mod writes_on_sqlite {
+    use super::*;
+    use folio_core::builtin::BuiltinType;
+    use folio_core::model::{RecordDate, RecordId};
+    use folio_core::store::{
+        NeedRow, NeedRows, WriteOrigin, commit_statements, last_received_at_sql, need_sql,
+        seed_statements,
+    };
+    use folio_core::write::{
+        Commit, RecordKey, Step, Write, WriteContext, WriteError, WriteRequest,
+    };
+
+    struct SqliteStore {
+        db: Connection,
+        now: RecordDate,
+        ids: u128,
+    }
+
+    impl SqliteStore {
+        fn new() -> Self {
+            let db = fresh_db();
+            let tx = db.unchecked_transaction().expect("a transaction");
+            for statement in seed_statements(USER_ID) {
+                run(&tx, &statement.sql, &statement.params);
+            }
+            tx.commit().expect("commit");
+            let now = "2026-11-21T10:00:00Z".parse().expect("a date");
+            SqliteStore { db, now, ids: 0 }
+        }
+
+        fn answer(&self, need: &folio_core::write::Need) -> folio_core::write::Answer {
+            let (statement, shape) = need_sql(USER_ID, need, self.now);
+            let mut query = self.db.prepare(&statement.sql).expect("the need's query");
+            let rows: Vec<NeedRow> = query
+                .query_map(rusqlite::params_from_iter(bind(&statement.params)), |row| {
+                    Ok(match shape {
+                        NeedRows::Record | NeedRows::Records => NeedRow::Version {
+                            record: row.get(0)?,
+                            links: row.get(1)?,
+                        },
+                        NeedRows::Known => NeedRow::Integers(vec![row.get(0)?]),
+                        NeedRows::Blob => NeedRow::Integers(vec![row.get(0)?, row.get(1)?]),
+                    })
+                })
+                .expect("rows")
+                .map(|row| row.expect("a row"))
+                .collect();
+            shape.answer(rows).expect("stored rows read back")
+        }
+
+        fn write(&mut self, request: WriteRequest) -> Result<Commit, WriteError> {
+            self.now =
+                RecordDate::from_unix_ticks(self.now.unix_ticks() + 10_000_000).expect("a date");
+            self.ids += 1;
+            let statement = last_received_at_sql(USER_ID);
+            let last: Option<i64> = self
+                .db
+                .query_row(
+                    &statement.sql,
+                    rusqlite::params_from_iter(bind(&statement.params)),
+                    |row| row.get(0),
+                )
+                .expect("the last received_at");
+            let context = WriteContext {
+                user: USER.parse().expect("an entity"),
+                access: Access::Owner {
+                    entity: USER.parse().expect("an entity"),
+                },
+                now: self.now,
+                last_received_at: last.map(|t| RecordDate::from_unix_ticks(t).expect("a date")),
+                fresh_id: RecordId::from_bytes(self.ids.to_be_bytes()),
+            };
+            let mut write = Write::new(request, context);
+            let commit = loop {
+                match write.step() {
+                    Step::Fetch(needs) => {
+                        let answers = needs.iter().map(|need| self.answer(need)).collect();
+                        write.supply(answers);
+                    }
+                    Step::Done(result) => break result?,
+                }
+            };
+            let tx = self.db.unchecked_transaction().expect("a transaction");
+            for statement in commit_statements(USER_ID, &commit, WriteOrigin::default()) {
+                run(&tx, &statement.sql, &statement.params);
+            }
+            tx.commit().expect("commit");
+            Ok(commit)
+        }
+
+        fn post(&mut self, body: Value) -> Result<Commit, WriteError> {
+            self.write(WriteRequest::post(body.to_string().as_bytes())?)
+        }
+
+        fn count(&self, sql: &str) -> i64 {
+            self.db
+                .query_row(sql, [], |row| row.get(0))
+                .expect("a count")
+        }
+    }
+
+    fn link(record: &Record) -> Value {
+        json!({"entity": record.author.entity, "record_id": record.id, "version_hash": record.version.hash})
+    }
+
+    fn key(record: &Record) -> RecordKey {
+        RecordKey::new(record.author.entity.clone(), record.id)
+    }
+
+    #[test]
+    fn create_update_conflict_delete_and_cascade_on_sqlite() {
+        let mut store = SqliteStore::new();
+        let note_type = store
+            .post(json!({
+                "type": serde_json::to_value(BuiltinType::Type.link()).expect("a link"),
+                "content": {"name": "note", "schema": {"type": "object", "properties": {
+                    "content": {"type": "object", "properties": {
+                        "text": {"type": "string"},
+                        "parent": {"type": "record_link", "existential": true, "optional": true}
+                    }}
+                }}}
+            }))
+            .expect("a type record")
+            .record()
+            .clone();
+        let a = store
+            .post(json!({"type": link(&note_type), "content": {"text": "a"}}))
+            .expect("note a")
+            .record()
+            .clone();
+        let b = store
+            .post(json!({"type": link(&note_type), "content": {
+                "text": "b", "parent": {"entity": USER, "record_id": a.id}
+            }}))
+            .expect("note b, existential on a")
+            .record()
+            .clone();
+
+        let body = json!({"content": {"text": "a2"}, "version": {"parent_hash": a.version.hash}});
+        let a2 = store
+            .write(WriteRequest::put(key(&a), body.to_string().as_bytes()).expect("a body"))
+            .expect("an update")
+            .record()
+            .clone();
+        assert_eq!(a2.version.parent_hash, Some(a.version.hash));
+
+        let stale = store
+            .write(WriteRequest::put(key(&a), body.to_string().as_bytes()).expect("a body"))
+            .expect_err("the parent is stale");
+        assert!(
+            matches!(stale, WriteError::VersionConflict { .. }),
+            "{stale:?}"
+        );
+
+        let deleted = store
+            .write(WriteRequest::delete(key(&a), b"").expect("no body"))
+            .expect("a deletion");
+        let tombstones: Vec<RecordId> = deleted.versions().map(|v| v.record.id).collect();
+        assert_eq!(tombstones, [a.id, b.id]);
+
+        assert_eq!(
+            store.count("SELECT COUNT(*) FROM records WHERE deleted = 1"),
+            2
+        );
+        // Built-ins (6 versions), the type, a, b, a2, and two tombstones.
+        assert_eq!(store.count("SELECT COUNT(*) FROM versions"), 12);
+        assert_eq!(store.count("SELECT COUNT(*) FROM events"), 12);
+    }
+
+    #[test]
+    fn a_replayed_create_stores_nothing_on_sqlite() {
+        let mut store = SqliteStore::new();
+        let body = json!({
+            "id": "0123456789abcdef0123456789abcdef",
+            "created_at": "2026-11-21T09:00:00.0000000Z",
+            "type": serde_json::to_value(BuiltinType::Type.link()).expect("a link"),
+            "content": {"name": "note", "schema": {"type": "object", "properties": {}}}
+        });
+        let first = store.post(body.clone()).expect("a create");
+        let replay = store.post(body).expect("a replay");
+        assert!(replay.is_replay());
+        assert_eq!(replay.record(), first.record());
+        assert_eq!(store.count("SELECT COUNT(*) FROM versions"), 7);
+    }
+}

@@ -12,6 +12,7 @@ mod list;
 mod migrations;
 mod read;
 mod version;
+mod write;
 
 pub use list::{ListSql, list_sql};
 pub use migrations::{MIGRATIONS, Migration};
@@ -20,6 +21,9 @@ pub use read::{
     seed_statements, version_sql, versions_sql,
 };
 pub use version::{StoredDataError, WriteOrigin, entries_json, read_version, version_statements};
+pub use write::{
+    NeedRow, NeedRows, WRITE_ATTEMPTS, commit_statements, last_received_at_sql, need_sql,
+};
 
 /// A value bound to a statement parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,155 @@
+//! The SQL of a write: what answers each [`Need`] of a
+//! [`Write`](crate::write::Write), and what stores its [`Commit`].
+//!
+//! A host runs a write like this: read [`last_received_at_sql`], drive the
+//! write, answering each need with [`need_sql`] and [`NeedRows::answer`],
+//! then run [`commit_statements`] in one transaction (an atomic batch on
+//! D1). If that transaction fails on a constraint (another write to the
+//! same record, or to the same store with a later `received_at`, committed
+//! in between), it runs the whole write again from the start, at most
+//! [`WRITE_ATTEMPTS`] times; a replay then finds what the other write
+//! stored, and a stale parent becomes a version conflict.
+
+use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
+use crate::model::RecordDate;
+use crate::query::{existential_key, index_entries};
+use crate::write::{Answer, BlobFacts, Commit, Need};
+
+use super::read::{latest_version_sql, version_sql};
+use super::{Binder, Statement, StoredDataError, WriteOrigin, read_version, version_statements};
+
+/// How many times a host runs one write whose commit lost a race.
+pub const WRITE_ATTEMPTS: usize = 3;
+
+/// One row `(MAX(version.received_at) or NULL)`: the user's latest
+/// `version.received_at`, for [`crate::write::WriteContext::last_received_at`].
+pub fn last_received_at_sql(user_id: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT MAX(received_at) FROM versions WHERE user_id = {}",
+        b.bind(user_id)
+    );
+    b.finish(sql)
+}
+
+/// The statement that fetches one need, and the shape of its rows.
+pub fn need_sql(user_id: i64, need: &Need, now: RecordDate) -> (Statement, NeedRows) {
+    match need {
+        Need::Latest(key) => (
+            latest_version_sql(user_id, &key.entity, &key.record_id),
+            NeedRows::Record,
+        ),
+        Need::Version { record, hash } => (
+            version_sql(user_id, &record.entity, &record.record_id, hash),
+            NeedRows::Record,
+        ),
+        Need::Entity(entity) => {
+            let mut b = Binder::default();
+            let user = b.bind(user_id);
+            let entity = b.bind(entity.as_str());
+            let sql = format!(
+                "SELECT EXISTS (SELECT 1 FROM users WHERE entity = {entity}) \
+                 OR EXISTS (SELECT 1 FROM records WHERE user_id = {user} \
+                 AND type_record_id = {} AND type_entity = {} AND author = {entity} \
+                 AND deleted = 0)",
+                b.bind(BuiltinType::Entity.record_id().to_string()),
+                b.bind(SYSTEM_ENTITY),
+            );
+            (b.finish(sql), NeedRows::Known)
+        }
+        Need::Blob(hash) => {
+            // Uploaded to this store and not yet collected; a blob some
+            // record links never expires.
+            let mut b = Binder::default();
+            let sql = format!(
+                "SELECT size, expires_at IS NULL OR expires_at > {} FROM blobs \
+                 WHERE user_id = {} AND hash = {}",
+                b.bind(now.unix_ticks()),
+                b.bind(user_id),
+                b.bind(hash.to_string()),
+            );
+            (b.finish(sql), NeedRows::Blob)
+        }
+        Need::Dependants(key) => {
+            let mut b = Binder::default();
+            let user = b.bind(user_id);
+            let sql = format!(
+                "SELECT v.record, v.links FROM records r \
+                 JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+                 WHERE r.user_id = {user} AND r.deleted = 0 AND r.row IN \
+                 (SELECT record_row FROM link_index WHERE user_id = {user} AND key = {})",
+                b.bind(existential_key(&key.entity, &key.record_id)),
+            );
+            (b.finish(sql), NeedRows::Records)
+        }
+    }
+}
+
+/// The rows a need's statement yields, and how they become its [`Answer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeedRows {
+    /// `(record, links)` rows, at most one.
+    Record,
+    /// `(record, links)` rows.
+    Records,
+    /// One row of one integer, 0 or 1.
+    Known,
+    /// At most one row `(size, available)`, integers.
+    Blob,
+}
+
+/// One row of a need's answer, as the host's driver read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NeedRow {
+    /// A `(record, links)` row.
+    Version { record: String, links: String },
+    /// A row of integers.
+    Integers(Vec<i64>),
+}
+
+impl NeedRows {
+    /// The answer these rows give.
+    pub fn answer(self, rows: Vec<NeedRow>) -> Result<Answer, StoredDataError> {
+        let versions = || -> Result<Vec<_>, StoredDataError> {
+            rows.iter()
+                .filter_map(|row| match row {
+                    NeedRow::Version { record, links } => Some(read_version(record, links)),
+                    NeedRow::Integers(_) => None,
+                })
+                .map(|version| version.map(|(record, _)| record))
+                .collect()
+        };
+        let integers = |at: usize| match rows.first() {
+            Some(NeedRow::Integers(values)) => values.get(at).copied(),
+            _ => None,
+        };
+        Ok(match self {
+            NeedRows::Record => Answer::Record(versions()?.into_iter().next().map(Box::new)),
+            NeedRows::Records => Answer::Records(versions()?),
+            NeedRows::Known => Answer::Known(integers(0).is_some_and(|known| known != 0)),
+            NeedRows::Blob => Answer::Blob(match (integers(0), integers(1)) {
+                (Some(size), Some(available)) => Some(BlobFacts {
+                    size: u64::try_from(size).unwrap_or_default(),
+                    available: available != 0,
+                }),
+                _ => None,
+            }),
+        })
+    }
+}
+
+/// The statements that store a commit, every version in order, to run in
+/// one transaction. A replay stores nothing.
+pub fn commit_statements(user_id: i64, commit: &Commit, origin: WriteOrigin<'_>) -> Vec<Statement> {
+    commit
+        .versions()
+        .flat_map(|version| {
+            version_statements(
+                user_id,
+                &version.record,
+                &index_entries(&version.links),
+                origin,
+            )
+        })
+        .collect()
+}
