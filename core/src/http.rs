@@ -65,6 +65,33 @@ pub fn blob_cache_control(audience: BlobAudience) -> String {
     }
 }
 
+/// Checks the `Content-Type` of a request to a JSON endpoint (PROTOCOL.md
+/// §5): a body must be `application/json`, with any parameters (such as
+/// `; charset=utf-8`) and in any letter case; a request without a body needs
+/// no type. Anything else is `request/415-unsupported-media-type`.
+pub fn check_json_content_type(
+    content_type: Option<&str>,
+    has_body: bool,
+) -> Result<(), crate::problem::Problem> {
+    use crate::problem::{Problem, ProblemType};
+    if !has_body {
+        return Ok(());
+    }
+    let is_json = content_type
+        .and_then(|text| text.parse::<crate::model::MediaType>().ok())
+        .is_some_and(|media| media.essence().eq_ignore_ascii_case("application/json"));
+    if is_json {
+        Ok(())
+    } else {
+        Err(
+            Problem::new(ProblemType::UnsupportedMediaType).with_detail(match content_type {
+                Some(text) => format!("a JSON endpoint takes application/json, not `{text}`"),
+                None => "a request body needs `Content-Type: application/json`".to_owned(),
+            }),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,32 +118,5 @@ mod tests {
             }),
             "max-age=7200, s-maxage=7200"
         );
-    }
-}
-
-/// Checks the `Content-Type` of a request to a JSON endpoint (PROTOCOL.md
-/// §5): a body must be `application/json`, with any parameters (such as
-/// `; charset=utf-8`) and in any letter case; a request without a body needs
-/// no type. Anything else is `request/415-unsupported-media-type`.
-pub fn check_json_content_type(
-    content_type: Option<&str>,
-    has_body: bool,
-) -> Result<(), crate::problem::Problem> {
-    use crate::problem::{Problem, ProblemType};
-    if !has_body {
-        return Ok(());
-    }
-    let is_json = content_type
-        .and_then(|text| text.parse::<crate::model::MediaType>().ok())
-        .is_some_and(|media| media.essence().eq_ignore_ascii_case("application/json"));
-    if is_json {
-        Ok(())
-    } else {
-        Err(
-            Problem::new(ProblemType::UnsupportedMediaType).with_detail(match content_type {
-                Some(text) => format!("a JSON endpoint takes application/json, not `{text}`"),
-                None => "a request body needs `Content-Type: application/json`".to_owned(),
-            }),
-        )
     }
 }
