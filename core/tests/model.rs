@@ -358,3 +358,28 @@ fn a_record_rejects_unknown_fields_and_bad_tombstones() {
     assert!(record.is_tombstone());
     assert_eq!(serde_json::to_value(&record).unwrap(), tombstone);
 }
+
+#[test]
+fn record_sources_have_one_wire_name_each() {
+    use folio_core::model::RecordSource;
+    let names: Vec<&str> = RecordSource::ALL.iter().map(|s| s.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "self",
+            "notification",
+            "notification_unknown",
+            "subscription",
+            "proxy",
+            "resolution"
+        ]
+    );
+    for source in RecordSource::ALL {
+        let json = serde_json::to_string(&source).unwrap();
+        assert_eq!(json, format!("\"{}\"", source.as_str()));
+        assert_eq!(serde_json::from_str::<RecordSource>(&json).unwrap(), source);
+        assert_eq!(source.as_str().parse::<RecordSource>(), Ok(source));
+    }
+    assert!("Self".parse::<RecordSource>().is_err());
+    assert!(serde_json::from_str::<RecordSource>("\"elsewhere\"").is_err());
+}

@@ -18,7 +18,8 @@ pub use names::{
 };
 pub use permissions::{Permission, Permissions, ReadPermission};
 pub use record::{
-    Content, DeletionAction, NoContent, Record, RecordBody, RecordSource, TombstoneLink, Version,
+    Content, DeletionAction, NoContent, Record, RecordBody, RecordSource, RecordSourceError,
+    TombstoneLink, Version,
 };
 
 use std::fmt;

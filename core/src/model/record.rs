@@ -129,10 +129,8 @@ impl Serialize for TombstoneLink {
 /// Where a record came from. Folio itself writes `self` (through this server)
 /// and `resolution` (built-in types); the other values name records that
 /// reached a user from elsewhere, and belong to federation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecordSource {
-    #[serde(rename = "self")]
     Own,
     Notification,
     NotificationUnknown,
@@ -142,6 +140,15 @@ pub enum RecordSource {
 }
 
 impl RecordSource {
+    pub const ALL: [RecordSource; 6] = [
+        RecordSource::Own,
+        RecordSource::Notification,
+        RecordSource::NotificationUnknown,
+        RecordSource::Subscription,
+        RecordSource::Proxy,
+        RecordSource::Resolution,
+    ];
+
     /// The wire name, as `source` and the `sources` parameter write it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -152,6 +159,34 @@ impl RecordSource {
             RecordSource::Proxy => "proxy",
             RecordSource::Resolution => "resolution",
         }
+    }
+}
+
+/// A source name this server does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a record source")]
+pub struct RecordSourceError;
+
+impl std::str::FromStr for RecordSource {
+    type Err = RecordSourceError;
+
+    fn from_str(name: &str) -> Result<Self, RecordSourceError> {
+        Self::ALL
+            .into_iter()
+            .find(|source| source.as_str() == name)
+            .ok_or(RecordSourceError)
+    }
+}
+
+impl Serialize for RecordSource {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for RecordSource {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        super::deserialize_from_str(deserializer)
     }
 }
 

@@ -3,8 +3,6 @@
 
 use std::fmt;
 
-use serde::Deserialize;
-
 use super::filter::{Filter, FilterError, parse_filter};
 use super::json_string_end;
 use crate::model::{Entity, LinkPath, RecordDate, RecordId, RecordSource};
@@ -224,9 +222,11 @@ impl ListQuery {
             .single("include_links")?
             .map(parse_include_links)
             .unwrap_or_default();
-        let sources = params
-            .single("sources")?
-            .map(|text| text.split(',').filter_map(parse_source).collect());
+        let sources = params.single("sources")?.map(|text| {
+            text.split(',')
+                .filter_map(|name| name.parse().ok())
+                .collect()
+        });
         match params.single("proxy_to")? {
             None => {}
             Some(text) if text == user.as_str() => {}
@@ -311,12 +311,6 @@ fn parse_bound(text: &str, property: &SortProperty) -> Option<Bound> {
         _ => SortValue::Date(value.parse().ok()?),
     };
     Some(Bound { value, record_id })
-}
-
-/// A record source by its wire name; `None` for one this server does not know.
-fn parse_source(name: &str) -> Option<RecordSource> {
-    let name = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(name);
-    RecordSource::deserialize(name).ok()
 }
 
 /// `entity`, `existential` and paths, comma-separated; `""` asks for none.
