@@ -18,7 +18,7 @@
 //! BINARY collation compares UTF-8 bytes as Rust's `str` does), so a tag
 //! sort can order by key.
 
-use crate::model::{Entity, Link, LinkPath, RecordId};
+use crate::model::{Entity, Link, LinkPath, RecordId, VersionHash};
 use crate::schema::FoundLink;
 
 use super::FilterValue;
@@ -58,7 +58,7 @@ pub fn index_entries(links: &[FoundLink]) -> Vec<IndexEntry> {
                 add(path, record_key(&link.entity, &link.record_id));
                 add(
                     path,
-                    format!("v:{} {} {}", link.entity, link.record_id, link.version_hash),
+                    version_key(&link.entity, &link.record_id, &link.version_hash),
                 );
             }
             Link::Tag(tag) => add(path, tag_key(tag.as_str())),
@@ -86,7 +86,7 @@ pub fn value_key(value: &FilterValue) -> String {
             entity,
             record_id,
             version_hash,
-        } => format!("v:{entity} {record_id} {version_hash}"),
+        } => version_key(entity, record_id, version_hash),
         FilterValue::Tag(tag) => tag_key(tag),
     }
 }
@@ -99,6 +99,10 @@ pub fn record_key(entity: &Entity, record_id: &RecordId) -> String {
     format!("r:{entity} {record_id}")
 }
 
+pub fn version_key(entity: &Entity, record_id: &RecordId, hash: &VersionHash) -> String {
+    format!("v:{entity} {record_id} {hash}")
+}
+
 /// The key of an existential record link to this record: what a cascade looks up.
 pub fn existential_key(entity: &Entity, record_id: &RecordId) -> String {
     format!("x:{entity} {record_id}")
@@ -106,6 +110,24 @@ pub fn existential_key(entity: &Entity, record_id: &RecordId) -> String {
 
 pub fn tag_key(tag: &str) -> String {
     format!("t:{tag}")
+}
+
+/// The entity of an `e:` key.
+pub(crate) fn parse_entity_key(key: &str) -> Option<Entity> {
+    key.strip_prefix("e:")?.parse().ok()
+}
+
+/// The record of an `r:` key, or of an `x:` key with `prefix` `"x:"`.
+pub(crate) fn parse_record_key(key: &str, prefix: &str) -> Option<(Entity, RecordId)> {
+    let (entity, id) = key.strip_prefix(prefix)?.split_once(' ')?;
+    Some((entity.parse().ok()?, id.parse().ok()?))
+}
+
+/// The version of a `v:` key.
+pub(crate) fn parse_version_key(key: &str) -> Option<(Entity, RecordId, VersionHash)> {
+    let (entity, rest) = key.strip_prefix("v:")?.split_once(' ')?;
+    let (id, hash) = rest.split_once(' ')?;
+    Some((entity.parse().ok()?, id.parse().ok()?, hash.parse().ok()?))
 }
 
 /// Whether a key is a tag's or a record's: the values `distinct` compares.

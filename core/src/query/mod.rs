@@ -21,6 +21,7 @@ pub use filter::{
 };
 pub use index::{
     IndexEntry, entity_key, existential_key, index_entries, record_key, tag_key, value_key,
+    version_key,
 };
 pub use page::{
     LinkPlan, ListResponse, RecordResponse, linked_records, next_page_query, next_page_start,

@@ -11,7 +11,7 @@ use crate::builtin::BuiltinType;
 use crate::model::{Entity, Record, RecordId, VersionHash};
 
 use super::eval::sort_value;
-use super::index::{IndexEntry, entries_at};
+use super::index::{IndexEntry, entries_at, parse_entity_key, parse_record_key, parse_version_key};
 use super::{Bound, IncludeLinks, Sort, SortValue};
 
 /// Everything but RFC 3986's unreserved characters is percent-encoded, so a
@@ -111,13 +111,13 @@ impl IncludeLinks {
             for entry in entries {
                 let key = entry.key.as_str();
                 if self.entity
-                    && let Some(entity) = key.strip_prefix("e:").and_then(|e| e.parse().ok())
+                    && let Some(entity) = parse_entity_key(key)
                     && &entity != user
                 {
                     plan.entities.insert(entity);
                 }
                 if self.existential
-                    && let Some(record) = key.strip_prefix("x:").and_then(parse_record)
+                    && let Some(record) = parse_record_key(key, "x:")
                 {
                     plan.records.insert(record);
                 }
@@ -126,11 +126,11 @@ impl IncludeLinks {
                 let at = entries_at(entries, path);
                 let versions: Vec<_> = at
                     .iter()
-                    .filter_map(|e| e.key.strip_prefix("v:").and_then(parse_version))
+                    .filter_map(|e| parse_version_key(&e.key))
                     .collect();
                 // A version link also has a record key; fetch the version alone.
                 for entry in at {
-                    if let Some((entity, id)) = entry.key.strip_prefix("r:").and_then(parse_record)
+                    if let Some((entity, id)) = parse_record_key(&entry.key, "r:")
                         && !versions.iter().any(|(e, i, _)| (e, i) == (&entity, &id))
                     {
                         plan.records.insert((entity, id));
@@ -141,17 +141,6 @@ impl IncludeLinks {
         }
         plan
     }
-}
-
-fn parse_record(text: &str) -> Option<(Entity, RecordId)> {
-    let (entity, id) = text.split_once(' ')?;
-    Some((entity.parse().ok()?, id.parse().ok()?))
-}
-
-fn parse_version(text: &str) -> Option<(Entity, RecordId, VersionHash)> {
-    let (entity, rest) = text.split_once(' ')?;
-    let (id, hash) = rest.split_once(' ')?;
-    Some((entity.parse().ok()?, id.parse().ok()?, hash.parse().ok()?))
 }
 
 /// The `linked_records` of a response, from what the host fetched for a
