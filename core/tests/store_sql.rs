@@ -573,7 +573,11 @@ fn migrations_split_into_statements_build_the_same_schema() {
     assert!(names(&batch).contains(&"versions_received_at_increases".to_owned()));
 }
 
-fn store_one(db: &Connection, record: &Record, client_id: Option<&str>) -> rusqlite::Result<()> {
+fn store_one(
+    db: &Connection,
+    record: &Record,
+    client_id: Option<folio_core::model::ClientId>,
+) -> rusqlite::Result<()> {
     let links = schema().validate(record).expect("valid").links;
     let entries = index_entries(&links);
     let tx = db.unchecked_transaction()?;
@@ -696,7 +700,10 @@ fn an_update_replaces_the_latest_row_and_its_link_index() {
 fn events_are_numbered_per_user_and_read_back_after_a_point() {
     let db = fresh_db();
     let first = version(ID_A, None, json!({}), 1);
-    store_one(&db, &first, Some("8fbf7696f25b4628bde73f46f4631d3f")).expect("a version");
+    let client_id = "8fbf7696f25b4628bde73f46f4631d3f"
+        .parse()
+        .expect("a client id");
+    store_one(&db, &first, Some(client_id)).expect("a version");
     store_one(&db, &version(ID_B, None, json!({}), 2), None).expect("a version");
     let bounds = folio_core::store::event_log_bounds_sql(USER_ID);
     let (oldest, latest): (Option<i64>, i64) = db

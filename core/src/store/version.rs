@@ -1,15 +1,15 @@
 //! Storing one version, and reading stored versions back.
 
-use crate::model::{Record, RecordBody, VersionHash};
+use crate::model::{ClientId, Record, RecordBody, VersionHash};
 use crate::query::IndexEntry;
 
 use super::{Binder, Statement};
 
 /// What the host knows about the request that wrote a version.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct WriteOrigin<'a> {
+pub struct WriteOrigin {
     /// The `X-Svc-Client-Id` it carried: events skip that client.
-    pub client_id: Option<&'a str>,
+    pub client_id: Option<ClientId>,
 }
 
 /// The statements that store one new version, to run in order in the
@@ -28,7 +28,7 @@ pub fn version_statements(
     user_id: i64,
     record: &Record,
     entries: &[IndexEntry],
-    origin: WriteOrigin<'_>,
+    origin: WriteOrigin,
 ) -> Vec<Statement> {
     let version_received_at = record
         .version
@@ -140,7 +140,7 @@ pub fn version_statements(
          VALUES ({user}, (SELECT event_seq FROM users WHERE id = {user}), {}, {}, {})",
         b.bind(hash.as_str()),
         b.bind(version_received_at),
-        b.bind(origin.client_id),
+        b.bind(origin.client_id.map(|id| id.to_string())),
     );
     statements.push(b.finish(sql));
     statements

@@ -140,7 +140,7 @@ impl NeedRows {
 
 /// The statements that store a commit, every version in order, to run in
 /// one transaction. A replay stores nothing.
-pub fn commit_statements(user_id: i64, commit: &Commit, origin: WriteOrigin<'_>) -> Vec<Statement> {
+pub fn commit_statements(user_id: i64, commit: &Commit, origin: WriteOrigin) -> Vec<Statement> {
     commit
         .versions()
         .flat_map(|version| {
