@@ -96,14 +96,31 @@ impl BuiltinType {
 
 /// The Type type, read: the schema every Type record follows.
 pub fn type_type() -> &'static RecordType {
-    static TYPE_TYPE: OnceLock<RecordType> = OnceLock::new();
-    TYPE_TYPE.get_or_init(|| {
-        let content = BuiltinType::Type
-            .record()
-            .content()
-            .expect("the Type type is live");
-        RecordType::from_content(content.as_value()).expect("the Type type's schema compiles")
-    })
+    builtin_record_type(&BuiltinType::Type.link()).expect("the Type type is built in")
+}
+
+/// The record type a built-in Type record version defines, compiled once;
+/// `None` for any other version.
+pub fn builtin_record_type(link: &VersionLink) -> Option<&'static RecordType> {
+    static TYPES: OnceLock<Vec<(VersionHash, RecordType)>> = OnceLock::new();
+    if link.entity.as_str() != SYSTEM_ENTITY {
+        return None;
+    }
+    let types = TYPES.get_or_init(|| {
+        builtin_records()
+            .iter()
+            .map(|record| {
+                let content = record.content().expect("built-in types are live");
+                let record_type = RecordType::from_content(content.as_value())
+                    .expect("built-in types' schemas compile");
+                (record.version.hash, record_type)
+            })
+            .collect()
+    });
+    types
+        .iter()
+        .find(|(hash, _)| *hash == link.version_hash)
+        .map(|(_, record_type)| record_type)
 }
 
 /// Every version of every built-in type, oldest first: the Type type's two

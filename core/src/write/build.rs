@@ -3,12 +3,11 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::OnceLock;
 
 use super::NewVersion;
 use super::needs::RecordKey;
 use crate::access::is_type;
-use crate::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_records};
+use crate::builtin::{BuiltinType, builtin_record_type};
 use crate::model::{
     Content, DeletionAction, EntityLink, NoContent, Permissions, Record, RecordBody, RecordDate,
     RecordId, RecordSource, TombstoneLink, Version, VersionHash, VersionLink,
@@ -133,7 +132,7 @@ impl Types {
         link: &VersionLink,
         type_record: Option<&Record>,
     ) -> Result<&RecordType, String> {
-        if let Some(builtin) = builtin_type(link) {
+        if let Some(builtin) = builtin_record_type(link) {
             return Ok(builtin);
         }
         let key = (
@@ -154,26 +153,4 @@ fn compile(type_record: Option<&Record>) -> Result<RecordType, String> {
     }
     let content = record.content().ok_or("the Type record is deleted")?;
     RecordType::from_content(content.as_value()).map_err(|fault| fault.to_string())
-}
-
-/// A built-in type, by any of its versions.
-fn builtin_type(link: &VersionLink) -> Option<&'static RecordType> {
-    static TYPES: OnceLock<Vec<(VersionHash, RecordType)>> = OnceLock::new();
-    if link.entity.as_str() != SYSTEM_ENTITY {
-        return None;
-    }
-    let types = TYPES.get_or_init(|| {
-        builtin_records()
-            .iter()
-            .filter_map(|record| {
-                let content = record.content()?.as_value();
-                let record_type = RecordType::from_content(content).ok()?;
-                Some((record.version.hash, record_type))
-            })
-            .collect()
-    });
-    types
-        .iter()
-        .find(|(hash, _)| *hash == link.version_hash)
-        .map(|(_, record_type)| record_type)
 }
