@@ -31,6 +31,9 @@ pub struct AppGrant {
     pub write: Vec<RecordLink>,
     /// Types the app may watch through events.
     pub subscribe: Vec<RecordLink>,
+    /// Every type, for read, write and subscribe alike: an app the owner
+    /// created on the server itself with full access.
+    pub every_type: bool,
 }
 
 /// Types every caller that may read at all may read, whatever its grant.
@@ -89,7 +92,7 @@ impl Access {
         match self {
             Access::Anonymous => false,
             Access::Owner { .. } => true,
-            Access::App { grant, .. } => names_type(&grant.write, type_link),
+            Access::App { grant, .. } => grant.every_type || names_type(&grant.write, type_link),
         }
     }
 
@@ -98,7 +101,9 @@ impl Access {
     pub fn can_subscribe_type(&self, type_link: &VersionLink) -> bool {
         match self {
             Access::Anonymous | Access::Owner { .. } => true,
-            Access::App { grant, .. } => names_type(&grant.subscribe, type_link),
+            Access::App { grant, .. } => {
+                grant.every_type || names_type(&grant.subscribe, type_link)
+            }
         }
     }
 }
@@ -106,7 +111,7 @@ impl Access {
 impl AppGrant {
     /// Whether the grant lets the app read records of this type.
     pub fn covers_read(&self, type_link: &VersionLink) -> bool {
-        names_type(&self.read, type_link) || names_type(&self.write, type_link)
+        self.every_type || names_type(&self.read, type_link) || names_type(&self.write, type_link)
     }
 }
 

@@ -110,7 +110,9 @@ impl From<&EventsError> for Problem {
 /// always may (what they receive is decided per version).
 pub fn authorize_events(access: &Access) -> Result<(), EventsError> {
     match access.grant() {
-        Some(grant) if grant.subscribe.is_empty() => Err(EventsError::Forbidden),
+        Some(grant) if grant.subscribe.is_empty() && !grant.every_type => {
+            Err(EventsError::Forbidden)
+        }
         _ => Ok(()),
     }
 }

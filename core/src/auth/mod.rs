@@ -5,9 +5,11 @@
 
 mod bearer;
 mod header;
+mod replay;
 
 pub use bearer::{BEARER_PARAMETER, BearerToken, MAX_BEARER_LIFETIME_MS};
 pub use header::{AuthorizationHeader, MAX_NONCE_LEN, SignatureLayout};
+pub use replay::{MAX_REMEMBERED_NONCES, ReplayError, ReplayGuard};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

@@ -299,7 +299,7 @@ fn parse_sort(text: &str) -> Option<Sort> {
 
 /// A JSON-quoted value (a date for date sorts), optionally followed by
 /// `+<record_id>` or ` <record_id>`.
-fn parse_bound(text: &str, property: &SortProperty) -> Option<Bound> {
+pub(crate) fn parse_bound(text: &str, property: &SortProperty) -> Option<Bound> {
     let close = json_string_end(text)?;
     let value: String = serde_json::from_str(&text[..=close]).ok()?;
     let record_id = match &text[close + 1..] {
@@ -311,6 +311,20 @@ fn parse_bound(text: &str, property: &SortProperty) -> Option<Bound> {
         _ => SortValue::Date(value.parse().ok()?),
     };
     Some(Bound { value, record_id })
+}
+
+impl IncludeLinks {
+    /// The `include_links` of a single-record read or a write: the query
+    /// string's value, else `body` (a write body's list), else the default.
+    pub fn from_request(params: &[(String, String)], body: Option<&[String]>) -> Self {
+        match params.iter().find(|(name, _)| name == "include_links") {
+            Some((_, text)) => parse_include_links(text),
+            None => match body {
+                Some(items) => parse_include_links(&items.join(",")),
+                None => IncludeLinks::default(),
+            },
+        }
+    }
 }
 
 /// `entity`, `existential` and paths, comma-separated; `""` asks for none.

@@ -193,7 +193,7 @@ impl SqlBuilder {
                 ));
             }
         }
-        if let Some(grant) = access.grant() {
+        if let Some(grant) = access.grant().filter(|grant| !grant.every_type) {
             let mut allowed = vec!["r.public = 1".to_owned()];
             allowed.extend(
                 ALWAYS_READABLE_TYPES

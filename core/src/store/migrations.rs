@@ -15,11 +15,18 @@ pub struct Migration {
 }
 
 /// Every migration, oldest first.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "records",
-    sql: include_str!("sql/0001_records.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "records",
+        sql: include_str!("sql/0001_records.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "app_access",
+        sql: include_str!("sql/0002_app_access.sql"),
+    },
+];
 
 impl Migration {
     /// The migration's statements, one at a time, for hosts whose driver runs

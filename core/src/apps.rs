@@ -1,0 +1,143 @@
+//! Apps and what they are granted (PROTOCOL.md §10): the App, Credentials
+//! and App Authorization records, and the access an authorization gives.
+//!
+//! An app signs with its key under its App record's id; the authorization
+//! id of the signature names an App Authorization record of the user's
+//! store. The app acts within that record's `scope_grant` while the record
+//! is live: deleting it revokes the app at once.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+
+use crate::access::{Access, AppGrant, is_type};
+use crate::auth::AuthError;
+use crate::builtin::BuiltinType;
+use crate::model::{Entity, Record, RecordId, RecordLink};
+
+/// The record types an app asks for or is granted, by their Type records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    pub read: Vec<RecordLink>,
+    pub write: Vec<RecordLink>,
+    pub subscribe: Vec<RecordLink>,
+}
+
+impl Scope {
+    fn to_json(&self) -> Value {
+        json!({"read": self.read, "write": self.write, "subscribe": self.subscribe})
+    }
+}
+
+/// A create body for an app's App record, private to the user.
+pub fn app_record_body(id: &RecordId, name: &str, redirect: &str, scope: &Scope) -> Value {
+    json!({
+        "id": id,
+        "type": BuiltinType::App.link(),
+        "content": {"name": name, "uris": {"redirect": redirect}, "scope_request": scope.to_json()},
+    })
+}
+
+/// A create body for the App Authorization record granting `scope` to the
+/// app whose App record is `app` in `user`'s store.
+pub fn authorization_record_body(
+    id: &RecordId,
+    user: &Entity,
+    app: &RecordId,
+    scope: &Scope,
+) -> Value {
+    json!({
+        "id": id,
+        "type": BuiltinType::AppAuthorization.link(),
+        "content": {
+            "app": {"entity": user, "record_id": app},
+            "scope_grant": scope.to_json(),
+        },
+    })
+}
+
+/// The server's key pair for one app, from 32 random bytes the host drew.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerKeys {
+    pub public_key: String,
+    pub private_key: String,
+}
+
+impl ServerKeys {
+    pub fn from_seed(seed: [u8; 32]) -> Self {
+        let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
+        ServerKeys {
+            public_key: STANDARD.encode(signing.verifying_key().as_bytes()),
+            private_key: STANDARD.encode(seed),
+        }
+    }
+}
+
+/// A create body for the Credentials record of an app: its public key and
+/// the server's key pair for it. Credentials records are never served.
+pub fn credentials_record_body(
+    id: &RecordId,
+    user: &Entity,
+    app: &RecordId,
+    app_public_key: &str,
+    server: &ServerKeys,
+) -> Value {
+    json!({
+        "id": id,
+        "type": BuiltinType::Credentials.link(),
+        "content": {
+            "app": {"entity": user, "record_id": app},
+            "algorithm": "ed25519",
+            "app_public_key": app_public_key,
+            "server_public_key": server.public_key,
+            "server_private_key": server.private_key,
+        },
+    })
+}
+
+/// The access of an app whose signature verified: `authorization` is the
+/// latest version of the record its authorization id names, if the store
+/// has one. An app with `full_access` (created on the server itself) may
+/// use every type; others get their authorization's grant. No live App
+/// Authorization record for this app is `auth/401-unknown-app`.
+pub fn app_access(
+    user: &Entity,
+    app: &RecordId,
+    full_access: bool,
+    authorization: Option<&Record>,
+) -> Result<Access, AuthError> {
+    let record = authorization
+        .filter(|record| {
+            is_type(&record.type_link, BuiltinType::AppAuthorization)
+                && &record.author.entity == user
+        })
+        .ok_or(AuthError::UnknownApp)?;
+    let content = record.content().ok_or(AuthError::UnknownApp)?;
+    let granted_app: Option<RecordLink> = content
+        .as_map()
+        .get("app")
+        .and_then(|link| serde_json::from_value(link.clone()).ok());
+    if granted_app
+        .as_ref()
+        .is_none_or(|link| &link.entity != user || &link.record_id != app)
+    {
+        return Err(AuthError::UnknownApp);
+    }
+    let grant = content.as_map().get("scope_grant");
+    let list = |name: &str| -> Vec<RecordLink> {
+        grant
+            .and_then(|g| g.get(name))
+            .and_then(|list| serde_json::from_value(list.clone()).ok())
+            .unwrap_or_default()
+    };
+    Ok(Access::App {
+        entity: user.clone(),
+        grant: AppGrant {
+            app_record: Some(*app),
+            read: list("read"),
+            write: list("write"),
+            subscribe: list("subscribe"),
+            every_type: full_access,
+        },
+    })
+}

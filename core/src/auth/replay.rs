@@ -1,0 +1,141 @@
+//! Replay protection (PROTOCOL.md §10): a nonce seen again from the same app
+//! within the timestamp window is refused. The guard keeps nonces in memory
+//! and holds across a restart with a boot fence: a request whose `ts` is
+//! older than the guard's creation is refused as stale, since its nonce
+//! could have been seen by the process before.
+
+use std::collections::{BTreeSet, HashSet};
+
+use crate::model::{RecordDate, RecordId};
+
+use super::{AuthError, TIMESTAMP_WINDOW_MS};
+
+/// How many nonces a guard holds at most. Past this, requests are refused
+/// until old nonces leave the window (`server/503-unavailable` for the
+/// host): forgetting one early would let a replay through.
+pub const MAX_REMEMBERED_NONCES: usize = 4_000_000;
+
+/// The nonces of the last window, per app.
+#[derive(Debug)]
+pub struct ReplayGuard {
+    boot_ms: i64,
+    seen: HashSet<(RecordId, Box<str>)>,
+    /// `(ts, app, nonce)`, to forget nonces as they leave the window.
+    by_ts: BTreeSet<(i64, RecordId, Box<str>)>,
+}
+
+/// Why a guard refused a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayError {
+    /// The request is stale or replayed.
+    Auth(AuthError),
+    /// The guard is full ([`MAX_REMEMBERED_NONCES`]).
+    Full,
+}
+
+impl ReplayGuard {
+    /// A guard for a process started at `boot`.
+    pub fn new(boot: RecordDate) -> Self {
+        ReplayGuard {
+            boot_ms: boot.unix_millis(),
+            seen: HashSet::new(),
+            by_ts: BTreeSet::new(),
+        }
+    }
+
+    /// Records the nonce of a request whose signature and `ts` (within the
+    /// window of `now`) were verified; refuses a replay.
+    pub fn check(
+        &mut self,
+        app: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+        now: RecordDate,
+    ) -> Result<(), ReplayError> {
+        if ts_ms < self.boot_ms {
+            return Err(ReplayError::Auth(AuthError::StaleTimestamp));
+        }
+        self.forget_before(now.unix_millis() - TIMESTAMP_WINDOW_MS);
+        let key = (app, Box::<str>::from(nonce));
+        if self.seen.contains(&key) {
+            return Err(ReplayError::Auth(AuthError::ReplayedRequest));
+        }
+        if self.seen.len() >= MAX_REMEMBERED_NONCES {
+            return Err(ReplayError::Full);
+        }
+        self.by_ts.insert((ts_ms, app, key.1.clone()));
+        self.seen.insert(key);
+        Ok(())
+    }
+
+    /// Forgets nonces whose `ts` is before `cutoff_ms`: a request carrying
+    /// one again is stale anyway.
+    fn forget_before(&mut self, cutoff_ms: i64) {
+        while let Some(first) = self.by_ts.first() {
+            if first.0 >= cutoff_ms {
+                break;
+            }
+            if let Some((_, app, nonce)) = self.by_ts.pop_first() {
+                self.seen.remove(&(app, nonce));
+            }
+        }
+    }
+
+    /// How many nonces the guard holds.
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: i64) -> RecordDate {
+        RecordDate::from_unix_millis(ms).expect("a date")
+    }
+
+    const BOOT: i64 = 1_700_000_000_000;
+
+    #[test]
+    fn a_nonce_is_accepted_once_per_app() {
+        let mut guard = ReplayGuard::new(at(BOOT));
+        let (a, b) = (RecordId::from_bytes([1; 16]), RecordId::from_bytes([2; 16]));
+        assert_eq!(guard.check(a, "n1", BOOT + 10, at(BOOT + 20)), Ok(()));
+        assert_eq!(
+            guard.check(a, "n1", BOOT + 11, at(BOOT + 21)),
+            Err(ReplayError::Auth(AuthError::ReplayedRequest))
+        );
+        assert_eq!(guard.check(b, "n1", BOOT + 12, at(BOOT + 22)), Ok(()));
+    }
+
+    #[test]
+    fn requests_signed_before_boot_are_stale() {
+        let mut guard = ReplayGuard::new(at(BOOT));
+        let a = RecordId::from_bytes([1; 16]);
+        assert_eq!(
+            guard.check(a, "n", BOOT - 1, at(BOOT)),
+            Err(ReplayError::Auth(AuthError::StaleTimestamp))
+        );
+    }
+
+    #[test]
+    fn nonces_leave_with_the_window() {
+        let mut guard = ReplayGuard::new(at(BOOT));
+        let a = RecordId::from_bytes([1; 16]);
+        guard.check(a, "old", BOOT, at(BOOT)).expect("fresh");
+        guard
+            .check(
+                a,
+                "new",
+                BOOT + TIMESTAMP_WINDOW_MS + 1,
+                at(BOOT + TIMESTAMP_WINDOW_MS + 1),
+            )
+            .expect("fresh");
+        assert_eq!(guard.len(), 1, "the old nonce left the window");
+    }
+}

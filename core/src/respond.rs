@@ -1,0 +1,297 @@
+//! Turning the rows a host fetched into the answers of the read endpoints
+//! and of writes (spec §4.1–4.4, PROTOCOL.md §7): pages with their
+//! `next_page`, a single record with what the caller may see of it, and the
+//! `linked_records` every answer carries.
+//!
+//! A read is two steps for the host: run the statement the core gives, hand
+//! back its `(record, links)` rows; then, if [`Answer::links_statement`]
+//! names one, run it and hand its rows to [`Answer::finish`].
+
+use crate::access::Access;
+use crate::model::RecordId;
+use crate::model::{Entity, Record};
+use crate::problem::{Problem, ProblemType};
+use crate::query::{
+    Bound, IncludeLinks, ListQuery, ListResponse, PAGE_SIZES, QueryError, RecordResponse,
+    SortProperty, SortValue, linked_records, next_page_query, next_page_start,
+};
+use crate::query::{DEFAULT_PAGE_SIZE, IndexEntry};
+use crate::store::{Statement, StoredDataError, linked_sql, read_version, versions_sql};
+
+/// A `(record, links)` row as every version query yields it.
+pub type VersionRow = (String, String);
+
+fn read_rows(rows: Vec<VersionRow>) -> Result<Vec<(Record, Vec<IndexEntry>)>, StoredDataError> {
+    rows.iter()
+        .map(|(record, links)| read_version(record, links))
+        .collect()
+}
+
+/// The records of an answer, waiting for their linked records.
+#[derive(Debug)]
+pub struct Answer {
+    shape: Shape,
+    records: Vec<(Record, Vec<IndexEntry>)>,
+    include: IncludeLinks,
+    user: Entity,
+    access: Access,
+}
+
+#[derive(Debug)]
+enum Shape {
+    Page {
+        page_size: u32,
+        next_page: Option<String>,
+    },
+    One,
+}
+
+impl Answer {
+    /// The statement fetching the linked records, if any are asked for.
+    pub fn links_statement(&self, user_id: i64) -> Option<Statement> {
+        let plan = self.include.plan(
+            self.records.iter().map(|(_, entries)| entries.as_slice()),
+            &self.user,
+        );
+        (!plan.is_empty()).then(|| linked_sql(user_id, &plan))
+    }
+
+    /// The JSON answer, given the rows of [`Answer::links_statement`] (none when it named none).
+    pub fn finish(self, linked_rows: Vec<VersionRow>) -> Result<String, StoredDataError> {
+        let fetched = read_rows(linked_rows)?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
+        let linked_records = linked_records(fetched, &self.user, &self.access);
+        let mut records = self.records.into_iter().map(|(record, _)| record);
+        let json = match self.shape {
+            Shape::Page {
+                page_size,
+                next_page,
+            } => serde_json::to_string(&ListResponse {
+                records: records.collect(),
+                linked_records,
+                page_size,
+                next_page,
+            }),
+            Shape::One => serde_json::to_string(&RecordResponse {
+                record: records.next().expect("a single answer holds one record"),
+                linked_records,
+            }),
+        };
+        Ok(json.expect("records serialize"))
+    }
+}
+
+/// A page of the list: the rows of [`crate::store::list_sql`] for `query`
+/// (at most `page_size + 1`; one more means another page follows).
+pub fn list_page(
+    query: &ListQuery,
+    params: &[(String, String)],
+    rows: Vec<VersionRow>,
+    user: &Entity,
+    access: &Access,
+) -> Result<Answer, StoredDataError> {
+    let mut records = read_rows(rows)?;
+    let page_size = query.page_size;
+    let more = records.len() > page_size as usize;
+    records.truncate(page_size as usize);
+    let next_page = more
+        .then(|| records.last())
+        .flatten()
+        .and_then(|(last, entries)| next_page_start(&query.sort, last, entries))
+        .map(|start| next_page_query(params, &start));
+    Ok(Answer {
+        shape: Shape::Page {
+            page_size,
+            next_page,
+        },
+        records,
+        include: query.include_links.clone(),
+        user: user.clone(),
+        access: access.clone(),
+    })
+}
+
+/// A record versions request (`GET …/{record_id}/versions`, PROTOCOL.md §7):
+/// every version, oldest first, paged by `page_size` and `page_start` (the
+/// quoted `version.received_at` the previous page ended with).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionsQuery {
+    pub page_size: u32,
+    pub after: Option<crate::model::RecordDate>,
+    pub include_links: IncludeLinks,
+}
+
+impl VersionsQuery {
+    pub fn from_params(params: &[(String, String)]) -> Result<Self, QueryError> {
+        let single = |name: &'static str| -> Result<Option<&str>, QueryError> {
+            let mut values = params.iter().filter(|(n, _)| n == name);
+            let first = values.next().map(|(_, v)| v.as_str());
+            match values.next() {
+                Some(_) => Err(QueryError::InvalidParameter {
+                    name,
+                    reason: "is given more than once",
+                }),
+                None => Ok(first),
+            }
+        };
+        let page_size = match single("page_size")? {
+            None => DEFAULT_PAGE_SIZE,
+            Some(text) => text
+                .parse()
+                .ok()
+                .filter(|size| {
+                    text.bytes().all(|b| b.is_ascii_digit()) && PAGE_SIZES.contains(size)
+                })
+                .ok_or(QueryError::InvalidParameter {
+                    name: "page_size",
+                    reason: "is not a number from 1 to 200",
+                })?,
+        };
+        let after = match single("page_start")? {
+            None => None,
+            Some(text) => match crate::query::parse_bound(text, &SortProperty::VersionReceivedAt) {
+                Some(Bound {
+                    value: SortValue::Date(date),
+                    ..
+                }) => Some(date),
+                _ => {
+                    return Err(QueryError::InvalidParameter {
+                        name: "page_start",
+                        reason: "is not a quoted date",
+                    });
+                }
+            },
+        };
+        Ok(VersionsQuery {
+            page_size,
+            after,
+            include_links: IncludeLinks::from_request(params, None),
+        })
+    }
+
+    /// The statement of this page of `record`'s versions.
+    pub fn statement(&self, user_id: i64, author: &Entity, record_id: &RecordId) -> Statement {
+        versions_sql(user_id, author, record_id, self.after, self.page_size)
+    }
+
+    /// The page, from the statement's rows. A record the caller may not
+    /// read (judged by its latest version, `latest`) is not found; so is
+    /// one with no versions.
+    pub fn page(
+        &self,
+        params: &[(String, String)],
+        latest: Option<&Record>,
+        rows: Vec<VersionRow>,
+        user: &Entity,
+        access: &Access,
+    ) -> Result<Result<Answer, Problem>, StoredDataError> {
+        if !latest.is_some_and(|record| access.can_read(record)) {
+            return Ok(Err(Problem::new(ProblemType::RecordNotFound)));
+        }
+        let mut records = read_rows(rows)?;
+        let more = records.len() > self.page_size as usize;
+        records.truncate(self.page_size as usize);
+        let next_page = more
+            .then(|| records.last())
+            .flatten()
+            .and_then(|(last, _)| last.version.received_at)
+            .map(|date| {
+                next_page_query(
+                    params,
+                    &Bound {
+                        value: SortValue::Date(date),
+                        record_id: None,
+                    },
+                )
+            });
+        Ok(Ok(Answer {
+            shape: Shape::Page {
+                page_size: self.page_size,
+                next_page,
+            },
+            records,
+            include: self.include_links.clone(),
+            user: user.clone(),
+            access: access.clone(),
+        }))
+    }
+}
+
+/// A single record (or one version of it) for a caller: not found when
+/// absent or unreadable (never 403, PROTOCOL.md §11).
+pub fn one_record(
+    row: Option<VersionRow>,
+    include: IncludeLinks,
+    user: &Entity,
+    access: &Access,
+) -> Result<Result<Answer, Problem>, StoredDataError> {
+    let Some((record, links)) = row else {
+        return Ok(Err(Problem::new(ProblemType::RecordNotFound)));
+    };
+    let (record, entries) = read_version(&record, &links)?;
+    if !access.can_read(&record) {
+        return Ok(Err(Problem::new(ProblemType::RecordNotFound)));
+    }
+    Ok(Ok(Answer {
+        shape: Shape::One,
+        records: vec![(record, entries)],
+        include,
+        user: user.clone(),
+        access: access.clone(),
+    }))
+}
+
+/// The answer of a write: the version it stored (or replayed), with the
+/// links `include` asks for. The writer may always see what it wrote.
+pub fn written(
+    record: Record,
+    entries: Vec<IndexEntry>,
+    include: IncludeLinks,
+    user: &Entity,
+    access: &Access,
+) -> Answer {
+    Answer {
+        shape: Shape::One,
+        records: vec![(record, entries)],
+        include,
+        user: user.clone(),
+        access: access.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn versions_query_reads_its_parameters() {
+        let query = VersionsQuery::from_params(&params(&[
+            ("page_size", "5"),
+            ("page_start", "\"2024-02-19T15:20:51.3590000Z\""),
+            ("include_links", "entity"),
+        ]))
+        .expect("valid");
+        assert_eq!(query.page_size, 5);
+        assert!(query.after.is_some());
+        assert!(query.include_links.entity && !query.include_links.existential);
+        for bad in [
+            ("page_size", "0"),
+            ("page_size", "201"),
+            ("page_start", "x"),
+        ] {
+            assert!(
+                VersionsQuery::from_params(&params(&[bad])).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! Which endpoint a request addresses (spec §4, PROTOCOL.md §7, §9, §12),
+//! and which methods it answers. Both hosts route through this one table,
+//! so an address means the same thing on every host.
+//!
+//! Routing reads the path alone, percent-decoded segment by segment; path
+//! values are parsed into their types here, so a handler never sees a
+//! malformed id. A path that names nothing is `request/404-not-found`; a
+//! known path asked with a method it does not answer is
+//! `request/405-method-not-allowed` with its `Allow` list. `OPTIONS` is
+//! answered on every path (the preflight), and `HEAD` wherever `GET` is.
+
+use std::borrow::Cow;
+
+use percent_encoding::percent_decode_str;
+
+use crate::model::{BlobHash, Entity, FileName, RecordId, VersionHash};
+use crate::problem::{Problem, ProblemType};
+
+/// The methods a router knows. Anything else is answered 405.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    Head,
+    Get,
+    Post,
+    Put,
+    Delete,
+    Options,
+}
+
+impl Method {
+    /// Reads an uppercase HTTP method; `None` for any other.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "HEAD" => Method::Head,
+            "GET" => Method::Get,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "OPTIONS" => Method::Options,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Head => "HEAD",
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+        }
+    }
+}
+
+/// A record addressed by a path: `{entity}/{record_id}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordPath {
+    pub entity: Entity,
+    pub record_id: RecordId,
+}
+
+/// A blob addressed through a record: `…/blobs/{blob_hash}/{file_name}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobPath {
+    pub hash: BlobHash,
+    /// The percent-decoded file name.
+    pub file_name: FileName,
+}
+
+/// One endpoint, with the values its path carries. `user` is the `{user}`
+/// path segment, not yet looked up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/`: entity discovery on a user's entity host.
+    Discovery,
+    /// `/docs/error-types/{group}/{status-slug}`: the page of one error type.
+    ErrorType { type_path: String },
+    /// `/{user}/auth/{app_record_id}`: the consent page.
+    Consent { user: String, app: RecordId },
+    /// `/api/{user}/records`.
+    Records { user: String },
+    /// `/api/{user}/records/{entity}/{record_id}`.
+    Record { user: String, record: RecordPath },
+    /// `…/{record_id}/versions`.
+    RecordVersions { user: String, record: RecordPath },
+    /// `…/{record_id}/versions/{version_hash}`.
+    RecordVersion {
+        user: String,
+        record: RecordPath,
+        hash: VersionHash,
+    },
+    /// `…/{record_id}/blobs/{blob_hash}/{file_name}`, or the same through
+    /// one version when `version` is set.
+    RecordBlob {
+        user: String,
+        record: RecordPath,
+        version: Option<VersionHash>,
+        blob: BlobPath,
+    },
+    /// `/api/{user}/blobs`.
+    NewBlob { user: String },
+    /// `/api/{user}/events`.
+    Events { user: String },
+    /// `/api/{user}/notifications`.
+    NewNotification { user: String },
+    /// `/api/{user}/server`.
+    ServerInfo { user: String },
+}
+
+/// The path prefix under which error-type pages are served: the path of
+/// the default `{docs_url}` (`{base_url}/docs`) plus `/error-types`.
+pub const ERROR_TYPES_PREFIX: &str = "/docs/error-types/";
+
+impl Endpoint {
+    /// The methods this endpoint answers besides `OPTIONS`, as the `Allow` header lists them.
+    pub fn methods(&self) -> &'static [Method] {
+        use Method::*;
+        match self {
+            Endpoint::Discovery | Endpoint::ErrorType { .. } => &[Head, Get],
+            Endpoint::Consent { .. } => &[Head, Get, Post],
+            Endpoint::Records { .. } => &[Head, Get, Post],
+            Endpoint::Record { .. } => &[Head, Get, Put, Delete],
+            Endpoint::RecordVersions { .. }
+            | Endpoint::RecordVersion { .. }
+            | Endpoint::RecordBlob { .. }
+            | Endpoint::Events { .. }
+            | Endpoint::ServerInfo { .. } => &[Head, Get],
+            Endpoint::NewBlob { .. } | Endpoint::NewNotification { .. } => &[Post],
+        }
+    }
+
+    /// The `Allow` header value: the endpoint's methods and `OPTIONS`.
+    pub fn allow(&self) -> String {
+        let mut names: Vec<&str> = self.methods().iter().map(|m| m.as_str()).collect();
+        names.push(Method::Options.as_str());
+        names.join(", ")
+    }
+
+    /// Checks the method; `request/405-method-not-allowed` names the allowed ones.
+    pub fn check_method(&self, method: Method) -> Result<(), Problem> {
+        if method == Method::Options || self.methods().contains(&method) {
+            Ok(())
+        } else {
+            Err(Problem::new(ProblemType::MethodNotAllowed)
+                .with_detail(format!("allowed: {}", self.allow())))
+        }
+    }
+
+    /// The `{user}` segment, for endpoints inside a user's API.
+    pub fn user(&self) -> Option<&str> {
+        match self {
+            Endpoint::Discovery | Endpoint::ErrorType { .. } => None,
+            Endpoint::Consent { user, .. }
+            | Endpoint::Records { user }
+            | Endpoint::Record { user, .. }
+            | Endpoint::RecordVersions { user, .. }
+            | Endpoint::RecordVersion { user, .. }
+            | Endpoint::RecordBlob { user, .. }
+            | Endpoint::NewBlob { user }
+            | Endpoint::Events { user }
+            | Endpoint::NewNotification { user }
+            | Endpoint::ServerInfo { user } => Some(user),
+        }
+    }
+}
+
+/// Finds the endpoint of a request path (without its query).
+pub fn route(path: &str) -> Result<Endpoint, Problem> {
+    let not_found =
+        || Problem::new(ProblemType::NotFound).with_detail(format!("no endpoint at {path}"));
+    if path == "/" {
+        return Ok(Endpoint::Discovery);
+    }
+    if let Some(type_path) = path.strip_prefix(ERROR_TYPES_PREFIX) {
+        return Ok(Endpoint::ErrorType {
+            type_path: type_path.to_owned(),
+        });
+    }
+    let rest = path.strip_prefix('/').ok_or_else(not_found)?;
+    let segments: Vec<Cow<'_, str>> = rest
+        .split('/')
+        .map(|s| percent_decode_str(s).decode_utf8())
+        .collect::<Result<_, _>>()
+        .map_err(|_| not_found())?;
+    let segments: Vec<&str> = segments.iter().map(|s| s.as_ref()).collect();
+    let user = |name: &str| -> Result<String, Problem> {
+        if name.is_empty() {
+            Err(not_found())
+        } else {
+            Ok(name.to_owned())
+        }
+    };
+    fn parse<T: std::str::FromStr>(text: &str, path: &str) -> Result<T, Problem> {
+        text.parse().map_err(|_| {
+            Problem::new(ProblemType::NotFound).with_detail(format!("no endpoint at {path}"))
+        })
+    }
+    let record = |entity: &str, id: &str| -> Result<RecordPath, Problem> {
+        Ok(RecordPath {
+            entity: parse(entity, path)?,
+            record_id: parse(id, path)?,
+        })
+    };
+    let blob = |hash: &str, name: &str| -> Result<BlobPath, Problem> {
+        Ok(BlobPath {
+            hash: parse(hash, path)?,
+            file_name: name.parse().map_err(|_| not_found())?,
+        })
+    };
+    Ok(match segments.as_slice() {
+        [name, "auth", app] => Endpoint::Consent {
+            user: user(name)?,
+            app: parse(app, path)?,
+        },
+        ["api", name, "records"] => Endpoint::Records { user: user(name)? },
+        ["api", name, "blobs"] => Endpoint::NewBlob { user: user(name)? },
+        ["api", name, "events"] => Endpoint::Events { user: user(name)? },
+        ["api", name, "notifications"] => Endpoint::NewNotification { user: user(name)? },
+        ["api", name, "server"] => Endpoint::ServerInfo { user: user(name)? },
+        ["api", name, "records", entity, id] => Endpoint::Record {
+            user: user(name)?,
+            record: record(entity, id)?,
+        },
+        ["api", name, "records", entity, id, "versions"] => Endpoint::RecordVersions {
+            user: user(name)?,
+            record: record(entity, id)?,
+        },
+        ["api", name, "records", entity, id, "versions", hash] => Endpoint::RecordVersion {
+            user: user(name)?,
+            record: record(entity, id)?,
+            hash: parse(hash, path)?,
+        },
+        ["api", name, "records", entity, id, "blobs", hash, file] => Endpoint::RecordBlob {
+            user: user(name)?,
+            record: record(entity, id)?,
+            version: None,
+            blob: blob(hash, file)?,
+        },
+        [
+            "api",
+            name,
+            "records",
+            entity,
+            id,
+            "versions",
+            version,
+            "blobs",
+            hash,
+            file,
+        ] => Endpoint::RecordBlob {
+            user: user(name)?,
+            record: record(entity, id)?,
+            version: Some(parse(version, path)?),
+            blob: blob(hash, file)?,
+        },
+        _ => return Err(not_found()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "0123456789abcdef0123456789abcdef";
+    const HASH: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn every_endpoint_routes() {
+        let cases = [
+            ("/".to_owned(), "Discovery"),
+            ("/api/me/records".to_owned(), "Records"),
+            (format!("/api/me/records/a.example/{ID}"), "Record"),
+            (
+                format!("/api/me/records/a.example/{ID}/versions"),
+                "RecordVersions",
+            ),
+            (
+                format!("/api/me/records/a.example/{ID}/versions/{HASH}"),
+                "RecordVersion",
+            ),
+            (
+                format!("/api/me/records/a.example/{ID}/blobs/{HASH}/a%20b.png"),
+                "RecordBlob",
+            ),
+            (
+                format!("/api/me/records/a.example/{ID}/versions/{HASH}/blobs/{HASH}/x"),
+                "RecordBlob",
+            ),
+            ("/api/me/blobs".to_owned(), "NewBlob"),
+            ("/api/me/events".to_owned(), "Events"),
+            ("/api/me/notifications".to_owned(), "NewNotification"),
+            ("/api/me/server".to_owned(), "ServerInfo"),
+            (format!("/me/auth/{ID}"), "Consent"),
+            (
+                "/docs/error-types/request/404-not-found".to_owned(),
+                "ErrorType",
+            ),
+        ];
+        for (path, variant) in cases {
+            let endpoint = route(&path).unwrap_or_else(|p| panic!("{path}: {p:?}"));
+            assert!(
+                format!("{endpoint:?}").starts_with(variant),
+                "{path}: {endpoint:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn file_names_are_percent_decoded_and_checked() {
+        let path = format!("/api/me/records/a.example/{ID}/blobs/{HASH}/caf%C3%A9%20menu.pdf");
+        let Ok(Endpoint::RecordBlob { blob, .. }) = route(&path) else {
+            panic!("a blob path");
+        };
+        assert_eq!(blob.file_name.as_str(), "café menu.pdf");
+        for bad in ["..%2Fsecret", "%2e%2e%2fx", "a%00b", "%FF"] {
+            let path = format!("/api/me/records/a.example/{ID}/blobs/{HASH}/{bad}");
+            assert_eq!(
+                route(&path).map_err(|p| p.kind),
+                Err(ProblemType::NotFound),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_paths_are_not_found() {
+        for path in [
+            "",
+            "/api",
+            "/api/me",
+            "/api//records",
+            "/api/me/records/",
+            "/api/me/records/A.EXAMPLE/0123456789abcdef0123456789abcdef",
+            "/api/me/records/a.example/xyz",
+            "/api/me/unknown",
+            "/api/me/records/a.example/0123456789abcdef0123456789abcdef/versions/short",
+        ] {
+            assert_eq!(
+                route(path).map_err(|p| p.kind),
+                Err(ProblemType::NotFound),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn methods_are_checked_with_an_allow_list() {
+        let records = route("/api/me/records").expect("routes");
+        assert!(records.check_method(Method::Post).is_ok());
+        assert!(records.check_method(Method::Options).is_ok());
+        let problem = records.check_method(Method::Put).expect_err("405");
+        assert_eq!(problem.kind, ProblemType::MethodNotAllowed);
+        assert_eq!(records.allow(), "HEAD, GET, POST, OPTIONS");
+    }
+}

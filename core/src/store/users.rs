@@ -1,0 +1,182 @@
+//! Users and the apps that act for them: the rows outside any record store.
+
+use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
+use crate::model::{Entity, RecordDate, RecordId};
+
+use super::{Binder, Statement};
+
+/// Creates a user; yields one row `(id)`. Run it, then
+/// [`super::seed_statements`] for that id, in one transaction.
+pub fn insert_user_sql(
+    name: &str,
+    entity: &Entity,
+    password_hash: &str,
+    created_at: RecordDate,
+) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "INSERT INTO users (name, entity, password_hash, created_at) VALUES ({}, {}, {}, {}) \
+         RETURNING id",
+        b.bind(name),
+        b.bind(entity.as_str()),
+        b.bind(password_hash),
+        b.bind(created_at.unix_ticks()),
+    );
+    b.finish(sql)
+}
+
+/// Every user, by name: rows `(id, name, entity)`.
+pub fn users_sql() -> Statement {
+    Binder::default().finish("SELECT id, name, entity FROM users ORDER BY name".to_owned())
+}
+
+/// One user by its `{user}` path segment: at most one row `(id, name, entity)`.
+pub fn user_by_name_sql(name: &str) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT id, name, entity FROM users WHERE name = {}",
+        b.bind(name)
+    );
+    b.finish(sql)
+}
+
+/// Registers an app's key for a user's store.
+pub fn insert_app_sql(
+    user_id: i64,
+    app_id: &RecordId,
+    public_key: &str,
+    full_access: bool,
+) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "INSERT INTO apps (user_id, app_id, public_key, full_access) VALUES ({}, {}, {}, {})",
+        b.bind(user_id),
+        b.bind(app_id.to_string()),
+        b.bind(public_key),
+        b.bind(i64::from(full_access)),
+    );
+    b.finish(sql)
+}
+
+/// An app's key: at most one row `(public_key, full_access)`.
+pub fn app_key_sql(user_id: i64, app_id: &RecordId) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT public_key, full_access FROM apps WHERE user_id = {} AND app_id = {}",
+        b.bind(user_id),
+        b.bind(app_id.to_string()),
+    );
+    b.finish(sql)
+}
+
+/// The live Type records of a store whose content `name` is `name`, latest
+/// first: rows `(author, record_id)`.
+pub fn types_by_name_sql(user_id: i64, name: &str) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT r.author, r.record_id FROM records r \
+         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         WHERE r.user_id = {} AND r.type_record_id = {} AND r.type_entity = {} \
+         AND r.deleted = 0 AND json_extract(v.record, '$.content.name') = {} \
+         ORDER BY r.received_at DESC",
+        b.bind(user_id),
+        b.bind(BuiltinType::Type.record_id().to_string()),
+        b.bind(SYSTEM_ENTITY),
+        b.bind(name),
+    );
+    b.finish(sql)
+}
+
+/// The user's own live Entity record: at most one row `(record, links)`.
+pub fn entity_record_sql(user_id: i64, entity: &Entity) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT v.record, v.links FROM records r \
+         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         WHERE r.user_id = {} AND r.author = {} AND r.type_record_id = {} \
+         AND r.type_entity = {} AND r.deleted = 0 ORDER BY r.received_at LIMIT 1",
+        b.bind(user_id),
+        b.bind(entity.as_str()),
+        b.bind(BuiltinType::Entity.record_id().to_string()),
+        b.bind(SYSTEM_ENTITY),
+    );
+    b.finish(sql)
+}
+
+/// Removes nonces recorded before `cutoff` (milliseconds), for hosts that
+/// keep them in the `nonces` table.
+pub fn prune_nonces_sql(cutoff_ms: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!("DELETE FROM nonces WHERE ts < {}", b.bind(cutoff_ms));
+    b.finish(sql)
+}
+
+/// Blobs of a store that expired unlinked before `now`: rows `(user_id,
+/// hash)`; delete their rows with [`delete_blob_sql`] and then their files.
+pub fn expired_blobs_sql(now: RecordDate) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT user_id, hash FROM blobs WHERE expires_at IS NOT NULL AND expires_at <= {}",
+        b.bind(now.unix_ticks())
+    );
+    b.finish(sql)
+}
+
+/// Forgets one expired blob, unless a record linked it meanwhile.
+pub fn delete_blob_sql(user_id: i64, hash: &str) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "DELETE FROM blobs WHERE user_id = {} AND hash = {} AND expires_at IS NOT NULL",
+        b.bind(user_id),
+        b.bind(hash),
+    );
+    b.finish(sql)
+}
+
+/// Whether any store still holds a blob with this hash: one row `(0 or 1)`.
+/// Blob files are shared by content; a file goes when no store holds it.
+pub fn blob_held_sql(hash: &str) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM blobs WHERE hash = {})",
+        b.bind(hash)
+    );
+    b.finish(sql)
+}
+
+/// Records an upload: a new blob expires at `expires_at` unless a record
+/// links it; uploading a blob the store already holds keeps the later expiry
+/// (or none, once linked).
+pub fn upload_blob_sql(
+    user_id: i64,
+    hash: &str,
+    size: u64,
+    uploaded_at: RecordDate,
+    expires_at: RecordDate,
+) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "INSERT INTO blobs (user_id, hash, size, uploaded_at, expires_at) \
+         VALUES ({}, {}, {}, {}, {}) \
+         ON CONFLICT (user_id, hash) DO UPDATE SET uploaded_at = excluded.uploaded_at, \
+         expires_at = CASE WHEN blobs.expires_at IS NULL THEN NULL \
+         ELSE MAX(blobs.expires_at, excluded.expires_at) END",
+        b.bind(user_id),
+        b.bind(hash),
+        b.bind(i64::try_from(size).unwrap_or(i64::MAX)),
+        b.bind(uploaded_at.unix_ticks()),
+        b.bind(expires_at.unix_ticks()),
+    );
+    b.finish(sql)
+}
+
+/// A blob's stored size, if the store holds it: at most one row `(size)`.
+pub fn blob_size_sql(user_id: i64, hash: &str) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT size FROM blobs WHERE user_id = {} AND hash = {}",
+        b.bind(user_id),
+        b.bind(hash),
+    );
+    b.finish(sql)
+}
