@@ -12,7 +12,10 @@
 //! stream: who may open one, its catch-up, which versions each subscriber
 //! receives and its bytes ([`events`]);
 //! the names of the two wire dialects ([`dialect`]); the problem+json
-//! catalogue ([`problem`]); and the fixed response headers ([`http`]).
+//! catalogue ([`problem`]); the fixed response headers ([`http`]); which
+//! endpoint a path addresses ([`route`]); the answers of reads, built from
+//! the rows a host fetched ([`respond`]); and apps' records and the access
+//! an authorization grants ([`apps`]).
 //!
 //! # What it never does
 //!
@@ -31,6 +34,7 @@
 //! would need to, the decision belongs here.
 
 pub mod access;
+pub mod apps;
 pub mod auth;
 pub mod builtin;
 pub mod canonical;
@@ -41,6 +45,8 @@ pub mod http;
 pub mod model;
 pub mod problem;
 pub mod query;
+pub mod respond;
+pub mod route;
 pub mod schema;
 pub mod store;
 pub mod write;
