@@ -1,0 +1,5 @@
+use super::Check;
+
+pub fn checks() -> Vec<Check> {
+    vec![]
+}

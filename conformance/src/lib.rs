@@ -1,0 +1,175 @@
+//! Folio's conformance suite: an independent client that checks, against any
+//! base URL, every behaviour of the record service API a client can observe
+//! (the spec, as settled by PROTOCOL.md).
+//!
+//! It shares no code with the server: it signs requests with its own
+//! [`signer`], speaks HTTP through [`client`] (reqwest over rustls, HTTP/2
+//! when the server offers it), reads event streams with [`sse`], and opens
+//! raw TLS connections through [`tls`] for the transport checks.
+//!
+//! - [`target`]: the JSON description of the server under test.
+//! - [`context`]: what each check receives, with helpers that create the
+//!   records a check needs under fresh ids.
+//! - [`expect`]: comparing responses with the protocol (statuses, problem
+//!   types, dates, hashes).
+//! - `checks`: the checks by area, and their order.
+//!
+//! Checks run one after the other; each is caught if it panics and bounded
+//! in time, so one broken answer fails one check and never the run.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+
+pub mod client;
+pub mod context;
+pub mod expect;
+pub mod signer;
+pub mod sse;
+pub mod target;
+pub mod tls;
+
+mod checks;
+
+pub use target::{AppCredentials, ScopedAppCredentials, Target};
+
+use checks::Needs;
+use context::Ctx;
+
+/// The longest a single check may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Which checks run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Run only checks whose name contains this.
+    pub name_filter: Option<String>,
+    /// Checks not to run, each with the reason reported for it.
+    pub excludes: Vec<Exclusion>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Exclusion {
+    pub name: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Passed,
+    Failed(String),
+    Excluded(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct CheckReport {
+    pub name: &'static str,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub checks: Vec<CheckReport>,
+    /// Whether the main client negotiated HTTP/2 with the server.
+    pub http2: bool,
+}
+
+impl Report {
+    fn count(&self, wanted: fn(&Outcome) -> bool) -> usize {
+        self.checks
+            .iter()
+            .filter(|check| wanted(&check.outcome))
+            .count()
+    }
+
+    pub fn passed(&self) -> usize {
+        self.count(|outcome| matches!(outcome, Outcome::Passed))
+    }
+
+    pub fn failed(&self) -> usize {
+        self.count(|outcome| matches!(outcome, Outcome::Failed(_)))
+    }
+
+    pub fn excluded(&self) -> usize {
+        self.count(|outcome| matches!(outcome, Outcome::Excluded(_)))
+    }
+}
+
+/// The names of every check, in the order they run.
+pub fn check_names() -> Vec<&'static str> {
+    checks::all().iter().map(|check| check.name).collect()
+}
+
+/// Runs the selected checks against `target`, one after the other.
+pub async fn run(target: &Target, options: &RunOptions) -> Report {
+    let selected: Vec<checks::Check> = checks::all()
+        .into_iter()
+        .filter(|check| {
+            options
+                .name_filter
+                .as_ref()
+                .is_none_or(|filter| check.name.contains(filter.as_str()))
+        })
+        .collect();
+    let ctx = match Ctx::new(target) {
+        Ok(ctx) => ctx,
+        Err(error) => {
+            let checks = selected
+                .iter()
+                .map(|check| CheckReport {
+                    name: check.name,
+                    outcome: Outcome::Failed(format!("target: {error}")),
+                })
+                .collect();
+            return Report {
+                checks,
+                http2: false,
+            };
+        }
+    };
+    let mut report = Report::default();
+    for check in &selected {
+        let outcome = match exclusion(check, target, options) {
+            Some(reason) => Outcome::Excluded(reason),
+            None => run_one(check, &ctx).await,
+        };
+        report.checks.push(CheckReport {
+            name: check.name,
+            outcome,
+        });
+    }
+    report.http2 = ctx.http.http2_seen();
+    report
+}
+
+fn exclusion(check: &checks::Check, target: &Target, options: &RunOptions) -> Option<String> {
+    if let Some(excluded) = options.excludes.iter().find(|e| e.name == check.name) {
+        return Some(excluded.reason.clone());
+    }
+    match check.needs {
+        Needs::Api => None,
+        _ if !target.transport => Some("the target has \"transport\": false".into()),
+        Needs::Redirect if target.http_redirect_url.is_none() => {
+            Some("the target has no \"http_redirect_url\"".into())
+        }
+        _ => None,
+    }
+}
+
+async fn run_one(check: &checks::Check, ctx: &Ctx) -> Outcome {
+    let guarded = AssertUnwindSafe((check.run)(ctx)).catch_unwind();
+    match tokio::time::timeout(CHECK_TIMEOUT, guarded).await {
+        Err(_) => Outcome::Failed(format!("timed out after {} s", CHECK_TIMEOUT.as_secs())),
+        Ok(Err(panic)) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Outcome::Failed(format!("the check panicked: {message}"))
+        }
+        Ok(Ok(Ok(()))) => Outcome::Passed,
+        Ok(Ok(Err(reason))) => Outcome::Failed(reason),
+    }
+}

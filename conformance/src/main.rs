@@ -1,0 +1,95 @@
+//! `folio-conformance --target target.json`: runs the suite and prints one
+//! line per check, then the totals; exits 1 when any check failed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use folio_conformance::{Exclusion, Outcome, RunOptions, Target};
+
+/// Checks a Folio server against the record service protocol.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Cli {
+    /// JSON file describing the server and the apps to use.
+    #[arg(long, required_unless_present = "list")]
+    target: Option<PathBuf>,
+    /// Run only the checks whose name contains this text.
+    #[arg(long)]
+    only: Option<String>,
+    /// Do not run this check: `NAME` or `NAME=REASON` (repeatable).
+    #[arg(long = "exclude", value_name = "NAME[=REASON]")]
+    excludes: Vec<String>,
+    /// Print the check names and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.list {
+        for name in folio_conformance::check_names() {
+            println!("{name}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let Some(path) = cli.target else {
+        eprintln!("--target is required");
+        return ExitCode::from(2);
+    };
+    let target = match read_target(&path) {
+        Ok(target) => target,
+        Err(error) => {
+            eprintln!("{}: {error}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let options = RunOptions {
+        name_filter: cli.only,
+        excludes: cli
+            .excludes
+            .iter()
+            .map(|text| parse_exclusion(text))
+            .collect(),
+    };
+    let report = folio_conformance::run(&target, &options).await;
+    for check in &report.checks {
+        match &check.outcome {
+            Outcome::Passed => println!("ok {}", check.name),
+            Outcome::Failed(reason) => println!("FAIL {}: {reason}", check.name),
+            Outcome::Excluded(reason) => println!("excluded {}: {reason}", check.name),
+        }
+    }
+    println!(
+        "HTTP/2 on the main client: {}",
+        if report.http2 { "yes" } else { "no" }
+    );
+    println!("{} passed, {} failed", report.passed(), report.failed());
+    if report.excluded() > 0 {
+        println!("{} excluded", report.excluded());
+    }
+    if report.failed() > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn read_target(path: &PathBuf) -> Result<Target, String> {
+    let text = std::fs::read_to_string(path).map_err(|error| error.to_string())?;
+    serde_json::from_str(&text).map_err(|error| error.to_string())
+}
+
+fn parse_exclusion(text: &str) -> Exclusion {
+    match text.split_once('=') {
+        Some((name, reason)) => Exclusion {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        },
+        None => Exclusion {
+            name: text.to_string(),
+            reason: "excluded with --exclude".to_string(),
+        },
+    }
+}

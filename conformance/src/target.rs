@@ -1,0 +1,53 @@
+//! The server under test, as described by the `--target` JSON file.
+
+use serde::Deserialize;
+
+/// Where the server is and which credentials the suite may use.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Target {
+    /// The service address, without a trailing slash, e.g. `https://localhost:8443`.
+    pub base_url: String,
+    /// The `{user}` path segment.
+    pub user: String,
+    /// The user's entity name.
+    pub entity: String,
+    /// A PEM certificate to trust (the server's self-signed one).
+    #[serde(default)]
+    pub ca_cert: Option<String>,
+    /// Accept any server certificate.
+    #[serde(default)]
+    pub insecure: bool,
+    /// A plain-HTTP address that must redirect to `base_url`.
+    #[serde(default)]
+    pub http_redirect_url: Option<String>,
+    /// Whether the transport checks (TLS versions, ALPN, redirect) apply.
+    #[serde(default = "yes")]
+    pub transport: bool,
+    /// An app authorized with read, write and subscribe on every type.
+    pub full_app: AppCredentials,
+    /// An app authorized to read `read_type` records and to write and
+    /// subscribe to `write_type` records only.
+    pub scoped_app: ScopedAppCredentials,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct AppCredentials {
+    pub app_id: String,
+    pub authorization_id: String,
+    /// Standard base64 of the 32-byte Ed25519 seed.
+    pub private_key: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ScopedAppCredentials {
+    #[serde(flatten)]
+    pub app: AppCredentials,
+    /// Record id of the Type record in the app's read grant.
+    pub read_type: String,
+    /// Record id of the Type record in the app's write and subscribe grants.
+    pub write_type: String,
+}
