@@ -8,7 +8,7 @@ use serde::Serialize;
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 
 macro_rules! problem_types {
-    ($($variant:ident => $group:literal, $status:literal, $slug:literal, $code:literal, $title:literal;)*) => {
+    ($($variant:ident => $group:literal, $status:literal, $slug:literal, $code:literal, $title:literal, $explanation:literal;)*) => {
         /// One documented error type.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[non_exhaustive]
@@ -42,45 +42,86 @@ macro_rules! problem_types {
             pub const fn title(self) -> &'static str {
                 match self { $(ProblemType::$variant => $title,)* }
             }
+
+            /// What the error means and what a client should do about it, in
+            /// one or two sentences: the text of the type's documentation page
+            /// (see [`crate::docs`]).
+            pub const fn explanation(self) -> &'static str {
+                match self { $(ProblemType::$variant => $explanation,)* }
+            }
         }
     };
 }
 
 problem_types! {
-    NewRecordMissingProperties => "new-record", 400, "missing-properties", "missing_properties", "The new record lacks required properties";
-    UpdateRecordMissingProperties => "update-record", 400, "missing-properties", "missing_properties", "The update lacks required properties";
-    InvalidJson => "request", 400, "invalid-json", "invalid_json", "The body is not valid JSON";
-    InvalidBody => "request", 400, "invalid-body", "invalid_body", "The body is not valid for this request";
-    InvalidParameter => "request", 400, "invalid-parameter", "invalid_parameter", "A query parameter is invalid";
-    InvalidFilter => "request", 400, "invalid-filter", "invalid_filter", "A filter is invalid";
-    SchemaViolation => "record", 400, "schema-violation", "schema_violation", "The record does not match its type's schema";
-    InvalidLink => "record", 400, "invalid-link", "invalid_link", "A link in the record does not resolve";
-    InvalidSchema => "record", 400, "invalid-schema", "invalid_schema", "The type's schema is invalid";
-    TooManyEvents => "events", 400, "too-many-events", "too_many_events", "Too many events are pending; list the records instead";
-    MissingAuthorization => "auth", 401, "missing-authorization", "missing_authorization", "The request is not authenticated";
-    MalformedAuthorization => "auth", 401, "malformed-authorization", "malformed_authorization", "The authorization is malformed";
-    InvalidSignature => "auth", 401, "invalid-signature", "invalid_signature", "The signature does not match the request";
-    StaleTimestamp => "auth", 401, "stale-timestamp", "stale_timestamp", "The request's timestamp is outside the accepted window";
-    ReplayedRequest => "auth", 401, "replayed-request", "replayed_request", "The request was already received";
-    UnknownApp => "auth", 401, "unknown-app", "unknown_app", "The app is not registered or not authorized";
-    Forbidden => "auth", 403, "forbidden", "forbidden", "The app is not allowed to do this";
-    RecordNotFound => "record", 404, "not-found", "record_not_found", "The record does not exist";
-    BlobNotFound => "blob", 404, "not-found", "blob_not_found", "The blob does not exist";
-    NotFound => "request", 404, "not-found", "not_found", "Nothing is served at this address";
-    MethodNotAllowed => "request", 405, "method-not-allowed", "method_not_allowed", "This method is not allowed here";
-    VersionConflict => "record", 409, "version-conflict", "version_conflict", "The record has a newer version";
-    IdConflict => "record", 409, "id-conflict", "id_conflict", "Another record already has this id";
-    RecordDeleted => "record", 410, "deleted", "record_deleted", "The record is deleted";
-    LengthRequired => "blob", 411, "length-required", "length_required", "The upload needs a Content-Length";
-    BodyTooLarge => "request", 413, "body-too-large", "body_too_large", "The body is too large";
-    UriTooLong => "request", 414, "uri-too-long", "uri_too_long", "The request target is too long";
-    UnsupportedMediaType => "request", 415, "unsupported-media-type", "unsupported_media_type", "The body's media type is not accepted here";
-    RangeNotSatisfiable => "blob", 416, "range-not-satisfiable", "range_not_satisfiable", "The range lies outside the blob";
-    RateLimited => "request", 429, "rate-limited", "rate_limited", "Too many requests; retry later";
-    HeadersTooLarge => "request", 431, "headers-too-large", "headers_too_large", "The request headers are too large";
-    Internal => "server", 500, "internal", "internal", "The server failed to handle the request";
-    NotImplemented => "server", 501, "not-implemented", "not_implemented", "This server does not implement this";
-    Unavailable => "server", 503, "unavailable", "unavailable", "The server is unavailable; retry later";
+    NewRecordMissingProperties => "new-record", 400, "missing-properties", "missing_properties", "The new record lacks required properties",
+        "Creating a record needs at least `type` and `content` in the body. Add them and send the request again; `id`, `created_at` and `permissions` are optional.";
+    UpdateRecordMissingProperties => "update-record", 400, "missing-properties", "missing_properties", "The update lacks required properties",
+        "The body of an update lacks a property the update needs, such as the record's new `content`. Add it and send the request again.";
+    InvalidJson => "request", 400, "invalid-json", "invalid_json", "The body is not valid JSON",
+        "The request body could not be parsed as JSON. Send one well-formed JSON document, encoded in UTF-8.";
+    InvalidBody => "request", 400, "invalid-body", "invalid_body", "The body is not valid for this request",
+        "The body is JSON but not a valid request of this kind: a field has the wrong shape, or an `id` or `author` disagrees with the path. Read `detail`, correct the body and send it again.";
+    InvalidParameter => "request", 400, "invalid-parameter", "invalid_parameter", "A query parameter is invalid",
+        "A query parameter has a malformed or out-of-range value, such as a `page_size` outside 1 to 200 or a bad `sort`. `detail` names the parameter; correct its value.";
+    InvalidFilter => "request", 400, "invalid-filter", "invalid_filter", "A filter is invalid",
+        "A `filter` parameter does not follow the filter grammar, or exceeds 4 KiB, 32 conditions or 8 levels of parentheses. `detail` gives the position of the fault.";
+    SchemaViolation => "record", 400, "schema-violation", "schema_violation", "The record does not match its type's schema",
+        "The record does not match the schema of its type. `detail` holds the JSON path of the value at fault; correct it and write the record again.";
+    InvalidLink => "record", 400, "invalid-link", "invalid_link", "A link in the record does not resolve",
+        "A link in the record does not resolve: an unknown entity, a record or version the writer cannot read, or a blob the writer did not upload or that has expired. `detail` holds the path of the link.";
+    InvalidSchema => "record", 400, "invalid-schema", "invalid_schema", "The type's schema is invalid",
+        "The schema in this Type record is not a valid schema. `detail` holds the JSON path of the fault inside the schema.";
+    TooManyEvents => "events", 400, "too-many-events", "too_many_events", "Too many events are pending; list the records instead",
+        "More than 100 events were waiting for this events stream, so the server refused to catch up. List the records to resynchronise, then open a new stream.";
+    MissingAuthorization => "auth", 401, "missing-authorization", "missing_authorization", "The request is not authenticated",
+        "This request must be signed by an authorized app, or carry a bearer token, and it was neither. Sign it and send it again.";
+    MalformedAuthorization => "auth", 401, "malformed-authorization", "malformed_authorization", "The authorization is malformed",
+        "The `Authorization` header or the bearer token could not be read: bad syntax, a missing or repeated parameter, an unsupported algorithm or a header that cannot be signed. Sending it again unchanged fails again.";
+    InvalidSignature => "auth", 401, "invalid-signature", "invalid_signature", "The signature does not match the request",
+        "The signature does not verify against the request the server received, or the signed body hash does not match the body. Check that the client signs the exact method, host, port, path and query it sends.";
+    StaleTimestamp => "auth", 401, "stale-timestamp", "stale_timestamp", "The request's timestamp is outside the accepted window",
+        "The request's timestamp is too far from the server's clock, or the bearer token has expired. Check the client's clock or get a new token, then sign the request again.";
+    ReplayedRequest => "auth", 401, "replayed-request", "replayed_request", "The request was already received",
+        "A request with this nonce was already received from this app. Sign every request with a fresh random nonce.";
+    UnknownApp => "auth", 401, "unknown-app", "unknown_app", "The app is not registered or not authorized",
+        "The app that signed the request is not registered with this user, or its authorization was revoked. Register the app and ask the user to authorize it again.";
+    Forbidden => "auth", 403, "forbidden", "forbidden", "The app is not allowed to do this",
+        "The app is authenticated, but its grant does not cover this action, for example a write to a record type outside its `write` scope. Ask the user for a wider authorization.";
+    RecordNotFound => "record", 404, "not-found", "record_not_found", "The record does not exist",
+        "No record exists at this address, or the requester may not read it; the two are not told apart. Check the entity and the record id.";
+    BlobNotFound => "blob", 404, "not-found", "blob_not_found", "The blob does not exist",
+        "The record's latest version does not link this blob under this file name, or the record is deleted. Fetch the record again and follow the blob link it holds.";
+    NotFound => "request", 404, "not-found", "not_found", "Nothing is served at this address",
+        "Nothing is served at this address: no such endpoint, or no such user. Take the endpoint URLs from the user's Entity record.";
+    MethodNotAllowed => "request", 405, "method-not-allowed", "method_not_allowed", "This method is not allowed here",
+        "This endpoint does not answer this HTTP method. The `Allow` header lists the methods it answers.";
+    VersionConflict => "record", 409, "version-conflict", "version_conflict", "The record has a newer version",
+        "The `parent_hash` given is not the record's latest version: it changed since the client read it. Fetch the latest version (`detail` names its hash), apply the change to it and write again.";
+    IdConflict => "record", 409, "id-conflict", "id_conflict", "Another record already has this id",
+        "A record with this id already exists, and the request is not an exact replay of its creation. Use a new id, or fetch the existing record.";
+    RecordDeleted => "record", 410, "deleted", "record_deleted", "The record is deleted",
+        "The record is deleted: its latest version is a tombstone, which cannot be changed. Create a new record instead.";
+    LengthRequired => "blob", 411, "length-required", "length_required", "The upload needs a Content-Length",
+        "A blob upload must state its size in a `Content-Length` header. Send the upload again with its length.";
+    BodyTooLarge => "request", 413, "body-too-large", "body_too_large", "The body is too large",
+        "The request body is larger than this server accepts. Send a smaller body; the server info endpoint lists the limits in force.";
+    UriTooLong => "request", 414, "uri-too-long", "uri_too_long", "The request target is too long",
+        "The request target (path and query) is longer than this server accepts. Shorten the query, for example by splitting a long filter over several requests.";
+    UnsupportedMediaType => "request", 415, "unsupported-media-type", "unsupported_media_type", "The body's media type is not accepted here",
+        "The body's `Content-Type` is missing or not accepted here: JSON endpoints take `application/json`, and a blob upload needs the blob's own media type. Send the right `Content-Type`.";
+    RangeNotSatisfiable => "blob", 416, "range-not-satisfiable", "range_not_satisfiable", "The range lies outside the blob",
+        "The requested byte range lies outside the blob. `Content-Range` gives the blob's size; ask for a range inside it, or for the whole blob.";
+    RateLimited => "request", 429, "rate-limited", "rate_limited", "Too many requests; retry later",
+        "Too many requests came from this app or address, or too many event streams are open. Wait as long as `Retry-After` says, then retry.";
+    HeadersTooLarge => "request", 431, "headers-too-large", "headers_too_large", "The request headers are too large",
+        "The request's headers are larger than this server accepts. Send fewer or shorter headers.";
+    Internal => "server", 500, "internal", "internal", "The server failed to handle the request",
+        "The server failed while handling the request. Retry later; a write sent with its `id` or `parent_hash` and its `created_at` is safe to replay.";
+    NotImplemented => "server", 501, "not-implemented", "not_implemented", "This server does not implement this",
+        "This server does not implement this endpoint yet, such as notifications from other servers before federation exists. Retrying does not help.";
+    Unavailable => "server", 503, "unavailable", "unavailable", "The server is unavailable; retry later",
+        "The server cannot handle requests right now, for example while it starts or stops. Retry later, after `Retry-After` when the response gives it.";
 }
 
 /// The `docs_url` a server uses unless configured otherwise: its own `{base_url}/docs`.
