@@ -42,6 +42,7 @@ pub mod dialect;
 pub mod events;
 pub mod hash;
 pub mod http;
+pub mod limits;
 pub mod model;
 pub mod problem;
 pub mod query;

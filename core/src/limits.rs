@@ -1,0 +1,277 @@
+//! The limits a server enforces (PROTOCOL.md §13), in one value a host
+//! configures once and hands to the checks that need it, and that
+//! `server_info` reports (see [`crate::discovery::server_info_json`]).
+//!
+//! Two kinds of limit live here. Those a host may change or switch off are
+//! fields of [`Limits`]; `None` switches one off. Those the protocol fixes
+//! (the page size range, the filter length, the data nesting depth) are
+//! enforced by the core itself wherever the value is read, cannot be
+//! changed, and appear here only as constants so that `server_info` lists
+//! them beside the others.
+//!
+//! Every breach answers with a problem+json error (never a dropped
+//! connection), so a host sets its HTTP library's own limits *above* these
+//! and lets these checks answer first.
+
+use serde::{Serialize, Serializer};
+
+use crate::events::{HEARTBEAT_INTERVAL_MS, MAX_CONNECTIONS_PER_SERVER, MAX_CONNECTIONS_PER_USER};
+use crate::problem::{Problem, ProblemType};
+use crate::query::{MAX_FILTER_LEN, PAGE_SIZES};
+use crate::schema::MAX_VALUE_DEPTH;
+
+/// Default largest JSON request body: 1 MiB.
+pub const DEFAULT_JSON_BODY_BYTES: u64 = 1 << 20;
+/// Default largest blob upload: 64 MiB.
+pub const DEFAULT_BLOB_BYTES: u64 = 64 << 20;
+/// Default longest request target (path and query): 16 KiB.
+pub const DEFAULT_REQUEST_TARGET_BYTES: usize = 16 << 10;
+/// Default largest request header section: 16 KiB (see [`header_section_len`]).
+pub const DEFAULT_REQUEST_HEADER_BYTES: usize = 16 << 10;
+/// Default write rate of one app: 100 writes a second, bursts of 200.
+pub const DEFAULT_WRITES_PER_APP: RateLimit = RateLimit {
+    per_second: 100,
+    burst: 200,
+};
+/// Default rate of unauthenticated reads from one client address: 300 a
+/// second, bursts of 300.
+pub const DEFAULT_UNAUTHENTICATED_READS_PER_ADDRESS: RateLimit = RateLimit {
+    per_second: 300,
+    burst: 300,
+};
+
+/// A token-bucket rate: `burst` requests at once, refilled at `per_second`.
+/// A request the bucket cannot pay for is `request/429-rate-limited` with a
+/// `Retry-After` of the seconds until it could.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct RateLimit {
+    pub per_second: u32,
+    pub burst: u32,
+}
+
+/// The limits in force on one server.
+///
+/// Start from [`Limits::default`] (PROTOCOL.md §13) and change fields:
+/// `Limits { writes_per_app: None, ..Limits::default() }` switches the
+/// write rate limit off, as load tests do.
+///
+/// Serialized (for `server_info`) as an object with one stable snake_case
+/// name per limit, the fixed ones included, a switched-off limit as `null`:
+/// `json_body_bytes`, `json_depth`, `blob_bytes`, `page_size_max`,
+/// `filter_bytes`, `sse_connections_per_server`, `sse_connections_per_user`,
+/// `heartbeat_ms`, `request_target_bytes`, `request_header_bytes`,
+/// `writes_per_app` and `unauthenticated_reads_per_address` (each
+/// `{"per_second", "burst"}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest JSON request body, in bytes: `request/413-body-too-large`.
+    pub json_body_bytes: Option<u64>,
+    /// Largest blob upload, in bytes: `request/413-body-too-large`.
+    pub blob_bytes: Option<u64>,
+    /// Most open events streams on the whole server: `request/429-rate-limited`.
+    pub sse_connections_per_server: Option<usize>,
+    /// Most open events streams of one user: `request/429-rate-limited`.
+    pub sse_connections_per_user: Option<usize>,
+    /// Longest silence on an events stream before a heartbeat, in
+    /// milliseconds. It can be changed but not switched off: it keeps idle
+    /// streams alive through proxies. Must be above zero.
+    pub heartbeat_ms: u64,
+    /// Longest request target (path and query, as received), in bytes:
+    /// `request/414-uri-too-long`.
+    pub request_target_bytes: Option<usize>,
+    /// Largest request header section, in bytes as [`header_section_len`]
+    /// counts it: `request/431-headers-too-large`.
+    pub request_header_bytes: Option<usize>,
+    /// Write rate of one authorized app.
+    pub writes_per_app: Option<RateLimit>,
+    /// Rate of unauthenticated reads from one client address.
+    pub unauthenticated_reads_per_address: Option<RateLimit>,
+}
+
+impl Limits {
+    /// Deepest nesting of a record's values, fixed by the protocol and
+    /// enforced by schema validation (`record/400-schema-violation`).
+    pub const JSON_DEPTH: usize = MAX_VALUE_DEPTH;
+    /// Largest `page_size`, fixed by the protocol (`request/400-invalid-parameter`).
+    pub const PAGE_SIZE_MAX: u32 = *PAGE_SIZES.end();
+    /// Longest `filter`, in bytes, fixed by the protocol (`request/400-invalid-filter`).
+    pub const FILTER_BYTES: usize = MAX_FILTER_LEN;
+}
+
+impl Default for Limits {
+    /// The defaults of PROTOCOL.md §13, every limit on.
+    fn default() -> Self {
+        Self {
+            json_body_bytes: Some(DEFAULT_JSON_BODY_BYTES),
+            blob_bytes: Some(DEFAULT_BLOB_BYTES),
+            sse_connections_per_server: Some(MAX_CONNECTIONS_PER_SERVER),
+            sse_connections_per_user: Some(MAX_CONNECTIONS_PER_USER),
+            heartbeat_ms: HEARTBEAT_INTERVAL_MS,
+            request_target_bytes: Some(DEFAULT_REQUEST_TARGET_BYTES),
+            request_header_bytes: Some(DEFAULT_REQUEST_HEADER_BYTES),
+            writes_per_app: Some(DEFAULT_WRITES_PER_APP),
+            unauthenticated_reads_per_address: Some(DEFAULT_UNAUTHENTICATED_READS_PER_ADDRESS),
+        }
+    }
+}
+
+impl Serialize for Limits {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Wire {
+            json_body_bytes: Option<u64>,
+            json_depth: usize,
+            blob_bytes: Option<u64>,
+            page_size_max: u32,
+            filter_bytes: usize,
+            sse_connections_per_server: Option<usize>,
+            sse_connections_per_user: Option<usize>,
+            heartbeat_ms: u64,
+            request_target_bytes: Option<usize>,
+            request_header_bytes: Option<usize>,
+            writes_per_app: Option<RateLimit>,
+            unauthenticated_reads_per_address: Option<RateLimit>,
+        }
+        Wire {
+            json_body_bytes: self.json_body_bytes,
+            json_depth: Self::JSON_DEPTH,
+            blob_bytes: self.blob_bytes,
+            page_size_max: Self::PAGE_SIZE_MAX,
+            filter_bytes: Self::FILTER_BYTES,
+            sse_connections_per_server: self.sse_connections_per_server,
+            sse_connections_per_user: self.sse_connections_per_user,
+            heartbeat_ms: self.heartbeat_ms,
+            request_target_bytes: self.request_target_bytes,
+            request_header_bytes: self.request_header_bytes,
+            writes_per_app: self.writes_per_app,
+            unauthenticated_reads_per_address: self.unauthenticated_reads_per_address,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Checks the length of a request target (path and query, as received,
+/// in bytes) against [`Limits::request_target_bytes`]:
+/// `request/414-uri-too-long`. Call it before routing or parsing the query.
+pub fn check_request_target(len: usize, limits: &Limits) -> Result<(), Problem> {
+    match limits.request_target_bytes {
+        Some(max) if len > max => Err(Problem::new(ProblemType::UriTooLong).with_detail(format!(
+            "the request target is {len} bytes; this server takes at most {max}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks the size of a request's header section, as [`header_section_len`]
+/// counts it, against [`Limits::request_header_bytes`]:
+/// `request/431-headers-too-large`. Call it before reading any header.
+pub fn check_header_bytes(len: usize, limits: &Limits) -> Result<(), Problem> {
+    match limits.request_header_bytes {
+        Some(max) if len > max => Err(Problem::new(ProblemType::HeadersTooLarge).with_detail(
+            format!("the request headers are {len} bytes; this server takes at most {max}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a body length against a limit (`None`: no limit):
+/// `request/413-body-too-large`.
+///
+/// Call it with the `Content-Length` before reading, and again with the
+/// count read so far while reading a body that has none (chunked), so that
+/// an oversized body is refused without being held in memory. Pass
+/// [`Limits::json_body_bytes`] for JSON endpoints; blob uploads go through
+/// [`crate::blob::check_upload_length`].
+pub fn check_body_len(len: u64, limit: Option<u64>) -> Result<(), Problem> {
+    match limit {
+        Some(max) if len > max => Err(Problem::new(ProblemType::BodyTooLarge).with_detail(
+            format!("the body is at least {len} bytes; this server takes at most {max}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The size of a header section as the limit counts it: for each field, its
+/// name, its value and 4 bytes (`": "` and CRLF), as HTTP/1.1 writes it.
+/// Both hosts count from the decoded fields, whatever the wire version, so
+/// a request is accepted or refused alike on each.
+pub fn header_section_len<N, V>(fields: impl IntoIterator<Item = (N, V)>) -> usize
+where
+    N: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    fields
+        .into_iter()
+        .map(|(name, value)| {
+            name.as_ref()
+                .len()
+                .saturating_add(value.as_ref().len())
+                .saturating_add(4)
+        })
+        .fold(0, usize::saturating_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_protocol_section_13() {
+        let limits = Limits::default();
+        assert_eq!(limits.json_body_bytes, Some(1_048_576));
+        assert_eq!(limits.blob_bytes, Some(67_108_864));
+        assert_eq!(limits.sse_connections_per_server, Some(1_024));
+        assert_eq!(limits.sse_connections_per_user, Some(64));
+        assert_eq!(limits.heartbeat_ms, 15_000);
+        assert_eq!(limits.request_target_bytes, Some(16_384));
+        assert_eq!(limits.request_header_bytes, Some(16_384));
+        assert_eq!(
+            limits.writes_per_app,
+            Some(RateLimit {
+                per_second: 100,
+                burst: 200
+            })
+        );
+        assert_eq!(
+            limits.unauthenticated_reads_per_address,
+            Some(RateLimit {
+                per_second: 300,
+                burst: 300
+            })
+        );
+        assert_eq!(Limits::JSON_DEPTH, 64);
+        assert_eq!(Limits::PAGE_SIZE_MAX, 200);
+        assert_eq!(Limits::FILTER_BYTES, 4_096);
+    }
+
+    #[test]
+    fn checks_pass_up_to_the_limit_and_are_off_when_switched_off() {
+        let limits = Limits::default();
+        assert!(check_request_target(16_384, &limits).is_ok());
+        let too_long = check_request_target(16_385, &limits).unwrap_err();
+        assert_eq!(too_long.kind, ProblemType::UriTooLong);
+        assert!(check_header_bytes(16_384, &limits).is_ok());
+        assert_eq!(
+            check_header_bytes(16_385, &limits).unwrap_err().kind,
+            ProblemType::HeadersTooLarge
+        );
+        assert!(check_body_len(10, Some(10)).is_ok());
+        assert_eq!(check_body_len(11, Some(10)).unwrap_err().status(), 413);
+
+        let off = Limits {
+            request_target_bytes: None,
+            request_header_bytes: None,
+            ..Limits::default()
+        };
+        assert!(check_request_target(usize::MAX, &off).is_ok());
+        assert!(check_header_bytes(usize::MAX, &off).is_ok());
+        assert!(check_body_len(u64::MAX, None).is_ok());
+    }
+
+    #[test]
+    fn header_sections_count_like_http_1_1_and_never_overflow() {
+        let fields = [("host", "a.example"), ("accept", "*/*")];
+        assert_eq!(header_section_len(fields), 4 + 9 + 4 + 6 + 3 + 4);
+        assert_eq!(header_section_len(Vec::<(&str, &str)>::new()), 0);
+    }
+}
