@@ -36,6 +36,7 @@
 pub mod access;
 pub mod apps;
 pub mod auth;
+pub mod blob;
 pub mod builtin;
 pub mod canonical;
 pub mod dialect;
