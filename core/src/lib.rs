@@ -40,6 +40,7 @@ pub mod blob;
 pub mod builtin;
 pub mod canonical;
 pub mod dialect;
+pub mod discovery;
 pub mod events;
 pub mod hash;
 pub mod http;

@@ -1,0 +1,180 @@
+//! Entity discovery and server description (PROTOCOL.md §12): the content
+//! of a user's Entity record with its endpoint templates, the `Link` header
+//! that leads a client from the entity's host to that record, and the
+//! `server_info` answer.
+//!
+//! `base_url` is the data directory's setting (`--base-url`); a trailing `/`
+//! is ignored. `user` is the `{user}` path segment, percent-encoded here as a
+//! path segment (routing decodes it), so a URL built from any user name
+//! routes back to that name.
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::dialect::Dialect;
+use crate::limits::Limits;
+use crate::model::{Entity, RecordId};
+
+/// `software` of the `server_info` answer.
+pub const SOFTWARE: &str = "folio";
+/// `protocol` of the `server_info` answer.
+pub const PROTOCOL_VERSION: &str = "1.0";
+/// `servers[].version` of an Entity record: the version of the API its
+/// endpoints speak.
+pub const ENTITY_SERVER_VERSION: &str = "1.0.0";
+
+/// Everything but RFC 3986 `unreserved` is encoded in a `{user}` segment.
+const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `{base_url}/api/{user}`.
+fn api_url(base_url: &str, user: &str) -> String {
+    format!(
+        "{}/api/{}",
+        base_url.trim_end_matches('/'),
+        utf8_percent_encode(user, PATH_SEGMENT)
+    )
+}
+
+/// The content of `user`'s Entity record (built-in Entity type):
+/// `{entity, previous_entities: [], signing_keys: [], profile, servers}`,
+/// with one server whose `endpoints` are the URL templates of every
+/// endpoint. The templates keep `{entity}`, `{record_id}`, `{version_hash}`,
+/// `{blob_hash}` and `{file_name}` literally, for clients to fill in.
+///
+/// `profile` is `{"name": profile_name}`, or `{}` without a name. The Entity
+/// type's schema wants a name of 1 to 100 characters in NFC: a host passes
+/// only such a name (the write that stores the record checks it anyway).
+///
+/// The content is a pure function of its arguments: a host compares it with
+/// the stored record's content to decide whether a new version is due (a
+/// changed base URL, PROTOCOL.md §12).
+pub fn entity_content(
+    entity: &Entity,
+    user: &str,
+    base_url: &str,
+    profile_name: Option<&str>,
+) -> Value {
+    let api = api_url(base_url, user);
+    let records = format!("{api}/records");
+    let record = format!("{records}/{{entity}}/{{record_id}}");
+    let record_version = format!("{record}/versions/{{version_hash}}");
+    let auth = format!(
+        "{}/{}/auth/{{record_id}}",
+        base_url.trim_end_matches('/'),
+        utf8_percent_encode(user, PATH_SEGMENT)
+    );
+    let profile = match profile_name {
+        Some(name) => json!({ "name": name }),
+        None => json!({}),
+    };
+    json!({
+        "entity": entity,
+        "previous_entities": [],
+        "signing_keys": [],
+        "profile": profile,
+        "servers": [{
+            "version": ENTITY_SERVER_VERSION,
+            "preference": 0,
+            "endpoints": {
+                "auth": auth,
+                "records": records,
+                "record": record,
+                "record_versions": format!("{record}/versions"),
+                "record_version": record_version,
+                "new_record": records,
+                "record_blob": format!("{record}/blobs/{{blob_hash}}/{{file_name}}"),
+                "record_version_blob": format!("{record_version}/blobs/{{blob_hash}}/{{file_name}}"),
+                "new_blob": format!("{api}/blobs"),
+                "events": format!("{api}/events"),
+                "new_notification": format!("{api}/notifications"),
+                "server_info": format!("{api}/server"),
+            },
+        }],
+    })
+}
+
+/// The URL of a user's Entity record: the `record` template of
+/// [`entity_content`], filled in with the entity and the record's id.
+pub fn entity_record_url(
+    base_url: &str,
+    user: &str,
+    entity: &Entity,
+    record_id: &RecordId,
+) -> String {
+    format!("{}/records/{entity}/{record_id}", api_url(base_url, user))
+}
+
+/// The `Link` header of a discovery answer (`HEAD /` or `GET /` on a user's
+/// entity host, 204): `<url>; rel="<relation>"`, with the dialect's entity
+/// relation. `entity_record_url` comes from [`entity_record_url`], which
+/// never holds `>`.
+pub fn discovery_link(dialect: Dialect, entity_record_url: &str) -> String {
+    format!(
+        "<{entity_record_url}>; rel=\"{}\"",
+        dialect.names().entity_relation
+    )
+}
+
+/// The `server_info` answer: which software and protocol this is, and the
+/// limits in force.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerInfo<'a> {
+    /// Always [`SOFTWARE`].
+    pub software: &'static str,
+    /// The server's release (the host's crate version).
+    pub version: &'a str,
+    /// Always [`PROTOCOL_VERSION`].
+    pub protocol: &'static str,
+    pub limits: &'a Limits,
+}
+
+impl<'a> ServerInfo<'a> {
+    pub fn new(version: &'a str, limits: &'a Limits) -> Self {
+        Self {
+            software: SOFTWARE,
+            version,
+            protocol: PROTOCOL_VERSION,
+            limits,
+        }
+    }
+}
+
+/// The JSON body of `server_info`:
+/// `{"software": "folio", "version", "protocol": "1.0", "limits"}`, every
+/// limit listed, a switched-off one as `null` (see [`Limits`]).
+pub fn server_info_json(version: &str, limits: &Limits) -> String {
+    // Strings, integers and nulls: serializing cannot fail.
+    serde_json::to_string(&ServerInfo::new(version, limits)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_segments_are_encoded_and_trailing_slashes_dropped() {
+        let entity: Entity = "alice.example".parse().unwrap();
+        let id: RecordId = "0123456789abcdef0123456789abcdef".parse().unwrap();
+        assert_eq!(
+            entity_record_url("https://h.example/", "a b/c", &entity, &id),
+            "https://h.example/api/a%20b%2Fc/records/alice.example/0123456789abcdef0123456789abcdef"
+        );
+    }
+
+    #[test]
+    fn the_link_names_the_dialects_relation() {
+        assert_eq!(
+            discovery_link(Dialect::Svc, "https://h.example/x"),
+            "<https://h.example/x>; rel=\"https://folio.dev/rels/entity-record\""
+        );
+        assert_eq!(
+            discovery_link(Dialect::Baq, "https://h.example/x"),
+            "<https://h.example/x>; rel=\"https://baq.dev/rels/entity-record\""
+        );
+    }
+}
