@@ -17,6 +17,12 @@
 //! the rows a host fetched ([`respond`]); and apps' records and the access
 //! an authorization grants ([`apps`]).
 //!
+//! At the edge of HTTP it also decides: blob uploads and downloads, their
+//! expiry, `Range` and `Content-Disposition` and the link a download goes
+//! through ([`blob`]); entity discovery, the Entity record's content and the
+//! `server_info` answer ([`discovery`]); the page served at each error type
+//! URL ([`docs`]); and the limits a server enforces ([`limits`]).
+//!
 //! # What it never does
 //!
 //! It reads no clock, draws no randomness, opens no file or socket, and runs
@@ -41,6 +47,7 @@ pub mod builtin;
 pub mod canonical;
 pub mod dialect;
 pub mod discovery;
+pub mod docs;
 pub mod events;
 pub mod hash;
 pub mod http;
