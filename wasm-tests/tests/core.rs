@@ -36,3 +36,6 @@ mod writes;
 
 #[path = "../../core/tests/lists.rs"]
 mod lists;
+
+#[path = "../../core/tests/transport.rs"]
+mod transport;
