@@ -283,3 +283,21 @@ pub fn record_event(id: EventId, record: &Record) -> String {
         .expect("a record serializes: its values are JSON and its keys strings");
     format!("id: {id}\nevent: record\ndata: {json}\n\n")
 }
+
+/// Reads a request's `X-Svc-Client-Id` (spec §4.0): absent, or 32 lowercase
+/// hex characters. Anything else is `request/400-invalid-parameter`, so a
+/// client that sends a malformed id learns it, instead of silently getting
+/// its own writes back on its events stream.
+pub fn parse_client_id(header: Option<&[u8]>) -> Result<Option<ClientId>, Problem> {
+    let Some(value) = header else {
+        return Ok(None);
+    };
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            Problem::new(ProblemType::InvalidParameter)
+                .with_detail("the client id header is not 32 lowercase hex characters")
+        })
+}

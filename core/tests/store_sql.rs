@@ -350,6 +350,7 @@ fn accesses() -> Vec<Access> {
             record_id: TYPE_IDS[1].parse().expect("an id"),
         }],
         subscribe: Vec::new(),
+        every_type: false,
     };
     vec![
         Access::Owner {

@@ -150,6 +150,7 @@ fn app(write: &[&Value], read: &[&Value]) -> Access {
             read: links(read),
             write: links(write),
             subscribe: Vec::new(),
+            every_type: false,
         },
     }
 }

@@ -4,16 +4,37 @@
 //! them to `folio_core`, which decides everything the protocol fixes.
 //!
 //! - `main.rs`: the command line.
-//! - `schema_command.rs`: `folio schema`, which checks record types and
-//!   records for the people who write them.
-//!
-//! `folio serve` arrives with the native host issue (#5).
+//! - `server.rs`: `folio serve`: listeners, shared state, shutdown, upkeep.
+//! - `api.rs`: every request, routed by core; `stream.rs`: event streams.
+//! - `auth.rs`: who is asking; `rate.rs`: rate limits.
+//! - `writer.rs`: the single writer and its group commit; `db.rs`: sqlx.
+//! - `hub.rs`: live event fan-out; `blobs.rs`: blob files.
+//! - `users.rs`: users and server-side apps; `config.rs`: the data
+//!   directory and settings; `tls.rs`: certificates; `clock.rs`: time.
+//! - `schema_command.rs`: `folio schema`, for people who write types.
 
+mod api;
+mod auth;
+mod blobs;
+mod clock;
+mod config;
+mod db;
+mod hub;
+mod rate;
 mod schema_command;
+mod server;
+mod stream;
+mod tls;
+mod users;
+mod writer;
 
+use std::io::Read;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use config::{DataDir, ServeOptions};
+use folio_core::model::Entity;
 
 #[derive(Parser)]
 #[command(
@@ -22,25 +43,204 @@ use clap::{Parser, Subcommand};
     about = "A server for versioned, typed, signed records."
 )]
 struct Cli {
+    /// The data directory (created on first use).
+    #[arg(
+        long,
+        global = true,
+        env = "FOLIO_DATA_DIR",
+        default_value = "folio-data"
+    )]
+    data_dir: PathBuf,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the API over HTTPS (not available yet: issue #5).
-    Serve,
+    /// Serve the API over HTTPS (the default command).
+    Serve(Box<ServeOptions>),
+    /// Users of this server.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Apps acting for a user.
+    #[command(subcommand)]
+    App(AppCommand),
     /// Check record types, and records against them.
     #[command(subcommand)]
     Schema(schema_command::SchemaCommand),
 }
 
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Create a user, its store and its Entity record; prints its password once.
+    Add {
+        /// The `{user}` path segment.
+        name: String,
+        /// The user's entity (a domain name).
+        #[arg(long)]
+        entity: Entity,
+        /// The base URL written into the Entity record (stored for the data directory).
+        #[arg(long)]
+        base_url: Option<String>,
+        /// Read the password from stdin instead of generating one.
+        #[arg(long)]
+        password_stdin: bool,
+        /// Print one JSON object: `user`, `entity`, `password`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the users.
+    List,
+}
+
+#[derive(Subcommand)]
+enum AppCommand {
+    /// Create an app with its authorization, for server-side clients and tests.
+    Add {
+        #[arg(long)]
+        user: String,
+        /// The app's Ed25519 public key, standard base64.
+        #[arg(long)]
+        public_key: String,
+        /// `read=TYPE,...;write=TYPE,...;subscribe=TYPE,...` (TYPE: a type name or `entity+record_id`).
+        #[arg(
+            long,
+            conflicts_with = "full_access",
+            required_unless_present = "full_access"
+        )]
+        scope: Option<String>,
+        /// Read, write and subscribe on every type.
+        #[arg(long)]
+        full_access: bool,
+        /// The app's name.
+        #[arg(long, default_value = "Server-side app")]
+        name: String,
+        /// Print one JSON object: `app_id`, `authorization_id`, `entity`.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Command::Serve => {
-            eprintln!("folio: `serve` is not implemented yet (issue #5)");
-            ExitCode::from(2)
-        }
-        Command::Schema(command) => command.run(),
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let command = cli.command.unwrap_or_else(|| {
+        let Cli {
+            command: Some(serve @ Command::Serve(_)),
+            ..
+        } = Cli::parse_from(["folio", "serve"])
+        else {
+            unreachable!("`folio serve` parses to the serve command")
+        };
+        serve
+    });
+    if let Command::Schema(command) = command {
+        return command.run();
     }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("folio: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.data_dir, command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("folio: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(data_dir: PathBuf, command: Command) -> Result<(), Box<dyn std::error::Error>> {
+    let data = DataDir::open(&data_dir)?;
+    match command {
+        Command::Serve(options) => server::serve(data, *options).await?,
+        Command::User(UserCommand::Add {
+            name,
+            entity,
+            base_url,
+            password_stdin,
+            json,
+        }) => {
+            let mut settings = data.settings()?;
+            if let Some(base_url) = base_url {
+                settings.base_url = base_url.trim_end_matches('/').to_owned();
+                data.save_settings(&settings)?;
+            }
+            let password = if password_stdin {
+                let mut text = String::new();
+                std::io::stdin().read_to_string(&mut text)?;
+                text.trim_end_matches(['\r', '\n']).to_owned()
+            } else {
+                users::generate_password()
+            };
+            if password.is_empty() {
+                return Err("the password is empty".into());
+            }
+            let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
+            let user =
+                users::add_user(&mut conn, &name, &entity, &password, &settings.base_url).await?;
+            let shown = (!password_stdin).then_some(password.as_str());
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"user": user.name, "entity": user.entity, "password": shown})
+                );
+            } else {
+                println!("Created user `{}` at entity `{}`.", user.name, user.entity);
+                if let Some(password) = shown {
+                    println!("Password (shown once): {password}");
+                }
+            }
+        }
+        Command::User(UserCommand::List) => {
+            let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
+            for user in users::list_users(&mut conn).await? {
+                println!("{}\t{}", user.name, user.entity);
+            }
+        }
+        Command::App(AppCommand::Add {
+            user,
+            public_key,
+            scope,
+            full_access: _,
+            name,
+            json,
+        }) => {
+            let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
+            let found = users::list_users(&mut conn)
+                .await?
+                .into_iter()
+                .find(|u| u.name == user)
+                .ok_or_else(|| format!("no user `{user}`"))?;
+            let scope = match scope {
+                Some(text) => Some(users::parse_scope(&mut conn, &found, &text).await?),
+                None => None,
+            };
+            let added = users::add_app(&mut conn, &found, &public_key, scope, &name).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "app_id": added.app_id,
+                        "authorization_id": added.authorization_id,
+                        "entity": found.entity,
+                    })
+                );
+            } else {
+                println!("app id: {}", added.app_id);
+                println!("authorization id: {}", added.authorization_id);
+            }
+        }
+        Command::Schema(_) => unreachable!("handled before the runtime starts"),
+    }
+    Ok(())
 }

@@ -180,3 +180,28 @@ pub fn blob_size_sql(user_id: i64, hash: &str) -> Statement {
     );
     b.finish(sql)
 }
+
+/// The live App Authorization records of a store that authorize `app`,
+/// latest first: rows `(record, links)`. The first one's id is the
+/// authorization id the app's signatures carry.
+pub fn app_authorizations_sql(user_id: i64, user: &Entity, app: &RecordId) -> Statement {
+    let mut b = Binder::default();
+    let user_param = b.bind(user_id);
+    let sql = format!(
+        "SELECT v.record, v.links FROM records r \
+         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         WHERE r.user_id = {user_param} AND r.type_record_id = {} AND r.type_entity = {} \
+         AND r.author = {} AND r.deleted = 0 AND r.row IN (SELECT record_row FROM link_index \
+         WHERE user_id = {user_param} AND path = {} AND key = {}) \
+         ORDER BY r.received_at DESC",
+        b.bind(BuiltinType::AppAuthorization.record_id().to_string()),
+        b.bind(SYSTEM_ENTITY),
+        b.bind(user.as_str()),
+        b.bind(APP_LINK_PATH),
+        b.bind(crate::query::record_key(user, app)),
+    );
+    b.finish(sql)
+}
+
+/// Where an App Authorization record links its app.
+const APP_LINK_PATH: &str = "$['content']['app']";

@@ -1,0 +1,193 @@
+//! The data directory and the settings of `folio serve`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use folio_core::limits::{Limits, RateLimit};
+
+use crate::db::Durability;
+
+/// The default base URL written into Entity records (PROTOCOL.md §12).
+pub const DEFAULT_BASE_URL: &str = "https://localhost:8443";
+
+/// A data directory: the database, blobs, the TLS certificate and settings.
+#[derive(Debug, Clone)]
+pub struct DataDir {
+    root: PathBuf,
+}
+
+/// What the data directory remembers between runs.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Settings {
+    pub base_url: String,
+}
+
+impl DataDir {
+    /// Opens a data directory, creating it (private to this user) on first use.
+    pub fn open(root: &Path) -> std::io::Result<Self> {
+        for dir in [
+            root.to_owned(),
+            root.join("blobs"),
+            root.join("blobs/tmp"),
+            root.join("tls"),
+        ] {
+            std::fs::create_dir_all(&dir)?;
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(DataDir {
+            root: root.to_owned(),
+        })
+    }
+
+    pub fn database(&self) -> PathBuf {
+        self.root.join("folio.db")
+    }
+
+    pub fn blobs(&self) -> PathBuf {
+        self.root.join("blobs")
+    }
+
+    pub fn tls_cert(&self) -> PathBuf {
+        self.root.join("tls/cert.pem")
+    }
+
+    pub fn tls_key(&self) -> PathBuf {
+        self.root.join("tls/key.pem")
+    }
+
+    fn settings_path(&self) -> PathBuf {
+        self.root.join("settings.json")
+    }
+
+    /// The stored settings, or the defaults on first use.
+    pub fn settings(&self) -> std::io::Result<Settings> {
+        match std::fs::read(self.settings_path()) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings {
+                base_url: DEFAULT_BASE_URL.to_owned(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Stores the settings (write to a temporary file, then rename).
+    pub fn save_settings(&self, settings: &Settings) -> std::io::Result<()> {
+        let tmp = self.root.join("settings.json.tmp");
+        let json = serde_json::to_vec_pretty(settings).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, json)?;
+        std::fs::rename(tmp, self.settings_path())
+    }
+}
+
+/// A setting that can be switched `off` on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OrOff<T>(pub Option<T>);
+
+/// A limit on the command line: a value, or `off`.
+pub fn parse_limit<T: std::str::FromStr>(text: &str) -> Result<OrOff<T>, String> {
+    match text {
+        "off" => Ok(OrOff(None)),
+        _ => text
+            .parse()
+            .map(|value| OrOff(Some(value)))
+            .map_err(|_| format!("`{text}` is neither a valid value nor `off`")),
+    }
+}
+
+/// A rate on the command line: `PER_SECOND/BURST`, or `off`.
+pub fn parse_rate(text: &str) -> Result<OrOff<RateLimit>, String> {
+    if text == "off" {
+        return Ok(OrOff(None));
+    }
+    let (rate, burst) = text
+        .split_once('/')
+        .ok_or_else(|| format!("`{text}` is not `PER_SECOND/BURST` or `off`"))?;
+    let number = |t: &str| {
+        t.parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("`{t}` is not a positive number"))
+    };
+    Ok(OrOff(Some(RateLimit {
+        per_second: number(rate)?,
+        burst: number(burst)?,
+    })))
+}
+
+/// `folio serve`'s options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeOptions {
+    /// The HTTPS address.
+    #[arg(long, env = "FOLIO_LISTEN", default_value = "127.0.0.1:8443")]
+    pub listen: SocketAddr,
+    /// The plain-HTTP address that redirects to HTTPS, or `off`.
+    #[arg(long, env = "FOLIO_HTTP_LISTEN", default_value = "127.0.0.1:8080", value_parser = parse_limit::<SocketAddr>)]
+    pub http_listen: OrOff<SocketAddr>,
+    /// A PEM certificate chain; without one, a self-signed certificate is
+    /// created in the data directory on first start.
+    #[arg(long, env = "FOLIO_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of `--tls-cert`.
+    #[arg(long, env = "FOLIO_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The public base URL (stored in the data directory; default https://localhost:8443).
+    #[arg(long, env = "FOLIO_BASE_URL")]
+    pub base_url: Option<String>,
+    /// Where error types are documented (default: `{base_url}/docs`, served here).
+    #[arg(long, env = "FOLIO_DOCS_URL")]
+    pub docs_url: Option<String>,
+    /// `full`: every acknowledged write survives a power loss; `normal`: a crash.
+    #[arg(long, env = "FOLIO_DURABILITY", value_enum, default_value = "full")]
+    pub durability: Durability,
+    /// Read connections in the pool.
+    #[arg(long, env = "FOLIO_READERS", default_value_t = 8)]
+    pub readers: u32,
+    /// Largest JSON body in bytes, or `off`.
+    #[arg(long, value_parser = parse_limit::<u64>, default_value = "1048576")]
+    pub json_body_limit: OrOff<u64>,
+    /// Largest blob in bytes, or `off`.
+    #[arg(long, value_parser = parse_limit::<u64>, default_value = "67108864")]
+    pub blob_limit: OrOff<u64>,
+    /// Most open event streams on the server, or `off`.
+    #[arg(long, value_parser = parse_limit::<usize>, default_value = "1024")]
+    pub sse_per_server: OrOff<usize>,
+    /// Most open event streams per user, or `off`.
+    #[arg(long, value_parser = parse_limit::<usize>, default_value = "64")]
+    pub sse_per_user: OrOff<usize>,
+    /// Silence on an event stream before a heartbeat, in milliseconds.
+    #[arg(long, default_value_t = folio_core::events::HEARTBEAT_INTERVAL_MS)]
+    pub heartbeat_ms: u64,
+    /// Longest request target in bytes, or `off`.
+    #[arg(long, value_parser = parse_limit::<usize>, default_value = "16384")]
+    pub target_limit: OrOff<usize>,
+    /// Largest request header section in bytes, or `off`.
+    #[arg(long, value_parser = parse_limit::<usize>, default_value = "16384")]
+    pub header_limit: OrOff<usize>,
+    /// Writes per app: `PER_SECOND/BURST`, or `off`.
+    #[arg(long, value_parser = parse_rate, default_value = "100/200")]
+    pub write_rate: OrOff<RateLimit>,
+    /// Unauthenticated reads per client address: `PER_SECOND/BURST`, or `off`.
+    #[arg(long, value_parser = parse_rate, default_value = "300/300")]
+    pub read_rate: OrOff<RateLimit>,
+}
+
+impl ServeOptions {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            json_body_bytes: self.json_body_limit.0,
+            blob_bytes: self.blob_limit.0,
+            sse_connections_per_server: self.sse_per_server.0,
+            sse_connections_per_user: self.sse_per_user.0,
+            heartbeat_ms: self.heartbeat_ms.max(1),
+            request_target_bytes: self.target_limit.0,
+            request_header_bytes: self.header_limit.0,
+            writes_per_app: self.write_rate.0,
+            unauthenticated_reads_per_address: self.read_rate.0,
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! SQLite through sqlx: opening the database, applying core's migrations,
+//! and running core's statements. The SQL text always comes from
+//! `folio_core::store`; this module only binds values and reads rows.
+
+use std::path::Path;
+use std::time::Duration;
+
+use folio_core::respond::VersionRow;
+use folio_core::store::{MIGRATIONS, SqlValue, Statement};
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Arguments, Row, SqliteConnection, SqlitePool};
+
+/// A database failure: always `server/500-internal` to the client, logged in full.
+pub type DbError = sqlx::Error;
+
+/// How hard a commit waits for the disk (PROTOCOL: acknowledged writes survive a power loss).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Durability {
+    /// `synchronous=FULL`: every commit is on disk before it is acknowledged.
+    Full,
+    /// `synchronous=NORMAL`: survives a process crash; a power loss may lose
+    /// the last commits.
+    Normal,
+}
+
+/// How long a connection waits for another one's lock (the CLI beside a running server).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn options(path: &Path, durability: Durability) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(match durability {
+            Durability::Full => SqliteSynchronous::Full,
+            Durability::Normal => SqliteSynchronous::Normal,
+        })
+        .foreign_keys(true)
+        .busy_timeout(BUSY_TIMEOUT)
+        .statement_cache_capacity(256)
+}
+
+/// The one connection that writes, with the schema migrated.
+pub async fn open_writer(path: &Path, durability: Durability) -> Result<SqliteConnection, DbError> {
+    use sqlx::ConnectOptions;
+    let mut conn = options(path, durability).connect().await?;
+    migrate(&mut conn).await?;
+    Ok(conn)
+}
+
+/// A pool of read-only connections.
+pub async fn open_readers(path: &Path, size: u32) -> Result<SqlitePool, DbError> {
+    SqlitePoolOptions::new()
+        .max_connections(size)
+        .min_connections(1)
+        .connect_with(options(path, Durability::Normal).read_only(true))
+        .await
+}
+
+/// Applies every migration above the database's `user_version`, each in
+/// one transaction with its new version.
+async fn migrate(conn: &mut SqliteConnection) -> Result<(), DbError> {
+    let current: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&mut *conn)
+        .await?;
+    for migration in MIGRATIONS.iter().filter(|m| i64::from(m.version) > current) {
+        let mut sql = String::from("BEGIN IMMEDIATE;\n");
+        sql.push_str(migration.sql);
+        sql.push_str(&format!(
+            "\nPRAGMA user_version = {};\nCOMMIT;",
+            migration.version
+        ));
+        if let Err(error) = sqlx::raw_sql(&sql).execute(&mut *conn).await {
+            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+            return Err(error);
+        }
+        tracing::info!(
+            version = migration.version,
+            name = migration.name,
+            "migrated the database"
+        );
+    }
+    Ok(())
+}
+
+fn arguments(statement: &Statement) -> SqliteArguments<'static> {
+    let mut args = SqliteArguments::default();
+    for value in &statement.params {
+        // Adding a value to SQLite arguments cannot fail for these types.
+        let added = match value {
+            SqlValue::Null => args.add(None::<i64>),
+            SqlValue::Integer(n) => args.add(*n),
+            SqlValue::Text(text) => args.add(text.clone()),
+        };
+        debug_assert!(added.is_ok());
+    }
+    args
+}
+
+/// Where a statement runs: the writer's connection, or the read pool.
+pub enum On<'a> {
+    Conn(&'a mut SqliteConnection),
+    Pool(&'a SqlitePool),
+}
+
+impl<'a> From<&'a mut SqliteConnection> for On<'a> {
+    fn from(conn: &'a mut SqliteConnection) -> Self {
+        On::Conn(conn)
+    }
+}
+
+impl<'a> From<&'a SqlitePool> for On<'a> {
+    fn from(pool: &'a SqlitePool) -> Self {
+        On::Pool(pool)
+    }
+}
+
+/// Runs a statement that returns no rows.
+pub async fn execute<'a>(on: impl Into<On<'a>>, statement: &Statement) -> Result<u64, DbError> {
+    let query = sqlx::query_with(&statement.sql, arguments(statement));
+    let done = match on.into() {
+        On::Conn(conn) => query.execute(conn).await?,
+        On::Pool(pool) => query.execute(pool).await?,
+    };
+    Ok(done.rows_affected())
+}
+
+/// Runs a query and returns its rows.
+pub async fn fetch<'a>(
+    on: impl Into<On<'a>>,
+    statement: &Statement,
+) -> Result<Vec<SqliteRow>, DbError> {
+    let query = sqlx::query_with(&statement.sql, arguments(statement));
+    match on.into() {
+        On::Conn(conn) => query.fetch_all(conn).await,
+        On::Pool(pool) => query.fetch_all(pool).await,
+    }
+}
+
+/// Runs a query whose rows are `(record, links)` versions (after `skip` leading columns).
+pub async fn fetch_versions<'a>(
+    on: impl Into<On<'a>>,
+    statement: &Statement,
+    skip: usize,
+) -> Result<Vec<VersionRow>, DbError> {
+    fetch(on, statement)
+        .await?
+        .iter()
+        .map(|row| Ok((row.try_get(skip)?, row.try_get(skip + 1)?)))
+        .collect()
+}
+
+/// Runs statements in order on one connection (inside the caller's transaction).
+pub async fn execute_all(
+    conn: &mut SqliteConnection,
+    statements: &[Statement],
+) -> Result<(), DbError> {
+    for statement in statements {
+        execute(&mut *conn, statement).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! Live events: the per-user fan-out from the writer to open streams.
+//!
+//! Each user with open streams has a broadcast channel; the writer publishes
+//! every committed version to it, and each stream decides with core's
+//! [`Subscriber::should_send`](folio_core::events::Subscriber::should_send)
+//! what it sends. The channel is bounded: a stream that falls more than its
+//! length behind is disconnected, and reconnects with `Last-Event-Id`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use folio_core::events::SUBSCRIBER_QUEUE_LEN;
+use folio_core::model::{ClientId, Record};
+use folio_core::problem::{Problem, ProblemType};
+use folio_core::query::IndexEntry;
+use tokio::sync::broadcast;
+
+/// One committed version, as streams receive it.
+#[derive(Debug)]
+pub struct LiveEvent {
+    pub seq: u64,
+    pub record: Record,
+    pub entries: Vec<IndexEntry>,
+    pub client_id: Option<ClientId>,
+}
+
+/// The caps on open streams (PROTOCOL.md §13); `None` switches one off.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamCaps {
+    pub per_server: Option<usize>,
+    pub per_user: Option<usize>,
+}
+
+#[derive(Default)]
+struct Channels {
+    users: HashMap<i64, (broadcast::Sender<Arc<LiveEvent>>, usize)>,
+    open: usize,
+}
+
+/// Every user's live channel.
+pub struct Hub {
+    channels: Mutex<Channels>,
+    caps: StreamCaps,
+}
+
+/// An open stream's place in the hub; dropping it closes the place.
+pub struct Subscription {
+    hub: Arc<Hub>,
+    user_id: i64,
+    pub receiver: broadcast::Receiver<Arc<LiveEvent>>,
+}
+
+/// How long a client refused by a connection cap should wait.
+pub const CAP_RETRY_AFTER_SECS: u64 = 5;
+
+impl Hub {
+    pub fn new(caps: StreamCaps) -> Self {
+        Hub {
+            channels: Mutex::new(Channels::default()),
+            caps,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Channels> {
+        self.channels
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Sends a committed version to the user's open streams.
+    pub fn publish(&self, user_id: i64, event: Arc<LiveEvent>) {
+        if let Some((sender, _)) = self.lock().users.get(&user_id) {
+            // No receiver left is fine: the stream just closed.
+            let _ = sender.send(event);
+        }
+    }
+
+    /// Opens a stream for a user, within the caps.
+    pub fn subscribe(self: &Arc<Self>, user_id: i64) -> Result<Subscription, Problem> {
+        let mut channels = self.lock();
+        let per_user = channels.users.get(&user_id).map_or(0, |(_, n)| *n);
+        let full = self.caps.per_server.is_some_and(|cap| channels.open >= cap)
+            || self.caps.per_user.is_some_and(|cap| per_user >= cap);
+        if full {
+            return Err(Problem::new(ProblemType::RateLimited)
+                .with_detail("too many event streams are open; retry later"));
+        }
+        channels.open += 1;
+        let entry = channels
+            .users
+            .entry(user_id)
+            .or_insert_with(|| (broadcast::channel(SUBSCRIBER_QUEUE_LEN).0, 0));
+        entry.1 += 1;
+        let receiver = entry.0.subscribe();
+        Ok(Subscription {
+            hub: Arc::clone(self),
+            user_id,
+            receiver,
+        })
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut channels = self.hub.lock();
+        channels.open = channels.open.saturating_sub(1);
+        if let Some((_, count)) = channels.users.get_mut(&self.user_id) {
+            *count -= 1;
+            if *count == 0 {
+                channels.users.remove(&self.user_id);
+            }
+        }
+    }
+}

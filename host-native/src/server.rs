@@ -1,0 +1,312 @@
+//! `folio serve`: the listeners, the shared state, graceful shutdown and
+//! the background upkeep (event retention, expired blobs, rate buckets).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Redirect, Response};
+use folio_core::auth::ReplayGuard;
+use folio_core::dialect::Dialect;
+use folio_core::events::retention_cutoff;
+use folio_core::limits::Limits;
+use folio_core::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, default_docs_url};
+use folio_core::store::{blob_held_sql, delete_blob_sql, expired_blobs_sql, prune_events_sql};
+use sqlx::{Row, SqlitePool};
+use tokio::sync::watch;
+
+use crate::blobs::BlobStore;
+use crate::clock::Clock;
+use crate::config::{DataDir, ServeOptions, Settings};
+use crate::hub::{Hub, StreamCaps};
+use crate::rate::RateLimits;
+use crate::users::UserCache;
+use crate::writer::Writer;
+use crate::{db, tls, users};
+
+/// Everything a request handler shares.
+pub struct App {
+    pub dialect: Dialect,
+    pub base_url: String,
+    pub docs_url: String,
+    pub limits: Limits,
+    pub clock: Clock,
+    pub readers: SqlitePool,
+    pub writer: Writer,
+    pub hub: Arc<Hub>,
+    pub users: UserCache,
+    pub replay: Mutex<ReplayGuard>,
+    pub rates: RateLimits,
+    pub blobs: BlobStore,
+    /// Turns true when the server shuts down: open event streams end.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl App {
+    /// Logs an unexpected failure and answers `server/500-internal`
+    /// without details a client could misuse.
+    pub fn internal(&self, error: &dyn std::fmt::Display) -> Problem {
+        tracing::error!(%error, "internal error");
+        Problem::new(ProblemType::Internal)
+    }
+
+    /// The problem+json response of `problem`.
+    pub fn problem(&self, problem: &Problem) -> Response {
+        let mut response = Response::new(Body::from(problem.to_json(&self.docs_url)));
+        *response.status_mut() = http::StatusCode::from_u16(problem.status())
+            .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
+        );
+        response
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("data directory: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("tls: {0}")]
+    Tls(#[from] tls::TlsError),
+    #[error("{0}")]
+    Provision(#[from] users::ProvisionError),
+}
+
+/// How long a graceful shutdown waits for requests in flight.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How often the upkeep runs.
+const UPKEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Runs the server until SIGTERM or SIGINT.
+pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeError> {
+    let mut settings = data.settings()?;
+    if let Some(base_url) = &options.base_url {
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        if base_url != settings.base_url {
+            settings = Settings { base_url };
+            data.save_settings(&settings)?;
+        }
+    }
+    let base_url = settings.base_url.clone();
+    let mut writer_conn = db::open_writer(&data.database(), options.durability).await?;
+
+    // First start: a user `me` at `localhost`, with its password printed once.
+    if users::list_users(&mut writer_conn).await?.is_empty() {
+        let password = users::generate_password();
+        let entity = "localhost".parse().expect("`localhost` is an entity name");
+        users::add_user(&mut writer_conn, "me", &entity, &password, &base_url).await?;
+        println!("Created user `me` at entity `localhost`. Its password (shown once): {password}");
+    }
+    let updated = users::update_entity_records(&mut writer_conn, &base_url).await?;
+    if updated > 0 {
+        tracing::info!(updated, %base_url, "wrote Entity records for the new base URL");
+    }
+
+    let (cert, key) = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+        _ => {
+            let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+            if let Some(host) = host_of(&base_url)
+                && !hosts.contains(&host)
+            {
+                hosts.push(host);
+            }
+            if tls::ensure_self_signed(&data.tls_cert(), &data.tls_key(), hosts)? {
+                tracing::info!(cert = %data.tls_cert().display(), "created a self-signed certificate");
+            }
+            (data.tls_cert(), data.tls_key())
+        }
+    };
+    let tls_config = tls::server_config(&cert, &key)?;
+
+    let limits = options.limits();
+    let clock = Clock;
+    let hub = Arc::new(Hub::new(StreamCaps {
+        per_server: limits.sse_connections_per_server,
+        per_user: limits.sse_connections_per_user,
+    }));
+    let (writer, writer_thread) = Writer::start(writer_conn, clock, Arc::clone(&hub))?;
+    let readers = db::open_readers(&data.database(), options.readers).await?;
+    let (stop, shutdown) = watch::channel(false);
+    let app = Arc::new(App {
+        dialect: Dialect::default(),
+        docs_url: options
+            .docs_url
+            .clone()
+            .unwrap_or_else(|| default_docs_url(&base_url)),
+        base_url,
+        rates: RateLimits::new(
+            limits.writes_per_app,
+            limits.unauthenticated_reads_per_address,
+        ),
+        limits,
+        clock,
+        readers,
+        writer,
+        hub,
+        users: UserCache::default(),
+        replay: Mutex::new(ReplayGuard::new(clock.now())),
+        blobs: BlobStore::new(data.blobs()),
+        shutdown,
+    });
+
+    let router = Router::new()
+        .fallback(crate::api::handle)
+        .with_state(Arc::clone(&app));
+    let handle = axum_server::Handle::new();
+    let mut server = axum_server::bind_rustls(
+        options.listen,
+        axum_server::tls_rustls::RustlsConfig::from_config(tls_config),
+    )
+    .handle(handle.clone());
+    // The server's own limits answer with problem+json; hyper's must be higher.
+    server
+        .http_builder()
+        .http1()
+        .max_buf_size(HTTP_LIBRARY_HEADER_BYTES);
+    server
+        .http_builder()
+        .http2()
+        .max_header_list_size(HTTP_LIBRARY_HEADER_BYTES as u32);
+    let https =
+        tokio::spawn(server.serve(router.into_make_service_with_connect_info::<SocketAddr>()));
+    let https_addr = handle
+        .listening()
+        .await
+        .ok_or_else(|| std::io::Error::other("the HTTPS listener did not start"))?;
+    tracing::info!(address = %https_addr, base_url = %app.base_url, "serving HTTPS (h2, http/1.1)");
+    eprintln!("folio: listening on https://{https_addr}");
+
+    let redirect = match options.http_listen.0 {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address).await?;
+            let local = listener.local_addr()?;
+            tracing::info!(address = %local, "redirecting plain HTTP to HTTPS");
+            eprintln!("folio: redirecting http://{local} to HTTPS");
+            let port = https_addr.port();
+            let router = Router::new().fallback(move |request: Request| redirect(request, port));
+            let mut stop = app.shutdown.clone();
+            Some(tokio::spawn(async move {
+                let _ = axum::serve(listener, router)
+                    .with_graceful_shutdown(async move {
+                        let _ = stop.wait_for(|stopped| *stopped).await;
+                    })
+                    .await;
+            }))
+        }
+        None => None,
+    };
+
+    let upkeep = tokio::spawn(upkeep(Arc::clone(&app)));
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop.send(true);
+    handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
+    let _ = https.await;
+    if let Some(task) = redirect {
+        let _ = task.await;
+    }
+    upkeep.abort();
+    // The last handle to the writer goes with the state: it commits what is
+    // queued, then stops.
+    drop(app);
+    let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// hyper's own header limit, above the server's (PROTOCOL.md §13).
+const HTTP_LIBRARY_HEADER_BYTES: usize = 256 * 1024;
+
+fn host_of(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host = match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => authority,
+    };
+    Some(host.to_owned())
+}
+
+async fn redirect(request: Request, https_port: u16) -> Response {
+    let host = request
+        .headers()
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(|h| host_of(&format!("http://{h}")).unwrap_or_default())
+        .unwrap_or_else(|| "localhost".to_owned());
+    let target = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let port = if https_port == 443 {
+        String::new()
+    } else {
+        format!(":{https_port}")
+    };
+    Redirect::permanent(&format!("https://{host}{port}{target}")).into_response()
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler installs");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Event retention, expired blobs and idle rate buckets, every minute.
+async fn upkeep(app: Arc<App>) {
+    let mut ticks = tokio::time::interval(UPKEEP_EVERY);
+    loop {
+        ticks.tick().await;
+        let now = app.clock.now();
+        if let Err(error) = app
+            .writer
+            .execute(vec![prune_events_sql(retention_cutoff(now))])
+            .await
+        {
+            tracing::warn!(%error, "could not prune the event log");
+        }
+        if let Err(error) = collect_blobs(&app, now).await {
+            tracing::warn!(%error, "could not collect expired blobs");
+        }
+        app.rates.forget_idle();
+    }
+}
+
+async fn collect_blobs(
+    app: &App,
+    now: folio_core::model::RecordDate,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for row in db::fetch(&app.readers, &expired_blobs_sql(now)).await? {
+        let (user_id, hash): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
+        let _placing = app.blobs.lock().await;
+        app.writer
+            .execute(vec![delete_blob_sql(user_id, &hash)])
+            .await?;
+        let held: i64 = db::fetch(&app.readers, &blob_held_sql(&hash))
+            .await?
+            .first()
+            .map(|row| row.try_get(0))
+            .transpose()?
+            .unwrap_or(1);
+        if held == 0 {
+            app.blobs.remove(&hash).await?;
+            tracing::info!(%hash, "collected an expired blob");
+        }
+    }
+    Ok(())
+}

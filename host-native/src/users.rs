@@ -1,0 +1,377 @@
+//! Users and server-side apps: creating them (for the CLI and a first
+//! start), and finding a request's user. Every record involved is written
+//! through core's write transition, as the owner.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use argon2::password_hash::{PasswordHasher, SaltString};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use folio_core::access::Access;
+use folio_core::apps::{
+    Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
+};
+use folio_core::discovery::entity_content;
+use folio_core::model::{Entity, RecordId, RecordLink};
+use folio_core::store::{
+    entity_record_sql, insert_app_sql, insert_user_sql, read_version, seed_statements,
+    types_by_name_sql, user_by_name_sql, users_sql,
+};
+use folio_core::write::{RecordKey, WriteRequest};
+use serde_json::{Value, json};
+use sqlx::{Row, SqliteConnection, SqlitePool};
+
+use crate::clock::Clock;
+use crate::db::{self, DbError};
+use crate::writer::{RecordWrite, WriterError, run_record_write};
+
+/// A user of this server: its `{user}` path segment and its entity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: i64,
+    pub name: String,
+    pub entity: Entity,
+}
+
+/// Why provisioning failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    #[error("database: {0}")]
+    Db(#[from] DbError),
+    #[error("{0}")]
+    Writer(#[from] WriterError),
+    #[error("a record was refused: {0}")]
+    Refused(#[from] folio_core::write::WriteError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn user_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<User, DbError> {
+    let entity: String = row.try_get(2)?;
+    Ok(User {
+        id: row.try_get(0)?,
+        name: row.try_get(1)?,
+        entity: entity
+            .parse()
+            .map_err(|_| DbError::Decode("a stored entity is not an entity name".into()))?,
+    })
+}
+
+/// Every user, by name.
+pub async fn list_users<'a>(on: impl Into<db::On<'a>>) -> Result<Vec<User>, DbError> {
+    db::fetch(on, &users_sql())
+        .await?
+        .iter()
+        .map(user_from_row)
+        .collect()
+}
+
+/// The users a server knows, cached: users are never removed, so a hit
+/// stays true; a miss asks the database (a user added by the CLI meanwhile).
+#[derive(Default)]
+pub struct UserCache {
+    by_name: RwLock<HashMap<String, User>>,
+}
+
+impl UserCache {
+    pub async fn get(&self, pool: &SqlitePool, name: &str) -> Result<Option<User>, DbError> {
+        if let Some(user) = self
+            .by_name
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+        {
+            return Ok(Some(user.clone()));
+        }
+        let rows = db::fetch(pool, &user_by_name_sql(name)).await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let user = user_from_row(row)?;
+        self.by_name
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_owned(), user.clone());
+        Ok(Some(user))
+    }
+}
+
+/// A fresh password: 144 random bits, URL-safe.
+pub fn generate_password() -> String {
+    URL_SAFE_NO_PAD.encode(rand::random::<[u8; 18]>())
+}
+
+/// The argon2id hash stored for a password (argon2's default parameters:
+/// 19 MiB, 2 passes, 1 lane, the OWASP recommendation).
+pub fn hash_password(password: &str) -> Result<String, ProvisionError> {
+    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>())
+        .map_err(|e| ProvisionError::Invalid(e.to_string()))?;
+    argon2::Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|hash| hash.to_string())
+        .map_err(|e| ProvisionError::Invalid(e.to_string()))
+}
+
+/// Runs an owner's write on `conn` (inside the caller's transaction).
+async fn owner_write(
+    conn: &mut SqliteConnection,
+    user: &User,
+    request: WriteRequest,
+) -> Result<folio_core::model::Record, ProvisionError> {
+    let write = RecordWrite {
+        user: user.clone(),
+        request,
+        access: Access::Owner {
+            entity: user.entity.clone(),
+        },
+        origin: Default::default(),
+    };
+    match run_record_write(conn, &write, &Clock).await? {
+        Ok(written) => Ok(written.answer.record),
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn post(body: &Value) -> Result<WriteRequest, ProvisionError> {
+    Ok(WriteRequest::post(body.to_string().as_bytes())?)
+}
+
+/// Creates a user with its store (the built-in types) and its public Entity record.
+pub async fn add_user(
+    conn: &mut SqliteConnection,
+    name: &str,
+    entity: &Entity,
+    password: &str,
+    base_url: &str,
+) -> Result<User, ProvisionError> {
+    if name.is_empty() || name.contains(['/', '?', '#', '%']) || name.chars().any(char::is_control)
+    {
+        return Err(ProvisionError::Invalid(format!(
+            "`{name}` cannot be a user name: it must be one path segment"
+        )));
+    }
+    let hash = hash_password(password)?;
+    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+    let result = async {
+        let id: i64 = db::fetch(
+            &mut *conn,
+            &insert_user_sql(name, entity, &hash, Clock.now()),
+        )
+        .await?
+        .first()
+        .ok_or_else(|| ProvisionError::Invalid("the user was not inserted".into()))?
+        .try_get(0)?;
+        db::execute_all(conn, &seed_statements(id)).await?;
+        let user = User {
+            id,
+            name: name.to_owned(),
+            entity: entity.clone(),
+        };
+        owner_write(
+            conn,
+            &user,
+            post(&json!({
+                "type": folio_core::builtin::BuiltinType::Entity.link(),
+                "permissions": {"read": "public"},
+                "content": entity_content(entity, name, base_url, Some(name)),
+            }))?,
+        )
+        .await?;
+        Ok::<_, ProvisionError>(user)
+    }
+    .await;
+    finish(conn, result).await
+}
+
+/// Commits on success, rolls back on failure.
+async fn finish<T>(
+    conn: &mut SqliteConnection,
+    result: Result<T, ProvisionError>,
+) -> Result<T, ProvisionError> {
+    match result {
+        Ok(value) => {
+            sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+            Ok(value)
+        }
+        Err(error) => {
+            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+            Err(error)
+        }
+    }
+}
+
+/// Writes a new version of each user's Entity record whose endpoints name
+/// another base URL than `base_url` (PROTOCOL.md §12).
+pub async fn update_entity_records(
+    conn: &mut SqliteConnection,
+    base_url: &str,
+) -> Result<usize, ProvisionError> {
+    let users = list_users(&mut *conn).await?;
+    let mut updated = 0;
+    for user in users {
+        let rows =
+            db::fetch_versions(&mut *conn, &entity_record_sql(user.id, &user.entity), 0).await?;
+        let Some((record, links)) = rows.first() else {
+            continue;
+        };
+        let (record, _) =
+            read_version(record, links).map_err(|e| ProvisionError::Invalid(e.to_string()))?;
+        let Some(content) = record.content() else {
+            continue;
+        };
+        let name = content
+            .as_map()
+            .get("profile")
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str);
+        let wanted = entity_content(&user.entity, &user.name, base_url, name);
+        if content.as_value() == &wanted {
+            continue;
+        }
+        sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+        let key = RecordKey {
+            entity: record.author.entity.clone(),
+            record_id: record.id,
+        };
+        let result = async {
+            let body = json!({"content": wanted, "version": {"parent_hash": record.version.hash}});
+            let request = WriteRequest::put(key, body.to_string().as_bytes())?;
+            owner_write(conn, &user, request).await
+        }
+        .await;
+        finish(conn, result).await?;
+        updated += 1;
+    }
+    Ok(updated)
+}
+
+/// What `folio app add` created.
+#[derive(Debug, Clone)]
+pub struct AddedApp {
+    pub app_id: RecordId,
+    pub authorization_id: RecordId,
+}
+
+/// Parses `read=TYPE,...;write=TYPE,...;subscribe=TYPE,...`; a TYPE is
+/// `entity+record_id` or the name of a Type record in the user's store.
+pub async fn parse_scope(
+    conn: &mut SqliteConnection,
+    user: &User,
+    text: &str,
+) -> Result<Scope, ProvisionError> {
+    let mut scope = Scope::default();
+    for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let (kind, types) = part.split_once('=').ok_or_else(|| {
+            ProvisionError::Invalid(format!(
+                "`{part}` is not `read=…`, `write=…` or `subscribe=…`"
+            ))
+        })?;
+        let list = match kind.trim() {
+            "read" => &mut scope.read,
+            "write" => &mut scope.write,
+            "subscribe" => &mut scope.subscribe,
+            other => {
+                return Err(ProvisionError::Invalid(format!(
+                    "`{other}` is not read, write or subscribe"
+                )));
+            }
+        };
+        for name in types.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            list.push(resolve_type(conn, user, name).await?);
+        }
+    }
+    Ok(scope)
+}
+
+async fn resolve_type(
+    conn: &mut SqliteConnection,
+    user: &User,
+    name: &str,
+) -> Result<RecordLink, ProvisionError> {
+    if let Some((entity, id)) = name.split_once('+') {
+        let invalid = || ProvisionError::Invalid(format!("`{name}` is not `entity+record_id`"));
+        return Ok(RecordLink {
+            entity: entity.parse().map_err(|_| invalid())?,
+            original_entity: None,
+            record_id: id.parse().map_err(|_| invalid())?,
+        });
+    }
+    let rows = db::fetch(&mut *conn, &types_by_name_sql(user.id, name)).await?;
+    let row = rows.first().ok_or_else(|| {
+        ProvisionError::Invalid(format!(
+            "no Type record named `{name}` in {}'s store",
+            user.name
+        ))
+    })?;
+    let (entity, id): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+    let bad = || ProvisionError::Invalid("a stored Type record has a malformed id".into());
+    Ok(RecordLink {
+        entity: entity.parse().map_err(|_| bad())?,
+        original_entity: None,
+        record_id: id.parse().map_err(|_| bad())?,
+    })
+}
+
+/// Creates a server-side app: its App, Credentials and App Authorization
+/// records and its key row, in one transaction.
+pub async fn add_app(
+    conn: &mut SqliteConnection,
+    user: &User,
+    public_key: &str,
+    scope: Option<Scope>,
+    name: &str,
+) -> Result<AddedApp, ProvisionError> {
+    folio_core::auth::AppKey::from_base64(public_key).map_err(|_| {
+        ProvisionError::Invalid("the public key is not a base64 Ed25519 key".into())
+    })?;
+    let full_access = scope.is_none();
+    let scope = scope.unwrap_or_default();
+    let app_id = RecordId::from_bytes(rand::random());
+    let authorization_id = RecordId::from_bytes(rand::random());
+    let credentials_id = RecordId::from_bytes(rand::random());
+    let server = ServerKeys::from_seed(rand::random());
+    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+    let result = async {
+        owner_write(
+            conn,
+            user,
+            post(&app_record_body(&app_id, name, "about:blank", &scope))?,
+        )
+        .await?;
+        owner_write(
+            conn,
+            user,
+            post(&credentials_record_body(
+                &credentials_id,
+                &user.entity,
+                &app_id,
+                public_key,
+                &server,
+            ))?,
+        )
+        .await?;
+        owner_write(
+            conn,
+            user,
+            post(&authorization_record_body(
+                &authorization_id,
+                &user.entity,
+                &app_id,
+                &scope,
+            ))?,
+        )
+        .await?;
+        db::execute(
+            &mut *conn,
+            &insert_app_sql(user.id, &app_id, public_key, full_access),
+        )
+        .await?;
+        Ok(AddedApp {
+            app_id,
+            authorization_id,
+        })
+    }
+    .await;
+    finish(conn, result).await
+}
