@@ -24,6 +24,7 @@ use futures_util::FutureExt;
 
 pub mod client;
 pub mod context;
+pub mod dates;
 pub mod expect;
 pub mod signer;
 pub mod sse;
@@ -172,4 +173,12 @@ async fn run_one(check: &checks::Check, ctx: &Ctx) -> Outcome {
         Ok(Ok(Ok(()))) => Outcome::Passed,
         Ok(Ok(Err(reason))) => Outcome::Failed(reason),
     }
+}
+
+/// Creates the scoped app's two Type records with the full app, when they
+/// are missing. A server whose grants must name existing types (Folio's
+/// `folio app add --scope` does) needs them before the scoped app is made;
+/// the scoped app's credentials in `target` are not used here.
+pub async fn prepare_scoped_types(target: &Target) -> Result<(), String> {
+    Ctx::new(target)?.scoped_types().await.map(|_| ())
 }

@@ -1,0 +1,74 @@
+//! The conformance suite against a real `folio serve`, over HTTPS with
+//! HTTP/2, with users and apps made by the CLI.
+
+mod support;
+
+use folio_conformance::{AppCredentials, Outcome, RunOptions, ScopedAppCredentials, Target, prepare_scoped_types, run};
+use support::{Server, add_app, folio, free_port, scratch};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_passes_over_https_and_h2() {
+    let data = scratch("conformance");
+    let port = free_port();
+    let base_url = format!("https://localhost:{port}");
+    folio(&data, &["user", "add", "me", "--entity", "localhost", "--base-url", &base_url, "--json"]);
+    let full = add_app(&data, "me", &["--full-access"]);
+    let read_type = hex_id();
+    let write_type = hex_id();
+    let server = Server::start(&data, port, &[]);
+    let mut target = Target {
+        base_url: server.base_url(),
+        user: "me".to_owned(),
+        entity: "localhost".to_owned(),
+        ca_cert: Some(server.cert().display().to_string()),
+        insecure: false,
+        http_redirect_url: Some(format!("http://localhost:{}", server.http_port)),
+        transport: true,
+        full_app: credentials(&full),
+        scoped_app: ScopedAppCredentials {
+            app: credentials(&full),
+            read_type: read_type.clone(),
+            write_type: write_type.clone(),
+        },
+    };
+    // A grant names existing Type records: create them, then the scoped app
+    // (the CLI writes beside the running server, as an operator would).
+    prepare_scoped_types(&target)
+        .await
+        .expect("the scoped app's types are created");
+    let scope = format!(
+        "read=localhost+{read_type};write=localhost+{write_type};subscribe=localhost+{write_type}"
+    );
+    target.scoped_app.app = credentials(&add_app(&data, "me", &["--scope", &scope]));
+    let options = RunOptions {
+        name_filter: std::env::var("FOLIO_CONFORMANCE_FILTER").ok(),
+        excludes: Vec::new(),
+    };
+    let report = run(&target, &options).await;
+    for check in &report.checks {
+        match &check.outcome {
+            Outcome::Passed => println!("ok {}", check.name),
+            Outcome::Failed(reason) => println!("FAIL {}: {reason}", check.name),
+            Outcome::Excluded(reason) => println!("excluded {}: {reason}", check.name),
+        }
+    }
+    println!("{} passed, {} failed", report.passed(), report.failed());
+    assert!(report.http2, "the suite's client negotiated HTTP/2");
+    assert_eq!(report.failed(), 0, "every conformance check passes");
+    assert_eq!(report.excluded(), 0, "nothing is excluded on the native host");
+    if options.name_filter.is_none() {
+        assert!(report.passed() >= 150, "at least 150 checks ran");
+    }
+}
+
+fn credentials(app: &support::App) -> AppCredentials {
+    AppCredentials {
+        app_id: app.app_id.clone(),
+        authorization_id: app.authorization_id.clone(),
+        private_key: app.private_key.clone(),
+    }
+}
+
+fn hex_id() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}

@@ -1,0 +1,161 @@
+//! Starting a real `folio` for black-box tests: a fresh data directory, a
+//! user and apps made with the CLI, and `folio serve` on free ports.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::Value;
+
+pub const FOLIO: &str = env!("CARGO_BIN_EXE_folio");
+
+/// A fresh directory under the target directory, removed first if it exists.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Runs `folio` with arguments; panics with its stderr on failure.
+pub fn folio(data: &Path, args: &[&str]) -> String {
+    let output = Command::new(FOLIO)
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("folio runs");
+    assert!(
+        output.status.success(),
+        "folio {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8 output")
+}
+
+/// A new Ed25519 key pair: (seed, public key), standard base64.
+pub fn key_pair() -> (String, String) {
+    let seed: [u8; 32] = rand::random();
+    let key = ed25519_dalek::SigningKey::from_bytes(&seed);
+    (STANDARD.encode(seed), STANDARD.encode(key.verifying_key().as_bytes()))
+}
+
+/// An app made by `folio app add`: its ids and private key.
+pub struct App {
+    pub app_id: String,
+    pub authorization_id: String,
+    pub private_key: String,
+}
+
+pub fn add_app(data: &Path, user: &str, access: &[&str]) -> App {
+    let (private_key, public_key) = key_pair();
+    let mut args = vec!["app", "add", "--user", user, "--public-key", &public_key, "--json"];
+    args.extend_from_slice(access);
+    let out: Value = serde_json::from_str(&folio(data, &args)).expect("one JSON object");
+    App {
+        app_id: out["app_id"].as_str().expect("app_id").to_owned(),
+        authorization_id: out["authorization_id"]
+            .as_str()
+            .expect("authorization_id")
+            .to_owned(),
+        private_key,
+    }
+}
+
+/// A running `folio serve`, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    pub http_port: u16,
+    pub data: PathBuf,
+}
+
+impl Server {
+    /// Starts `folio serve` on `port` (HTTPS) and a free plain-HTTP port,
+    /// and waits until it listens.
+    pub fn start(data: &Path, port: u16, extra: &[&str]) -> Server {
+        let http_port = free_port();
+        let mut child = Command::new(FOLIO)
+            .arg("--data-dir")
+            .arg(data)
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--http-listen", &format!("127.0.0.1:{http_port}")])
+            .args(["--base-url", &format!("https://localhost:{port}")])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("folio serve starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (ready, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut ready = Some(ready);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("listening on https://")
+                    && let Some(ready) = ready.take()
+                {
+                    let _ = ready.send(());
+                }
+                if std::env::var_os("FOLIO_TEST_SERVER_LOG").is_some() {
+                    eprintln!("[folio] {line}");
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while wait.recv_timeout(Duration::from_millis(100)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("folio serve exited early: {status}");
+            }
+            assert!(Instant::now() < deadline, "folio serve did not start in 60 s");
+        }
+        Server {
+            child,
+            port,
+            http_port,
+            data: data.to_owned(),
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("https://localhost:{}", self.port)
+    }
+
+    pub fn cert(&self) -> PathBuf {
+        self.data.join("tls/cert.pem")
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, and the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.child.wait().expect("folio exits")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
