@@ -32,6 +32,7 @@ use folio_core::store::{
     version_sql,
 };
 use folio_core::write::{RecordKey, WriteError, WriteRequest};
+use futures_util::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
@@ -335,25 +336,52 @@ async fn writer_caller(
 /// A JSON body, within the body limit and with a JSON content type.
 async fn json_body(cx: &Context<'_>, body: Body) -> Result<Vec<u8>, Failure> {
     let limit = cx.app.limits.json_body_bytes;
-    if let Some(declared) = cx
+    let declared = cx
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        check_body_len(declared, limit)?;
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(Err(problem)) = declared.map(|declared| check_body_len(declared, limit)) {
+        drain(body).await;
+        return Err(problem.into());
     }
     let max = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-    let bytes = axum::body::to_bytes(body, max).await.map_err(|_| {
-        Problem::new(ProblemType::BodyTooLarge)
-            .with_detail(format!("a JSON body may hold at most {max} bytes"))
-    })?;
+    let mut body = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|_| {
+            Problem::new(ProblemType::InvalidBody).with_detail("the body ended early")
+        })?;
+        if bytes.len() + chunk.len() > max {
+            drain(Body::from_stream(body)).await;
+            return Err(Problem::new(ProblemType::BodyTooLarge)
+                .with_detail(format!("a JSON body may hold at most {max} bytes"))
+                .into());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
     let content_type = cx
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     check_json_content_type(content_type, !bytes.is_empty())?;
-    Ok(bytes.to_vec())
+    Ok(bytes)
+}
+
+/// How much of a refused body is read and dropped before the answer, so
+/// that the client, still sending, receives the problem+json instead of a
+/// reset connection. A larger body is cut off.
+const MAX_DRAINED_BYTES: usize = 16 << 20;
+
+async fn drain(body: Body) {
+    let mut stream = body.into_data_stream();
+    let mut drained = 0;
+    while drained < MAX_DRAINED_BYTES {
+        match stream.next().await {
+            Some(Ok(chunk)) => drained += chunk.len(),
+            _ => break,
+        }
+    }
 }
 
 async fn answer_json(cx: &Context<'_>, user: &User, answer: Answer) -> Outcome {

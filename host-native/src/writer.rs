@@ -133,7 +133,7 @@ async fn run(
 enum Done {
     Record(
         oneshot::Sender<WriteResult>,
-        Result<Result<Written, WriteError>, WriterError>,
+        Result<Result<Box<Written>, WriteError>, WriterError>,
     ),
     Statements(
         oneshot::Sender<Result<(), WriterError>>,
@@ -156,7 +156,8 @@ async fn commit_batch(conn: &mut SqliteConnection, batch: Vec<Job>, clock: &Cloc
             (Err(error), Job::Record(_, reply)) => Done::Record(reply, Err(error.into())),
             (Err(error), Job::Statements(_, reply)) => Done::Statements(reply, Err(error.into())),
             (Ok(_), Job::Record(write, reply)) => {
-                Done::Record(reply, run_record_write(conn, &write, clock).await)
+                let result = run_record_write(conn, &write, clock).await;
+                Done::Record(reply, result.map(|written| written.map(Box::new)))
             }
             (Ok(_), Job::Statements(statements, reply)) => Done::Statements(
                 reply,
