@@ -234,6 +234,13 @@ impl Response {
         self.headers.get(name).and_then(|value| value.to_str().ok())
     }
 
+    /// The first value of a header as text, non-ASCII bytes read as UTF-8.
+    pub fn header_text(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+    }
+
     pub fn json(&self) -> Result<Value, String> {
         serde_json::from_slice(&self.body).map_err(|error| {
             format!(
@@ -303,22 +310,7 @@ impl Http {
 
     /// Sends `call` and reads the whole response.
     pub async fn send(&self, call: &Call<'_>) -> Result<Response, String> {
-        let exchange = async {
-            let response = self.open(call).await?;
-            let status = response.status().as_u16();
-            let version = response.version();
-            let headers = response.headers().clone();
-            let body = response
-                .bytes()
-                .await
-                .map_err(|error| format!("reading the body: {}", describe(&error)))?;
-            Ok(Response {
-                status,
-                version,
-                headers,
-                body: body.to_vec(),
-            })
-        };
+        let exchange = async { read_response(self.open(call).await?).await };
         tokio::time::timeout(EXCHANGE_TIMEOUT, exchange)
             .await
             .map_err(|_| format!("{} {}: no complete answer in 60 s", call.method, call.url))?
@@ -404,6 +396,23 @@ impl Http {
             )
         })
     }
+}
+
+/// Reads an opened response to its end.
+pub async fn read_response(response: reqwest::Response) -> Result<Response, String> {
+    let status = response.status().as_u16();
+    let version = response.version();
+    let headers = response.headers().clone();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|error| format!("reading the body: {}", describe(&error)))?;
+    Ok(Response {
+        status,
+        version,
+        headers,
+        body: body.to_vec(),
+    })
 }
 
 /// A `Retry-After` given in seconds.

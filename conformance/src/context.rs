@@ -61,6 +61,7 @@ pub struct Ctx {
     pub scoped: AppKey,
     builtins: OnceCell<Result<Builtins, String>>,
     scoped_types: OnceCell<Result<ScopedTypes, String>>,
+    server_info: OnceCell<Result<Value, String>>,
 }
 
 impl Ctx {
@@ -83,6 +84,7 @@ impl Ctx {
             target: target.clone(),
             builtins: OnceCell::new(),
             scoped_types: OnceCell::new(),
+            server_info: OnceCell::new(),
         })
     }
 
@@ -143,6 +145,54 @@ impl Ctx {
     /// Sends with the main client.
     pub async fn send(&self, call: Call<'_>) -> Result<Response, String> {
         self.http.send(&call).await
+    }
+
+    /// The `limits` object of `server_info`, read once per run.
+    pub async fn limits(&self) -> Result<&Value, String> {
+        let info = self
+            .server_info
+            .get_or_init(|| async {
+                let call = Call::get(self.api("/server")?).signed(&self.full);
+                expect::json(&self.send(call).await?, 200)
+            })
+            .await
+            .as_ref()
+            .map_err(|error| format!("reading server_info: {error}"))?;
+        Ok(&info["limits"])
+    }
+
+    /// A limit as `server_info` reports it, else the protocol's default.
+    /// A limit reported as `null` is switched off: checks of it cannot run.
+    pub async fn limit(&self, name: &str, default: u64) -> Result<u64, String> {
+        let limits = self.limits().await?;
+        match limits.get(name) {
+            None => Ok(default),
+            Some(Value::Null) => Err(format!(
+                "server_info reports {name} switched off; exclude this check for this server"
+            )),
+            Some(value) => value
+                .as_u64()
+                .ok_or_else(|| format!("server_info limit {name} is not a number: {value}")),
+        }
+    }
+
+    /// A rate limit `{per_second, burst}` from `server_info`, else the default.
+    pub async fn rate_limit(&self, name: &str, default: (u64, u64)) -> Result<(u64, u64), String> {
+        let limits = self.limits().await?;
+        match limits.get(name) {
+            None => Ok(default),
+            Some(Value::Null) => Err(format!(
+                "server_info reports {name} switched off; exclude this check for this server"
+            )),
+            Some(rate) => {
+                let field = |field: &str| {
+                    rate[field].as_u64().ok_or_else(|| {
+                        format!("server_info {name}.{field} is not a number: {rate}")
+                    })
+                };
+                Ok((field("per_second")?, field("burst")?))
+            }
+        }
     }
 
     /// The built-in type records, read once per run.

@@ -112,14 +112,29 @@ impl EventStream {
 
     fn take_buffered_event(&mut self) -> Option<SseEvent> {
         loop {
-            let text = String::from_utf8_lossy(&self.buffer).replace("\r\n", "\n");
-            let end = text.find("\n\n")?;
-            let block = text[..end].to_string();
-            self.buffer = text[end + 2..].as_bytes().to_vec();
+            let (end, separator) = block_end(&self.buffer)?;
+            let block: Vec<u8> = self.buffer.drain(..end + separator).take(end).collect();
+            let block = String::from_utf8_lossy(&block).replace("\r\n", "\n");
             if let Some(event) = parse_block(&block) {
                 return Some(event);
             }
         }
+    }
+}
+
+/// Where the first complete event block ends, and the blank-line separator's length.
+fn block_end(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = buffer
+        .windows(2)
+        .position(|pair| pair == b"\n\n")
+        .map(|end| (end, 2));
+    let crlf = buffer
+        .windows(4)
+        .position(|quad| quad == b"\r\n\r\n")
+        .map(|end| (end, 4));
+    match (lf, crlf) {
+        (Some(lf), Some(crlf)) => Some(if crlf.0 < lf.0 { crlf } else { lf }),
+        (lf, crlf) => lf.or(crlf),
     }
 }
 

@@ -1,5 +1,522 @@
-use super::Check;
+//! The events stream (spec §6, PROTOCOL.md §8).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Check, CheckResult, check};
+use crate::client::{Call, Response, now_ms, read_response, record_id};
+use crate::context::{Ctx, record_link, type_filter, with_query};
+use crate::dates::record_date;
+use crate::expect::{self, TOO_MANY_EVENTS, ensure, ensure_eq, str_at};
+use crate::signer::AppKey;
+use crate::sse::{EventStream, RecordEvent};
 
 pub fn checks() -> Vec<Check> {
-    vec![]
+    vec![
+        check!("events/content-type-event-stream", content_type),
+        check!("events/catch-up-sends-recent-writes", catch_up),
+        check!("events/catch-up-oldest-first", catch_up_order),
+        check!("events/live-event-after-write", live_event),
+        check!("events/event-has-id-type-and-one-data-line", event_format),
+        check!("events/data-is-the-record", data_is_record),
+        check!("events/update-emits-event", update_event),
+        check!("events/tombstones-left-out-by-default", tombstones_left_out),
+        check!("events/include-deleted-sends-tombstones", include_deleted),
+        check!("events/cascade-emits-dependant-tombstones", cascade_events),
+        check!(
+            "events/last-event-id-resumes-after-that-event",
+            last_event_id
+        ),
+        check!(
+            "events/unknown-last-event-id-falls-back-to-min",
+            unknown_last_event_id
+        ),
+        check!("events/min-older-than-20s-clamped", min_clamped),
+        check!("events/min-is-exclusive-bound", min_exclusive),
+        check!("events/hundred-pending-accepted", hundred_pending),
+        check!(
+            "events/over-hundred-pending-too-many-events",
+            too_many_pending
+        ),
+        check!("events/same-client-id-filtered-out", same_client_id),
+        check!("events/other-client-id-delivered", other_client_id),
+        check!("events/filter-applies", filter_applies),
+        check!("events/repeated-filters-or", repeated_filters),
+        check!(
+            "events/include-links-and-page-size-ignored",
+            include_links_ignored
+        ),
+        check!("events/scoped-app-gets-subscribed-type", scoped_subscribed),
+        check!(
+            "events/scoped-app-without-subscribe-grant-left-out",
+            scoped_not_subscribed
+        ),
+        check!("events/anonymous-gets-public-only", anonymous_public_only),
+    ]
+}
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// An events request with these parameters, signed by `app` when given.
+fn events_call<'a>(
+    ctx: &Ctx,
+    app: Option<&'a AppKey>,
+    parameters: &[(&str, &str)],
+) -> Result<Call<'a>, String> {
+    let call = Call::get(with_query(ctx.events_url()?, parameters));
+    Ok(match app {
+        Some(app) => call.signed(app),
+        None => call,
+    })
+}
+
+enum Connection {
+    Stream(EventStream),
+    Refused(Response),
+}
+
+async fn connect(ctx: &Ctx, call: &Call<'_>) -> Result<Connection, String> {
+    let response = ctx.http.open(call).await?;
+    if response.status().as_u16() != 200 {
+        return Ok(Connection::Refused(read_response(response).await?));
+    }
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    ensure!(
+        content_type.starts_with("text/event-stream"),
+        "Content-Type {content_type:?}"
+    );
+    Ok(Connection::Stream(EventStream::new(response)))
+}
+
+/// Opens the stream; anything but a 200 event stream fails.
+async fn open(ctx: &Ctx, call: &Call<'_>) -> Result<EventStream, String> {
+    match connect(ctx, call).await? {
+        Connection::Stream(stream) => Ok(stream),
+        Connection::Refused(response) => Err(format!(
+            "events answered {}: {}",
+            response.status,
+            response.excerpt()
+        )),
+    }
+}
+
+/// The full app's stream of one type's records.
+async fn watch_type(ctx: &Ctx, ty: &Value, extra: &[(&str, &str)]) -> Result<EventStream, String> {
+    let filter = type_filter(ty)?;
+    let mut parameters = vec![("filter", filter.as_str())];
+    parameters.extend_from_slice(extra);
+    open(ctx, &events_call(ctx, Some(&ctx.full), &parameters)?).await
+}
+
+fn id(record: &Value) -> Result<String, String> {
+    str_at(record, "/id").map(str::to_string)
+}
+
+fn event_ids(events: &[RecordEvent]) -> Vec<&str> {
+    events.iter().map(RecordEvent::record_id).collect()
+}
+
+async fn content_type(ctx: &Ctx) -> CheckResult {
+    open(ctx, &events_call(ctx, Some(&ctx.full), &[])?)
+        .await
+        .map(drop)
+}
+
+async fn catch_up(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let first = id(&ctx.note(&ty, json!({"title": "1"})).await?)?;
+    let second = id(&ctx.note(&ty, json!({"title": "2"})).await?)?;
+    let events = watch_type(ctx, &ty, &[])
+        .await?
+        .records_until(&second, WAIT)
+        .await?;
+    ensure!(
+        event_ids(&events).contains(&first.as_str()),
+        "catch-up lacks the first write: {:?}",
+        event_ids(&events)
+    );
+    Ok(())
+}
+
+async fn catch_up_order(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let first = id(&ctx.note(&ty, json!({"title": "1"})).await?)?;
+    let second = id(&ctx.note(&ty, json!({"title": "2"})).await?)?;
+    let mut stream = watch_type(ctx, &ty, &[]).await?;
+    let events = stream.records_until(&second, WAIT).await?;
+    ensure_eq!(
+        event_ids(&events),
+        vec![first.as_str(), second.as_str()],
+        "catch-up order"
+    );
+    Ok(())
+}
+
+async fn live_event(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let mut stream = watch_type(ctx, &ty, &[]).await?;
+    let record = id(&ctx.note(&ty, json!({"title": "live"})).await?)?;
+    stream.records_until(&record, WAIT).await.map(drop)
+}
+
+/// One fresh record's event, as received.
+async fn one_event(ctx: &Ctx) -> Result<(Value, RecordEvent), String> {
+    let ty = ctx.note_type().await?;
+    let mut stream = watch_type(ctx, &ty, &[]).await?;
+    let record = ctx.note(&ty, json!({"title": "format"})).await?;
+    let mut events = stream.records_until(&id(&record)?, WAIT).await?;
+    let event = events.pop().ok_or("no event")?;
+    Ok((record, event))
+}
+
+async fn event_format(ctx: &Ctx) -> CheckResult {
+    let (_, event) = one_event(ctx).await?;
+    ensure!(
+        event.event.id.as_deref().is_some_and(|id| !id.is_empty()),
+        "event without id"
+    );
+    ensure_eq!(event.event.event.as_deref(), Some("record"), "event type");
+    ensure_eq!(event.event.data_lines, 1, "data lines");
+    Ok(())
+}
+
+async fn data_is_record(ctx: &Ctx) -> CheckResult {
+    let (record, event) = one_event(ctx).await?;
+    ensure_eq!(event.record, record, "event data");
+    Ok(())
+}
+
+async fn update_event(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let record = id(&ctx.note(&ty, json!({"title": "1"})).await?)?;
+    let mut stream = watch_type(ctx, &ty, &[]).await?;
+    stream.records_until(&record, WAIT).await?;
+    let call = Call::put(ctx.record_url(&record)?)
+        .json(&json!({"content": {"title": "2"}}))
+        .signed(&ctx.full);
+    let updated = expect::json(&ctx.send(call).await?, 200)?;
+    let event = stream
+        .records_until(&record, WAIT)
+        .await?
+        .pop()
+        .ok_or("no event")?;
+    ensure_eq!(
+        event.record["version"]["hash"],
+        updated["record"]["version"]["hash"],
+        "version in the event"
+    );
+    Ok(())
+}
+
+/// Watches a type (with `extra` parameters) while a record is created and
+/// deleted, then a sentinel created; returns the events up to the sentinel.
+async fn deletion_events(
+    ctx: &Ctx,
+    extra: &[(&str, &str)],
+) -> Result<(String, Vec<RecordEvent>), String> {
+    let ty = ctx.note_type().await?;
+    let mut stream = watch_type(ctx, &ty, extra).await?;
+    let gone = id(&ctx.note(&ty, json!({"title": "gone"})).await?)?;
+    expect::status(
+        &ctx.send(Call::delete(ctx.record_url(&gone)?).signed(&ctx.full))
+            .await?,
+        200,
+    )?;
+    let sentinel = id(&ctx.note(&ty, json!({"title": "sentinel"})).await?)?;
+    Ok((gone, stream.records_until(&sentinel, WAIT).await?))
+}
+
+fn tombstones(events: &[RecordEvent]) -> usize {
+    events
+        .iter()
+        .filter(|event| event.record.get("no_content").is_some())
+        .count()
+}
+
+async fn tombstones_left_out(ctx: &Ctx) -> CheckResult {
+    let (_, events) = deletion_events(ctx, &[]).await?;
+    ensure_eq!(tombstones(&events), 0, "tombstone events");
+    Ok(())
+}
+
+async fn include_deleted(ctx: &Ctx) -> CheckResult {
+    let (gone, events) = deletion_events(ctx, &[("include_deleted", "true")]).await?;
+    let found = events
+        .iter()
+        .any(|event| event.record_id() == gone && event.record.get("no_content").is_some());
+    ensure!(found, "no tombstone event for {gone}");
+    Ok(())
+}
+
+async fn cascade_events(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let parent = ctx.note(&ty, json!({"title": "parent"})).await?;
+    let child = id(&ctx
+        .note(
+            &ty,
+            json!({"title": "child", "parent": record_link(&parent)?}),
+        )
+        .await?)?;
+    let mut stream = watch_type(ctx, &ty, &[("include_deleted", "true")]).await?;
+    stream.records_until(&child, WAIT).await?;
+    expect::status(
+        &ctx.send(Call::delete(ctx.record_url(&id(&parent)?)?).signed(&ctx.full))
+            .await?,
+        200,
+    )?;
+    let event = stream
+        .records_until(&child, WAIT)
+        .await?
+        .pop()
+        .ok_or("no event")?;
+    ensure!(
+        event.record.get("no_content").is_some(),
+        "the child's event is not a tombstone"
+    );
+    Ok(())
+}
+
+async fn last_event_id(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let mut ids = Vec::new();
+    for title in ["1", "2", "3"] {
+        ids.push(id(&ctx.note(&ty, json!({"title": title})).await?)?);
+    }
+    let events = watch_type(ctx, &ty, &[])
+        .await?
+        .records_until(&ids[2], WAIT)
+        .await?;
+    let first = events
+        .iter()
+        .find(|event| event.record_id() == ids[0])
+        .ok_or("no event for the first record")?;
+    let last_id = first.event.id.clone().ok_or("event without id")?;
+    let filter = type_filter(&ty)?;
+    let call = events_call(ctx, Some(&ctx.full), &[("filter", &filter)])?
+        .header("last-event-id", &last_id);
+    let resumed = open(ctx, &call).await?.records_until(&ids[2], WAIT).await?;
+    ensure_eq!(
+        event_ids(&resumed),
+        vec![ids[1].as_str(), ids[2].as_str()],
+        "events after the resume point"
+    );
+    Ok(())
+}
+
+async fn unknown_last_event_id(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let record = id(&ctx.note(&ty, json!({"title": "recent"})).await?)?;
+    let filter = type_filter(&ty)?;
+    let call = events_call(ctx, Some(&ctx.full), &[("filter", &filter)])?
+        .header("last-event-id", "no-such-event");
+    open(ctx, &call)
+        .await?
+        .records_until(&record, WAIT)
+        .await
+        .map(drop)
+}
+
+async fn min_clamped(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let record = id(&ctx.note(&ty, json!({"title": "recent"})).await?)?;
+    let min = format!("\"{}\"", record_date(now_ms() - 3_600_000));
+    watch_type(ctx, &ty, &[("min", &min)])
+        .await?
+        .records_until(&record, WAIT)
+        .await
+        .map(drop)
+}
+
+async fn min_exclusive(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let first = ctx.note(&ty, json!({"title": "1"})).await?;
+    let second = id(&ctx.note(&ty, json!({"title": "2"})).await?)?;
+    let min = format!("\"{}\"", str_at(&first, "/version/received_at")?);
+    let events = watch_type(ctx, &ty, &[("min", &min)])
+        .await?
+        .records_until(&second, WAIT)
+        .await?;
+    ensure_eq!(
+        event_ids(&events),
+        vec![second.as_str()],
+        "events after min"
+    );
+    Ok(())
+}
+
+async fn pending(ctx: &Ctx, count: usize) -> Result<(Value, String), String> {
+    let ty = ctx.note_type().await?;
+    let mut last = String::new();
+    for n in 0..count {
+        last = id(&ctx
+            .note(&ty, json!({"title": format!("pending {n}")}))
+            .await?)?;
+    }
+    Ok((ty, last))
+}
+
+async fn hundred_pending(ctx: &Ctx) -> CheckResult {
+    let (ty, last) = pending(ctx, 100).await?;
+    let events = watch_type(ctx, &ty, &[])
+        .await?
+        .records_until(&last, WAIT)
+        .await?;
+    ensure_eq!(events.len(), 100, "catch-up events");
+    Ok(())
+}
+
+async fn too_many_pending(ctx: &Ctx) -> CheckResult {
+    let (ty, _) = pending(ctx, 101).await?;
+    let filter = type_filter(&ty)?;
+    match connect(
+        ctx,
+        &events_call(ctx, Some(&ctx.full), &[("filter", &filter)])?,
+    )
+    .await?
+    {
+        Connection::Stream(_) => Err("the stream started with 101 updates pending".into()),
+        Connection::Refused(response) => {
+            expect::problem_response(&response, TOO_MANY_EVENTS).map(drop)
+        }
+    }
+}
+
+/// Watches with client id `watcher` while a record is written with client
+/// id `writer`, then a sentinel without one; whether the record came.
+async fn delivered_with_client_ids(ctx: &Ctx, watcher: &str, writer: &str) -> Result<bool, String> {
+    let ty = ctx.note_type().await?;
+    let filter = type_filter(&ty)?;
+    let call = events_call(ctx, Some(&ctx.full), &[("filter", &filter)])?
+        .header("x-svc-client-id", watcher);
+    let mut stream = open(ctx, &call).await?;
+    let body = json!({"type": ty, "content": {"title": "tagged write"}});
+    let write = Call::post(ctx.records_url()?)
+        .json(&body)
+        .header("x-svc-client-id", writer)
+        .signed(&ctx.full);
+    let written = id(&expect::json(&ctx.send(write).await?, 200)?["record"])?;
+    let sentinel = id(&ctx.note(&ty, json!({"title": "sentinel"})).await?)?;
+    let events = stream.records_until(&sentinel, WAIT).await?;
+    Ok(event_ids(&events).contains(&written.as_str()))
+}
+
+async fn same_client_id(ctx: &Ctx) -> CheckResult {
+    let client = record_id();
+    ensure!(
+        !delivered_with_client_ids(ctx, &client, &client).await?,
+        "the client's own write was sent to it"
+    );
+    Ok(())
+}
+
+async fn other_client_id(ctx: &Ctx) -> CheckResult {
+    ensure!(
+        delivered_with_client_ids(ctx, &record_id(), &record_id()).await?,
+        "another client's write was not sent"
+    );
+    Ok(())
+}
+
+async fn filter_applies(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let filter = format!("{},$['content']['label']=\"wanted\"", type_filter(&ty)?);
+    let mut stream = open(
+        ctx,
+        &events_call(ctx, Some(&ctx.full), &[("filter", &filter)])?,
+    )
+    .await?;
+    ctx.note(&ty, json!({"title": "other", "label": "unwanted"}))
+        .await?;
+    let wanted = id(&ctx
+        .note(&ty, json!({"title": "wanted", "label": "wanted"}))
+        .await?)?;
+    let events = stream.records_until(&wanted, WAIT).await?;
+    ensure_eq!(event_ids(&events), vec![wanted.as_str()], "events");
+    Ok(())
+}
+
+async fn repeated_filters(ctx: &Ctx) -> CheckResult {
+    let (one, two) = (ctx.note_type().await?, ctx.note_type().await?);
+    let (filter_one, filter_two) = (type_filter(&one)?, type_filter(&two)?);
+    let call = events_call(
+        ctx,
+        Some(&ctx.full),
+        &[("filter", &filter_one), ("filter", &filter_two)],
+    )?;
+    let mut stream = open(ctx, &call).await?;
+    let first = id(&ctx.note(&one, json!({"title": "one"})).await?)?;
+    let second = id(&ctx.note(&two, json!({"title": "two"})).await?)?;
+    let events = stream.records_until(&second, WAIT).await?;
+    ensure_eq!(
+        event_ids(&events),
+        vec![first.as_str(), second.as_str()],
+        "events"
+    );
+    Ok(())
+}
+
+async fn include_links_ignored(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let record = ctx.note(&ty, json!({"title": "t"})).await?;
+    let events = watch_type(ctx, &ty, &[("include_links", "entity"), ("page_size", "0")])
+        .await?
+        .records_until(&id(&record)?, WAIT)
+        .await?;
+    ensure_eq!(
+        events.last().map(|event| &event.record),
+        Some(&record),
+        "event data"
+    );
+    Ok(())
+}
+
+/// The scoped app's stream of its two types' records.
+async fn scoped_stream(ctx: &Ctx) -> Result<(EventStream, Value, Value), String> {
+    let types = ctx.scoped_types().await?;
+    let (read, write) = (types.read.clone(), types.write.clone());
+    let (filter_read, filter_write) = (type_filter(&read)?, type_filter(&write)?);
+    let call = events_call(
+        ctx,
+        Some(&ctx.scoped),
+        &[("filter", &filter_read), ("filter", &filter_write)],
+    )?;
+    Ok((open(ctx, &call).await?, read, write))
+}
+
+async fn scoped_subscribed(ctx: &Ctx) -> CheckResult {
+    let (mut stream, _, write) = scoped_stream(ctx).await?;
+    let record = id(&ctx.note(&write, json!({"title": "subscribed"})).await?)?;
+    stream.records_until(&record, WAIT).await.map(drop)
+}
+
+async fn scoped_not_subscribed(ctx: &Ctx) -> CheckResult {
+    let (mut stream, read, write) = scoped_stream(ctx).await?;
+    let unsubscribed = id(&ctx.note(&read, json!({"title": "not subscribed"})).await?)?;
+    let sentinel = id(&ctx.note(&write, json!({"title": "sentinel"})).await?)?;
+    let events = stream.records_until(&sentinel, WAIT).await?;
+    ensure!(
+        !event_ids(&events).contains(&unsubscribed.as_str()),
+        "a read-only type's record was sent"
+    );
+    Ok(())
+}
+
+async fn anonymous_public_only(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let filter = type_filter(&ty)?;
+    let mut stream = open(ctx, &events_call(ctx, None, &[("filter", &filter)])?).await?;
+    let private = id(&ctx.note(&ty, json!({"title": "private"})).await?)?;
+    let public = id(&ctx.public_note(&ty, json!({"title": "public"})).await?)?;
+    let events = stream.records_until(&public, WAIT).await?;
+    ensure!(
+        !event_ids(&events).contains(&private.as_str()),
+        "a private record was sent anonymously"
+    );
+    Ok(())
 }

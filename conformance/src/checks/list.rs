@@ -15,11 +15,23 @@ pub fn checks() -> Vec<Check> {
         check!("list/sort-received-at-asc", sort_received_asc),
         check!("list/sort-created-at-desc", sort_created_desc),
         check!("list/sort-created-at-asc", sort_created_asc),
-        check!("list/sort-version-received-at-desc", sort_version_received_desc),
-        check!("list/sort-version-received-at-asc", sort_version_received_asc),
-        check!("list/sort-version-created-at-desc", sort_version_created_desc),
+        check!(
+            "list/sort-version-received-at-desc",
+            sort_version_received_desc
+        ),
+        check!(
+            "list/sort-version-received-at-asc",
+            sort_version_received_asc
+        ),
+        check!(
+            "list/sort-version-created-at-desc",
+            sort_version_created_desc
+        ),
         check!("list/sort-version-created-at-asc", sort_version_created_asc),
-        check!("list/sort-bracketed-version-path-accepted", sort_bracketed_version),
+        check!(
+            "list/sort-bracketed-version-path-accepted",
+            sort_bracketed_version
+        ),
         check!("list/sort-space-for-plus-accepted", sort_space_for_plus),
         check!("list/sort-malformed-invalid-parameter", sort_malformed),
         check!("list/page-size-default-20", page_size_default),
@@ -29,35 +41,56 @@ pub fn checks() -> Vec<Check> {
         check!("list/page-size-0-invalid-parameter", page_size_0),
         check!("list/page-size-201-invalid-parameter", page_size_201),
         check!("list/next-page-absent-on-last-page", next_page_absent),
-        check!("list/next-page-appends-to-records-url", next_page_appendable),
-        check!("list/next-page-keeps-parameters", next_page_keeps_parameters),
+        check!(
+            "list/next-page-appends-to-records-url",
+            next_page_appendable
+        ),
+        check!(
+            "list/next-page-keeps-parameters",
+            next_page_keeps_parameters
+        ),
         check!("list/paging-no-duplicates-or-gaps", paging_complete),
         check!("list/min-excludes-equal-value", min_excludes_equal),
         check!("list/max-excludes-equal-value", max_excludes_equal),
         check!("list/min-with-id-includes-equal-value", min_with_id),
         check!("list/max-with-id-includes-equal-value", max_with_id),
-        check!("list/min-max-bound-value-in-desc-order", bounds_in_desc_order),
+        check!(
+            "list/min-max-bound-value-in-desc-order",
+            bounds_in_desc_order
+        ),
         check!("list/page-start-exclusive", page_start_exclusive),
         check!("list/min-malformed-invalid-parameter", min_malformed),
         check!("list/filter-author", filter_author),
         check!("list/filter-type", filter_type),
         check!("list/filter-tag", filter_tag),
         check!("list/filter-record-link", filter_record_link),
-        check!("list/filter-record-value-matches-version-link", filter_record_value_on_version),
+        check!(
+            "list/filter-record-value-matches-version-link",
+            filter_record_value_on_version
+        ),
         check!("list/filter-version-link", filter_version_link),
         check!("list/filter-path-without-value", filter_no_value),
         check!("list/filter-value-anywhere", filter_value_anywhere),
         check!("list/filter-repeated-is-or", filter_repeated_or),
         check!("list/filter-parentheses-flip-to-or", filter_parentheses_or),
-        check!("list/filter-nested-parentheses-flip-back-to-and", filter_nested_parentheses),
+        check!(
+            "list/filter-nested-parentheses-flip-back-to-and",
+            filter_nested_parentheses
+        ),
         check!("list/filter-id", filter_id),
         check!("list/filter-source", filter_source),
         check!("list/filter-space-for-plus-accepted", filter_space_for_plus),
         check!("list/filter-malformed-invalid-filter", filter_malformed),
         check!("list/filter-32-conditions-accepted", filter_32_conditions),
-        check!("list/filter-33-conditions-invalid-filter", filter_33_conditions),
+        check!(
+            "list/filter-33-conditions-invalid-filter",
+            filter_33_conditions
+        ),
         check!("list/filter-8-parenthesis-levels-accepted", filter_8_levels),
-        check!("list/filter-9-parenthesis-levels-invalid-filter", filter_9_levels),
+        check!(
+            "list/filter-9-parenthesis-levels-invalid-filter",
+            filter_9_levels
+        ),
         check!("list/filter-over-4-kib-invalid-filter", filter_too_long),
         check!("list/tombstones-left-out-by-default", tombstones_left_out),
         check!("list/include-deleted-lists-tombstones", include_deleted),
@@ -65,12 +98,21 @@ pub fn checks() -> Vec<Check> {
         check!("list/sources-resolution-only-builtins", sources_resolution),
         check!("list/sources-unknown-matches-nothing", sources_unknown),
         check!("list/distinct-keeps-first-per-value", distinct_first),
-        check!("list/distinct-applies-before-paging", distinct_before_paging),
+        check!(
+            "list/distinct-applies-before-paging",
+            distinct_before_paging
+        ),
         check!("list/tag-sort-asc", tag_sort_asc),
         check!("list/tag-sort-desc", tag_sort_desc),
-        check!("list/tag-sort-leaves-out-records-without-value", tag_sort_leaves_out),
+        check!(
+            "list/tag-sort-leaves-out-records-without-value",
+            tag_sort_leaves_out
+        ),
         check!("list/proxy-to-own-entity-ignored", proxy_to_self),
-        check!("list/proxy-to-other-entity-invalid-parameter", proxy_to_other),
+        check!(
+            "list/proxy-to-other-entity-invalid-parameter",
+            proxy_to_other
+        ),
         check!("list/unknown-parameter-ignored", unknown_parameter),
     ]
 }
@@ -96,7 +138,11 @@ struct SortFixture {
 impl SortFixture {
     async fn new(ctx: &Ctx) -> Result<Self, String> {
         let ty = ctx.note_type().await?;
-        let created_at = ["2024-03-02T00:00:00.0000000Z", "2024-03-01T00:00:00.0000000Z", "2024-03-03T00:00:00.0000000Z"];
+        let created_at = [
+            "2024-03-02T00:00:00.0000000Z",
+            "2024-03-01T00:00:00.0000000Z",
+            "2024-03-03T00:00:00.0000000Z",
+        ];
         let mut r = Vec::new();
         for (n, date) in created_at.iter().enumerate() {
             let record = ctx
@@ -104,10 +150,16 @@ impl SortFixture {
                 .await?;
             r.push(str_at(&record, "/id")?.to_string());
         }
-        let updates = [(1, "2024-05-03T00:00:00.0000000Z"), (2, "2024-05-01T00:00:00.0000000Z"), (0, "2024-05-02T00:00:00.0000000Z")];
+        let updates = [
+            (1, "2024-05-03T00:00:00.0000000Z"),
+            (2, "2024-05-01T00:00:00.0000000Z"),
+            (0, "2024-05-02T00:00:00.0000000Z"),
+        ];
         for (index, date) in updates {
             let body = json!({"content": {"title": "updated"}, "version": {"created_at": date}});
-            let call = Call::put(ctx.record_url(&r[index])?).json(&body).signed(&ctx.full);
+            let call = Call::put(ctx.record_url(&r[index])?)
+                .json(&body)
+                .signed(&ctx.full);
             expect::status(&ctx.send(call).await?, 200)?;
         }
         let r: [String; 3] = r.try_into().map_err(|_| "three records".to_string())?;
@@ -127,7 +179,12 @@ impl SortFixture {
     }
 }
 
-async fn expect_order(ctx: &Ctx, sort: Option<&str>, ascending: [usize; 3], descending: bool) -> CheckResult {
+async fn expect_order(
+    ctx: &Ctx,
+    sort: Option<&str>,
+    ascending: [usize; 3],
+    descending: bool,
+) -> CheckResult {
     let fixture = SortFixture::new(ctx).await?;
     let sort_value;
     let parameters: Vec<(&str, &str)> = match sort {
@@ -191,20 +248,32 @@ async fn sort_space_for_plus(ctx: &Ctx) -> CheckResult {
     let mut url = ctx.records_url()?;
     let filter = type_filter(&fixture.ty)?;
     url.query_pairs_mut().append_pair("filter", &filter);
-    let query = format!("{}&sort=%24%5B%27created_at%27%5D%20asc", url.query().unwrap_or_default());
+    let query = format!(
+        "{}&sort=%24%5B%27created_at%27%5D%20asc",
+        url.query().unwrap_or_default()
+    );
     url.set_query(Some(&query));
     let page = expect::json(&ctx.send(Call::get(url).signed(&ctx.full)).await?, 200)?;
     ensure_eq!(ids(&page)?, fixture.ids(&[1, 0, 2]), "order");
     Ok(())
 }
 
-async fn expect_list_problem(ctx: &Ctx, parameters: &[(&str, &str)], problem: expect::Problem) -> CheckResult {
+async fn expect_list_problem(
+    ctx: &Ctx,
+    parameters: &[(&str, &str)],
+    problem: expect::Problem,
+) -> CheckResult {
     let url = crate::context::with_query(ctx.records_url()?, parameters);
     expect::problem_response(&ctx.send(Call::get(url).signed(&ctx.full)).await?, problem).map(drop)
 }
 
 async fn sort_malformed(ctx: &Ctx) -> CheckResult {
-    expect_list_problem(ctx, &[("sort", "$['created_at']+sideways")], INVALID_PARAMETER).await
+    expect_list_problem(
+        ctx,
+        &[("sort", "$['created_at']+sideways")],
+        INVALID_PARAMETER,
+    )
+    .await
 }
 
 /// Makes sure the whole list holds more than `count` records.
@@ -224,7 +293,10 @@ async fn page_size_default(ctx: &Ctx) -> CheckResult {
     at_least(ctx, 20).await?;
     let page = ctx.list(&[]).await?;
     ensure_eq!(ids(&page)?.len(), 20, "records on a default page");
-    ensure!(page["next_page"].is_string(), "no next_page though more records exist");
+    ensure!(
+        page["next_page"].is_string(),
+        "no next_page though more records exist"
+    );
     Ok(())
 }
 
@@ -236,7 +308,11 @@ async fn page_size_echoed(ctx: &Ctx) -> CheckResult {
 
 async fn page_size_1(ctx: &Ctx) -> CheckResult {
     at_least(ctx, 1).await?;
-    ensure_eq!(ids(&ctx.list(&[("page_size", "1")]).await?)?.len(), 1, "records");
+    ensure_eq!(
+        ids(&ctx.list(&[("page_size", "1")]).await?)?.len(),
+        1,
+        "records"
+    );
     Ok(())
 }
 
@@ -259,7 +335,11 @@ async fn next_page_absent(ctx: &Ctx) -> CheckResult {
     let filter = type_filter(&fixture.ty)?;
     let page = ctx.list(&[("filter", &filter), ("page_size", "3")]).await?;
     ensure_eq!(ids(&page)?.len(), 3, "records");
-    ensure!(page.get("next_page").is_none(), "next_page on the last page: {}", page["next_page"]);
+    ensure!(
+        page.get("next_page").is_none(),
+        "next_page on the last page: {}",
+        page["next_page"]
+    );
     Ok(())
 }
 
@@ -271,7 +351,10 @@ async fn follow_pages(ctx: &Ctx, parameters: &[(&str, &str)]) -> Result<Vec<Stri
         let Some(next) = page["next_page"].as_str() else {
             return Ok(all);
         };
-        ensure!(next.starts_with('?'), "next_page {next:?} does not start with ?");
+        ensure!(
+            next.starts_with('?'),
+            "next_page {next:?} does not start with ?"
+        );
         let url = url::Url::parse(&format!("{}{next}", ctx.records_url()?))
             .map_err(|error| format!("records URL + next_page: {error}"))?;
         page = expect::json(&ctx.send(Call::get(url).signed(&ctx.full)).await?, 200)?;
@@ -292,7 +375,11 @@ async fn next_page_keeps_parameters(ctx: &Ctx) -> CheckResult {
     let fixture = SortFixture::new(ctx).await?;
     let filter = type_filter(&fixture.ty)?;
     let sort = format!("{CREATED_AT}+asc");
-    let all = follow_pages(ctx, &[("filter", &filter), ("sort", &sort), ("page_size", "1")]).await?;
+    let all = follow_pages(
+        ctx,
+        &[("filter", &filter), ("sort", &sort), ("page_size", "1")],
+    )
+    .await?;
     ensure_eq!(all, fixture.ids(&[1, 0, 2]), "records over the pages");
     Ok(())
 }
@@ -303,7 +390,9 @@ async fn paging_complete(ctx: &Ctx) -> CheckResult {
         ctx.note(&ty, json!({"title": format!("page {n}")})).await?;
     }
     let filter = type_filter(&ty)?;
-    let whole = ids(&ctx.list(&[("filter", &filter), ("page_size", "50")]).await?)?;
+    let whole = ids(&ctx
+        .list(&[("filter", &filter), ("page_size", "50")])
+        .await?)?;
     let paged = follow_pages(ctx, &[("filter", &filter), ("page_size", "2")]).await?;
     ensure_eq!(whole.len(), 7, "records on one page");
     ensure_eq!(paged, whole, "records over pages of 2");
@@ -315,17 +404,31 @@ async fn equal_dates(ctx: &Ctx) -> Result<(Value, &'static str, Vec<String>), St
     let ty = ctx.note_type().await?;
     let date = "2024-06-01T12:00:00.0000000Z";
     let mut created = Vec::new();
-    for date in [date, date, "2024-06-02T12:00:00.0000000Z", "2024-05-31T12:00:00.0000000Z"] {
-        let record = ctx.create(json!({"type": ty, "content": {"title": "d"}, "created_at": date})).await?;
+    for date in [
+        date,
+        date,
+        "2024-06-02T12:00:00.0000000Z",
+        "2024-05-31T12:00:00.0000000Z",
+    ] {
+        let record = ctx
+            .create(json!({"type": ty, "content": {"title": "d"}, "created_at": date}))
+            .await?;
         created.push(str_at(&record, "/id")?.to_string());
     }
     Ok((ty, date, created))
 }
 
-async fn bounded(ctx: &Ctx, ty: &Value, bound: (&str, String), order: &str) -> Result<Vec<String>, String> {
+async fn bounded(
+    ctx: &Ctx,
+    ty: &Value,
+    bound: (&str, String),
+    order: &str,
+) -> Result<Vec<String>, String> {
     let filter = type_filter(ty)?;
     let sort = format!("{CREATED_AT}+{order}");
-    let mut listed = ids(&ctx.list(&[("filter", &filter), ("sort", &sort), (bound.0, &bound.1)]).await?)?;
+    let mut listed = ids(&ctx
+        .list(&[("filter", &filter), ("sort", &sort), (bound.0, &bound.1)])
+        .await?)?;
     listed.sort();
     Ok(listed)
 }
@@ -351,22 +454,46 @@ async fn max_excludes_equal(ctx: &Ctx) -> CheckResult {
 
 async fn min_with_id(ctx: &Ctx) -> CheckResult {
     let (ty, date, created) = equal_dates(ctx).await?;
-    let listed = bounded(ctx, &ty, ("min", format!("\"{date}\"+{}", "0".repeat(32))), "asc").await?;
+    let listed = bounded(
+        ctx,
+        &ty,
+        ("min", format!("\"{date}\"+{}", "0".repeat(32))),
+        "asc",
+    )
+    .await?;
     ensure_eq!(listed, sorted(created[..3].to_vec()), "records above min");
     Ok(())
 }
 
 async fn max_with_id(ctx: &Ctx) -> CheckResult {
     let (ty, date, created) = equal_dates(ctx).await?;
-    let listed = bounded(ctx, &ty, ("max", format!("\"{date}\"+{}", "f".repeat(32))), "asc").await?;
-    ensure_eq!(listed, sorted(vec![created[0].clone(), created[1].clone(), created[3].clone()]), "records below max");
+    let listed = bounded(
+        ctx,
+        &ty,
+        ("max", format!("\"{date}\"+{}", "f".repeat(32))),
+        "asc",
+    )
+    .await?;
+    ensure_eq!(
+        listed,
+        sorted(vec![
+            created[0].clone(),
+            created[1].clone(),
+            created[3].clone()
+        ]),
+        "records below max"
+    );
     Ok(())
 }
 
 async fn bounds_in_desc_order(ctx: &Ctx) -> CheckResult {
     let (ty, date, created) = equal_dates(ctx).await?;
     let listed = bounded(ctx, &ty, ("min", format!("\"{date}\"")), "desc").await?;
-    ensure_eq!(listed, vec![created[2].clone()], "records above min in descending order");
+    ensure_eq!(
+        listed,
+        vec![created[2].clone()],
+        "records above min in descending order"
+    );
     Ok(())
 }
 
@@ -374,7 +501,9 @@ async fn page_start_exclusive(ctx: &Ctx) -> CheckResult {
     let fixture = SortFixture::new(ctx).await?;
     let start = format!("\"{}\"+{}", fixture.created_at[1], fixture.r[1]);
     let sort = format!("{CREATED_AT}+asc");
-    let listed = fixture.list(ctx, &[("sort", &sort), ("page_start", &start)]).await?;
+    let listed = fixture
+        .list(ctx, &[("sort", &sort), ("page_start", &start)])
+        .await?;
     ensure_eq!(listed, fixture.ids(&[0, 2]), "records after page_start");
     Ok(())
 }
@@ -386,7 +515,9 @@ async fn min_malformed(ctx: &Ctx) -> CheckResult {
 /// Lists one type's records with one more condition; returns the ids, sorted.
 async fn filtered(ctx: &Ctx, ty: &Value, condition: &str) -> Result<Vec<String>, String> {
     let filter = format!("{},{condition}", type_filter(ty)?);
-    Ok(sorted(ids(&ctx.list(&[("filter", &filter), ("page_size", "50")]).await?)?))
+    Ok(sorted(ids(&ctx
+        .list(&[("filter", &filter), ("page_size", "50")])
+        .await?)?))
 }
 
 fn id(record: &Value) -> Result<String, String> {
@@ -416,9 +547,21 @@ async fn filter_type(ctx: &Ctx) -> CheckResult {
 /// tags [beta] and label "b", and with neither (but a `ref` to the first).
 async fn tagged(ctx: &Ctx) -> Result<(Value, [Value; 3]), String> {
     let ty = ctx.note_type().await?;
-    let first = ctx.note(&ty, json!({"title": "1", "tags": ["alpha", "beta"], "label": "a"})).await?;
-    let second = ctx.note(&ty, json!({"title": "2", "tags": ["beta"], "label": "b"})).await?;
-    let third = ctx.note(&ty, json!({"title": "3", "ref": record_link(&first)?, "pinned": version_link(&second)?})).await?;
+    let first = ctx
+        .note(
+            &ty,
+            json!({"title": "1", "tags": ["alpha", "beta"], "label": "a"}),
+        )
+        .await?;
+    let second = ctx
+        .note(&ty, json!({"title": "2", "tags": ["beta"], "label": "b"}))
+        .await?;
+    let third = ctx
+        .note(
+            &ty,
+            json!({"title": "3", "ref": record_link(&first)?, "pinned": version_link(&second)?}),
+        )
+        .await?;
     Ok((ty, [first, second, third]))
 }
 
@@ -431,21 +574,39 @@ async fn filter_tag(ctx: &Ctx) -> CheckResult {
 
 async fn filter_record_link(ctx: &Ctx) -> CheckResult {
     let (ty, [first, _, third]) = tagged(ctx).await?;
-    let listed = filtered(ctx, &ty, &format!("$['content']['ref']={}", record_value(&first)?)).await?;
+    let listed = filtered(
+        ctx,
+        &ty,
+        &format!("$['content']['ref']={}", record_value(&first)?),
+    )
+    .await?;
     ensure_eq!(listed, vec![id(&third)?], "records linking the first");
     Ok(())
 }
 
 async fn filter_record_value_on_version(ctx: &Ctx) -> CheckResult {
     let (ty, [_, second, third]) = tagged(ctx).await?;
-    let listed = filtered(ctx, &ty, &format!("$['content']['pinned']={}", record_value(&second)?)).await?;
-    ensure_eq!(listed, vec![id(&third)?], "records with a version link to the second");
+    let listed = filtered(
+        ctx,
+        &ty,
+        &format!("$['content']['pinned']={}", record_value(&second)?),
+    )
+    .await?;
+    ensure_eq!(
+        listed,
+        vec![id(&third)?],
+        "records with a version link to the second"
+    );
     Ok(())
 }
 
 async fn filter_version_link(ctx: &Ctx) -> CheckResult {
     let (ty, [_, second, third]) = tagged(ctx).await?;
-    let value = format!("{}+{}", record_value(&second)?, str_at(&second, "/version/hash")?);
+    let value = format!(
+        "{}+{}",
+        record_value(&second)?,
+        str_at(&second, "/version/hash")?
+    );
     let listed = filtered(ctx, &ty, &format!("$['content']['pinned']={value}")).await?;
     ensure_eq!(listed, vec![id(&third)?], "records linking that version");
     Ok(())
@@ -454,14 +615,22 @@ async fn filter_version_link(ctx: &Ctx) -> CheckResult {
 async fn filter_no_value(ctx: &Ctx) -> CheckResult {
     let (ty, [first, second, _]) = tagged(ctx).await?;
     let listed = filtered(ctx, &ty, "$['content']['ref']=").await?;
-    ensure_eq!(listed, sorted(vec![id(&first)?, id(&second)?]), "records without ref");
+    ensure_eq!(
+        listed,
+        sorted(vec![id(&first)?, id(&second)?]),
+        "records without ref"
+    );
     Ok(())
 }
 
 async fn filter_value_anywhere(ctx: &Ctx) -> CheckResult {
     let (ty, [first, second, _]) = tagged(ctx).await?;
     let listed = filtered(ctx, &ty, "\"beta\"").await?;
-    ensure_eq!(listed, sorted(vec![id(&first)?, id(&second)?]), "records with a beta link");
+    ensure_eq!(
+        listed,
+        sorted(vec![id(&first)?, id(&second)?]),
+        "records with a beta link"
+    );
     Ok(())
 }
 
@@ -470,15 +639,30 @@ async fn filter_repeated_or(ctx: &Ctx) -> CheckResult {
     let types = type_filter(&ty)?;
     let one = format!("{types},$['content']['label']=\"a\"");
     let two = format!("{types},$['content']['label']=\"b\"");
-    let listed = sorted(ids(&ctx.list(&[("filter", &one), ("filter", &two)]).await?)?);
-    ensure_eq!(listed, sorted(vec![id(&first)?, id(&second)?]), "records labelled a or b");
+    let listed = sorted(ids(&ctx
+        .list(&[("filter", &one), ("filter", &two)])
+        .await?)?);
+    ensure_eq!(
+        listed,
+        sorted(vec![id(&first)?, id(&second)?]),
+        "records labelled a or b"
+    );
     Ok(())
 }
 
 async fn filter_parentheses_or(ctx: &Ctx) -> CheckResult {
     let (ty, [first, second, _]) = tagged(ctx).await?;
-    let listed = filtered(ctx, &ty, "($['content']['label']=\"a\",$['content']['label']=\"b\")").await?;
-    ensure_eq!(listed, sorted(vec![id(&first)?, id(&second)?]), "records labelled a or b");
+    let listed = filtered(
+        ctx,
+        &ty,
+        "($['content']['label']=\"a\",$['content']['label']=\"b\")",
+    )
+    .await?;
+    ensure_eq!(
+        listed,
+        sorted(vec![id(&first)?, id(&second)?]),
+        "records labelled a or b"
+    );
     Ok(())
 }
 
@@ -487,8 +671,17 @@ async fn filter_nested_parentheses(ctx: &Ctx) -> CheckResult {
     // label b OR (alpha AND beta): the second by its label, the first by both tags.
     let condition = "($['content']['label']=\"b\",(\"alpha\",\"beta\"))";
     let listed = filtered(ctx, &ty, condition).await?;
-    ensure_eq!(listed, sorted(vec![id(&first)?, id(&second)?]), "records matching");
-    let narrower = filtered(ctx, &ty, "($['content']['label']=\"x\",(\"alpha\",\"gamma\"))").await?;
+    ensure_eq!(
+        listed,
+        sorted(vec![id(&first)?, id(&second)?]),
+        "records matching"
+    );
+    let narrower = filtered(
+        ctx,
+        &ty,
+        "($['content']['label']=\"x\",(\"alpha\",\"gamma\"))",
+    )
+    .await?;
     ensure!(narrower.is_empty(), "inner group read as OR: {narrower:?}");
     Ok(())
 }
@@ -562,19 +755,29 @@ async fn with_tombstone(ctx: &Ctx) -> Result<(Value, String, String), String> {
     let ty = ctx.note_type().await?;
     let live = id(&ctx.note(&ty, json!({"title": "live"})).await?)?;
     let gone = id(&ctx.note(&ty, json!({"title": "gone"})).await?)?;
-    expect::status(&ctx.send(Call::delete(ctx.record_url(&gone)?).signed(&ctx.full)).await?, 200)?;
+    expect::status(
+        &ctx.send(Call::delete(ctx.record_url(&gone)?).signed(&ctx.full))
+            .await?,
+        200,
+    )?;
     Ok((ty, live, gone))
 }
 
 async fn tombstones_left_out(ctx: &Ctx) -> CheckResult {
     let (ty, live, _) = with_tombstone(ctx).await?;
-    ensure_eq!(ids(&ctx.list(&[("filter", &type_filter(&ty)?)]).await?)?, vec![live], "records");
+    ensure_eq!(
+        ids(&ctx.list(&[("filter", &type_filter(&ty)?)]).await?)?,
+        vec![live],
+        "records"
+    );
     Ok(())
 }
 
 async fn include_deleted(ctx: &Ctx) -> CheckResult {
     let (ty, live, gone) = with_tombstone(ctx).await?;
-    let listed = ids(&ctx.list(&[("filter", &type_filter(&ty)?), ("include_deleted", "true")]).await?)?;
+    let listed = ids(&ctx
+        .list(&[("filter", &type_filter(&ty)?), ("include_deleted", "true")])
+        .await?)?;
     ensure_eq!(sorted(listed), sorted(vec![live, gone]), "records");
     Ok(())
 }
@@ -582,7 +785,13 @@ async fn include_deleted(ctx: &Ctx) -> CheckResult {
 async fn sources_self(ctx: &Ctx) -> CheckResult {
     let type_type = ctx.builtin_type("type").await?;
     let filter = type_filter(&type_type)?;
-    let page = ctx.list(&[("filter", &filter), ("sources", "self"), ("page_size", "200")]).await?;
+    let page = ctx
+        .list(&[
+            ("filter", &filter),
+            ("sources", "self"),
+            ("page_size", "200"),
+        ])
+        .await?;
     for record in expect::array_at(&page, "/records")? {
         ensure_eq!(record["source"], json!("self"), "source");
     }
@@ -590,9 +799,15 @@ async fn sources_self(ctx: &Ctx) -> CheckResult {
 }
 
 async fn sources_resolution(ctx: &Ctx) -> CheckResult {
-    let page = ctx.list(&[("sources", "resolution"), ("page_size", "200")]).await?;
+    let page = ctx
+        .list(&[("sources", "resolution"), ("page_size", "200")])
+        .await?;
     let records = expect::array_at(&page, "/records")?;
-    ensure!(records.len() >= 5, "only {} records with source resolution", records.len());
+    ensure!(
+        records.len() >= 5,
+        "only {} records with source resolution",
+        records.len()
+    );
     for record in records {
         ensure_eq!(record["source"], json!("resolution"), "source");
     }
@@ -601,7 +816,10 @@ async fn sources_resolution(ctx: &Ctx) -> CheckResult {
 
 async fn sources_unknown(ctx: &Ctx) -> CheckResult {
     let listed = ids(&ctx.list(&[("sources", "no-such-source")]).await?)?;
-    ensure!(listed.is_empty(), "records for an unknown source: {listed:?}");
+    ensure!(
+        listed.is_empty(),
+        "records for an unknown source: {listed:?}"
+    );
     Ok(())
 }
 
@@ -610,7 +828,9 @@ async fn labelled(ctx: &Ctx) -> Result<(Value, Vec<String>), String> {
     let ty = ctx.note_type().await?;
     let mut created = Vec::new();
     for label in ["a", "a", "b"] {
-        created.push(id(&ctx.note(&ty, json!({"title": "l", "label": label})).await?)?);
+        created.push(id(&ctx
+            .note(&ty, json!({"title": "l", "label": label}))
+            .await?)?);
     }
     ctx.note(&ty, json!({"title": "unlabelled"})).await?;
     Ok((ty, created))
@@ -619,16 +839,33 @@ async fn labelled(ctx: &Ctx) -> Result<(Value, Vec<String>), String> {
 async fn distinct_first(ctx: &Ctx) -> CheckResult {
     let (ty, created) = labelled(ctx).await?;
     let filter = format!("{},{LABEL}=\"a\"", type_filter(&ty)?);
-    let listed = ids(&ctx.list(&[("filter", &filter), ("distinct", LABEL)]).await?)?;
-    ensure_eq!(listed, vec![created[1].clone()], "the newest record labelled a");
+    let listed = ids(&ctx
+        .list(&[("filter", &filter), ("distinct", LABEL)])
+        .await?)?;
+    ensure_eq!(
+        listed,
+        vec![created[1].clone()],
+        "the newest record labelled a"
+    );
     Ok(())
 }
 
 async fn distinct_before_paging(ctx: &Ctx) -> CheckResult {
     let (ty, created) = labelled(ctx).await?;
-    let filter = format!("{},($['content']['label']=\"a\",$['content']['label']=\"b\")", type_filter(&ty)?);
-    let all = follow_pages(ctx, &[("filter", &filter), ("distinct", LABEL), ("page_size", "1")]).await?;
-    ensure_eq!(all, vec![created[2].clone(), created[1].clone()], "records over the pages");
+    let filter = format!(
+        "{},($['content']['label']=\"a\",$['content']['label']=\"b\")",
+        type_filter(&ty)?
+    );
+    let all = follow_pages(
+        ctx,
+        &[("filter", &filter), ("distinct", LABEL), ("page_size", "1")],
+    )
+    .await?;
+    ensure_eq!(
+        all,
+        vec![created[2].clone(), created[1].clone()],
+        "records over the pages"
+    );
     Ok(())
 }
 
@@ -636,23 +873,35 @@ async fn tag_sorted(ctx: &Ctx, order: &str) -> Result<(Vec<String>, Vec<String>)
     let ty = ctx.note_type().await?;
     let mut created = Vec::new();
     for label in ["m", "z", "a"] {
-        created.push(id(&ctx.note(&ty, json!({"title": "t", "label": label})).await?)?);
+        created.push(id(&ctx
+            .note(&ty, json!({"title": "t", "label": label}))
+            .await?)?);
     }
     ctx.note(&ty, json!({"title": "unlabelled"})).await?;
     let sort = format!("{LABEL}+{order}");
-    let listed = ids(&ctx.list(&[("filter", &type_filter(&ty)?), ("sort", &sort)]).await?)?;
+    let listed = ids(&ctx
+        .list(&[("filter", &type_filter(&ty)?), ("sort", &sort)])
+        .await?)?;
     Ok((created, listed))
 }
 
 async fn tag_sort_asc(ctx: &Ctx) -> CheckResult {
     let (created, listed) = tag_sorted(ctx, "asc").await?;
-    ensure_eq!(listed, vec![created[2].clone(), created[0].clone(), created[1].clone()], "order");
+    ensure_eq!(
+        listed,
+        vec![created[2].clone(), created[0].clone(), created[1].clone()],
+        "order"
+    );
     Ok(())
 }
 
 async fn tag_sort_desc(ctx: &Ctx) -> CheckResult {
     let (created, listed) = tag_sorted(ctx, "desc").await?;
-    ensure_eq!(listed, vec![created[1].clone(), created[0].clone(), created[2].clone()], "order");
+    ensure_eq!(
+        listed,
+        vec![created[1].clone(), created[0].clone(), created[2].clone()],
+        "order"
+    );
     Ok(())
 }
 

@@ -9,10 +9,22 @@ use crate::expect::{self, RECORD_NOT_FOUND, ensure, ensure_eq, str_at};
 
 pub fn checks() -> Vec<Check> {
     vec![
-        check!("permissions/private-record-anonymous-get-404", private_get_404),
-        check!("permissions/private-record-absent-from-anonymous-list", private_not_listed),
-        check!("permissions/private-versions-anonymous-404", private_versions_404),
-        check!("permissions/public-record-anonymous-get-200", public_get_200),
+        check!(
+            "permissions/private-record-anonymous-get-404",
+            private_get_404
+        ),
+        check!(
+            "permissions/private-record-absent-from-anonymous-list",
+            private_not_listed
+        ),
+        check!(
+            "permissions/private-versions-anonymous-404",
+            private_versions_404
+        ),
+        check!(
+            "permissions/public-record-anonymous-get-200",
+            public_get_200
+        ),
         check!("permissions/public-record-in-anonymous-list", public_listed),
         check!("permissions/app-record-private", app_record_private),
         check!("permissions/own-app-record-readable", own_app_record),
@@ -26,23 +38,30 @@ async fn anonymous_list(ctx: &Ctx, id: &str) -> Result<Vec<String>, String> {
 }
 
 async fn private_note(ctx: &Ctx) -> Result<Value, String> {
-    ctx.note(&ctx.note_type().await?, json!({"title": "private"})).await
+    ctx.note(&ctx.note_type().await?, json!({"title": "private"}))
+        .await
 }
 
 async fn public_note(ctx: &Ctx) -> Result<Value, String> {
-    ctx.public_note(&ctx.note_type().await?, json!({"title": "public"})).await
+    ctx.public_note(&ctx.note_type().await?, json!({"title": "public"}))
+        .await
 }
 
 async fn private_get_404(ctx: &Ctx) -> CheckResult {
     let record = private_note(ctx).await?;
-    let response = ctx.send(Call::get(ctx.record_url(str_at(&record, "/id")?)?)).await?;
+    let response = ctx
+        .send(Call::get(ctx.record_url(str_at(&record, "/id")?)?))
+        .await?;
     expect::problem_response(&response, RECORD_NOT_FOUND).map(drop)
 }
 
 async fn private_not_listed(ctx: &Ctx) -> CheckResult {
     let record = private_note(ctx).await?;
     let listed = anonymous_list(ctx, str_at(&record, "/id")?).await?;
-    ensure!(listed.is_empty(), "the private record is listed anonymously");
+    ensure!(
+        listed.is_empty(),
+        "the private record is listed anonymously"
+    );
     Ok(())
 }
 
@@ -54,7 +73,9 @@ async fn private_versions_404(ctx: &Ctx) -> CheckResult {
 
 async fn public_get_200(ctx: &Ctx) -> CheckResult {
     let record = public_note(ctx).await?;
-    let response = ctx.send(Call::get(ctx.record_url(str_at(&record, "/id")?)?)).await?;
+    let response = ctx
+        .send(Call::get(ctx.record_url(str_at(&record, "/id")?)?))
+        .await?;
     ensure_eq!(expect::json(&response, 200)?["record"], record, "record");
     Ok(())
 }
@@ -62,12 +83,18 @@ async fn public_get_200(ctx: &Ctx) -> CheckResult {
 async fn public_listed(ctx: &Ctx) -> CheckResult {
     let record = public_note(ctx).await?;
     let id = str_at(&record, "/id")?;
-    ensure_eq!(anonymous_list(ctx, id).await?, vec![id.to_string()], "records");
+    ensure_eq!(
+        anonymous_list(ctx, id).await?,
+        vec![id.to_string()],
+        "records"
+    );
     Ok(())
 }
 
 async fn app_record_private(ctx: &Ctx) -> CheckResult {
-    let response = ctx.send(Call::get(ctx.record_url(&ctx.full.app_id)?)).await?;
+    let response = ctx
+        .send(Call::get(ctx.record_url(&ctx.full.app_id)?))
+        .await?;
     expect::problem_response(&response, RECORD_NOT_FOUND).map(drop)
 }
 

@@ -21,11 +21,15 @@ pub fn checks() -> Vec<Check> {
 
 /// A record with three versions; returns its id and their hashes, oldest first.
 async fn three_versions(ctx: &Ctx) -> Result<(String, Vec<String>), String> {
-    let record = ctx.note(&ctx.note_type().await?, json!({"title": "v1"})).await?;
+    let record = ctx
+        .note(&ctx.note_type().await?, json!({"title": "v1"}))
+        .await?;
     let id = str_at(&record, "/id")?.to_string();
     let mut hashes = vec![str_at(&record, "/version/hash")?.to_string()];
     for title in ["v2", "v3"] {
-        let call = Call::put(ctx.record_url(&id)?).json(&json!({"content": {"title": title}})).signed(&ctx.full);
+        let call = Call::put(ctx.record_url(&id)?)
+            .json(&json!({"content": {"title": title}}))
+            .signed(&ctx.full);
         let updated = expect::json(&ctx.send(call).await?, 200)?;
         hashes.push(str_at(&updated, "/record/version/hash")?.to_string());
     }
@@ -46,16 +50,27 @@ fn hashes(page: &Value) -> Result<Vec<String>, String> {
 
 async fn list_oldest_first(ctx: &Ctx) -> CheckResult {
     let (id, expected) = three_versions(ctx).await?;
-    ensure_eq!(hashes(&versions_page(ctx, &id, &[]).await?)?, expected, "versions");
+    ensure_eq!(
+        hashes(&versions_page(ctx, &id, &[]).await?)?,
+        expected,
+        "versions"
+    );
     Ok(())
 }
 
 async fn list_shape(ctx: &Ctx) -> CheckResult {
     let (id, _) = three_versions(ctx).await?;
     let page = versions_page(ctx, &id, &[("page_size", "5")]).await?;
-    ensure!(page["linked_records"].is_array(), "no linked_records array: {}", expect::brief(&page));
+    ensure!(
+        page["linked_records"].is_array(),
+        "no linked_records array: {}",
+        expect::brief(&page)
+    );
     ensure_eq!(page["page_size"], json!(5), "page_size");
-    ensure!(page.get("next_page").is_none(), "next_page on the only page");
+    ensure!(
+        page.get("next_page").is_none(),
+        "next_page on the only page"
+    );
     Ok(())
 }
 
@@ -66,7 +81,8 @@ async fn list_pages(ctx: &Ctx) -> CheckResult {
     let mut all = hashes(&page)?;
     while let Some(next) = page["next_page"].as_str() {
         ensure!(all.len() < 10, "next_page never ends");
-        let url = url::Url::parse(&format!("{base}{next}")).map_err(|error| format!("versions URL + next_page: {error}"))?;
+        let url = url::Url::parse(&format!("{base}{next}"))
+            .map_err(|error| format!("versions URL + next_page: {error}"))?;
         page = expect::json(&ctx.send(Call::get(url).signed(&ctx.full)).await?, 200)?;
         all.extend(hashes(&page)?);
     }
@@ -76,11 +92,19 @@ async fn list_pages(ctx: &Ctx) -> CheckResult {
 
 async fn list_includes_tombstone(ctx: &Ctx) -> CheckResult {
     let (id, _) = three_versions(ctx).await?;
-    let deleted = expect::json(&ctx.send(Call::delete(ctx.record_url(&id)?).signed(&ctx.full)).await?, 200)?;
+    let deleted = expect::json(
+        &ctx.send(Call::delete(ctx.record_url(&id)?).signed(&ctx.full))
+            .await?,
+        200,
+    )?;
     let page = versions_page(ctx, &id, &[]).await?;
     let records = expect::array_at(&page, "/records")?;
     ensure_eq!(records.len(), 4, "versions");
-    ensure_eq!(records.last().map(|last| &last["version"]["hash"]), Some(&deleted["record"]["version"]["hash"]), "last version");
+    ensure_eq!(
+        records.last().map(|last| &last["version"]["hash"]),
+        Some(&deleted["record"]["version"]["hash"]),
+        "last version"
+    );
     Ok(())
 }
 
@@ -89,7 +113,11 @@ async fn get_one(ctx: &Ctx) -> CheckResult {
     let url = ctx.record_url_with(&id, &["versions", &hashes[0]])?;
     let got = expect::json(&ctx.send(Call::get(url).signed(&ctx.full)).await?, 200)?;
     let record = at(&got, "/record")?;
-    ensure_eq!(str_at(record, "/version/hash")?, hashes[0].as_str(), "version.hash");
+    ensure_eq!(
+        str_at(record, "/version/hash")?,
+        hashes[0].as_str(),
+        "version.hash"
+    );
     ensure_eq!(record["content"], json!({"title": "v1"}), "content");
     ensure!(got["linked_records"].is_array(), "no linked_records array");
     Ok(())
@@ -98,10 +126,18 @@ async fn get_one(ctx: &Ctx) -> CheckResult {
 async fn unknown_hash(ctx: &Ctx) -> CheckResult {
     let (id, _) = three_versions(ctx).await?;
     let url = ctx.record_url_with(&id, &["versions", &"c".repeat(64)])?;
-    expect::problem_response(&ctx.send(Call::get(url).signed(&ctx.full)).await?, RECORD_NOT_FOUND).map(drop)
+    expect::problem_response(
+        &ctx.send(Call::get(url).signed(&ctx.full)).await?,
+        RECORD_NOT_FOUND,
+    )
+    .map(drop)
 }
 
 async fn unknown_record(ctx: &Ctx) -> CheckResult {
     let url = ctx.record_url_with(&record_id(), &["versions"])?;
-    expect::problem_response(&ctx.send(Call::get(url).signed(&ctx.full)).await?, RECORD_NOT_FOUND).map(drop)
+    expect::problem_response(
+        &ctx.send(Call::get(url).signed(&ctx.full)).await?,
+        RECORD_NOT_FOUND,
+    )
+    .map(drop)
 }
