@@ -637,19 +637,28 @@ async fn download(
 
 async fn upload(cx: &Context<'_>, user: &User, body: Body) -> Outcome {
     let app = cx.app;
-    let caller = writer_caller(cx, user, None).await?;
-    drop(caller);
-    check_upload_content_type(
-        cx.headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok()),
-    )?;
-    let declared = cx
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    let declared = check_upload_length(declared, &app.limits)?;
+    let checked = async {
+        writer_caller(cx, user, None).await?;
+        check_upload_content_type(
+            cx.headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+        )?;
+        let declared = cx
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        Ok::<_, Failure>(check_upload_length(declared, &app.limits)?)
+    }
+    .await;
+    let declared = match checked {
+        Ok(declared) => declared,
+        Err(failure) => {
+            drain(body).await;
+            return Err(failure);
+        }
+    };
     let (tmp, uploaded) = app
         .blobs
         .receive(body, declared)
