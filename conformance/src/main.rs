@@ -23,6 +23,11 @@ struct Cli {
     /// Print the check names and exit.
     #[arg(long)]
     list: bool,
+    /// Only create the scoped app's two Type records with the full app, then
+    /// exit: a server whose grants must name existing types needs them before
+    /// the scoped app is authorized (`scoped_app` may hold placeholders).
+    #[arg(long)]
+    prepare_scoped_types: bool,
 }
 
 #[tokio::main]
@@ -45,6 +50,17 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cli.prepare_scoped_types {
+        let mut target = target;
+        target.scoped_app.app = target.full_app.clone();
+        return match folio_conformance::prepare_scoped_types(&target).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("{error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let options = RunOptions {
         name_filter: cli.only,
         excludes: cli

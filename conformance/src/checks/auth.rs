@@ -495,7 +495,8 @@ async fn signed_range(ctx: &Ctx) -> CheckResult {
 }
 
 async fn signed_last_event_id(ctx: &Ctx) -> CheckResult {
-    let call = Call::get(ctx.events_url()?)
+    let filter = super::events::nothing_filter();
+    let call = Call::get(with_query(ctx.events_url()?, &[("filter", &filter)]))
         .header("last-event-id", "0")
         .signed_headers(&ctx.full, &["last-event-id"]);
     let response = ctx.http.open(&call).await?;

@@ -122,10 +122,19 @@ fn event_ids(events: &[RecordEvent]) -> Vec<&str> {
     events.iter().map(RecordEvent::record_id).collect()
 }
 
+/// A filter that matches nothing, so no catch-up is pending.
+pub fn nothing_filter() -> String {
+    format!("$['id']=\"{}\"", record_id())
+}
+
 async fn content_type(ctx: &Ctx) -> CheckResult {
-    open(ctx, &events_call(ctx, Some(&ctx.full), &[])?)
-        .await
-        .map(drop)
+    let filter = nothing_filter();
+    open(
+        ctx,
+        &events_call(ctx, Some(&ctx.full), &[("filter", &filter)])?,
+    )
+    .await
+    .map(drop)
 }
 
 async fn catch_up(ctx: &Ctx) -> CheckResult {

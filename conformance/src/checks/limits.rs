@@ -65,8 +65,12 @@ async fn body_too_large(ctx: &Ctx) -> CheckResult {
 }
 
 async fn deep_json(ctx: &Ctx) -> CheckResult {
+    // A valid create whose content nests objects 100,000 deep: only the
+    // depth is wrong.
     let depth = 100_000;
-    let body = format!("{}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes();
+    let ty = ctx.note_type().await?;
+    let deep = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+    let body = format!("{{\"type\":{ty},\"content\":{deep}}}").into_bytes();
     let call = Call::post(ctx.records_url()?)
         .body(body, Some("application/json"))
         .signed(&ctx.full);

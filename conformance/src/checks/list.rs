@@ -783,18 +783,22 @@ async fn include_deleted(ctx: &Ctx) -> CheckResult {
 }
 
 async fn sources_self(ctx: &Ctx) -> CheckResult {
-    let type_type = ctx.builtin_type("type").await?;
-    let filter = type_filter(&type_type)?;
-    let page = ctx
-        .list(&[
-            ("filter", &filter),
-            ("sources", "self"),
-            ("page_size", "200"),
-        ])
-        .await?;
-    for record in expect::array_at(&page, "/records")? {
-        ensure_eq!(record["source"], json!("self"), "source");
-    }
+    let fresh = ctx.note_type().await?;
+    let builtin = ctx.builtin_type("type").await?;
+    let filter = format!(
+        "{},($['id']=\"{}\",$['id']=\"{}\")",
+        type_filter(&builtin)?,
+        str_at(&fresh, "/record_id")?,
+        str_at(&builtin, "/record_id")?
+    );
+    let listed = ids(&ctx
+        .list(&[("filter", &filter), ("sources", "self")])
+        .await?)?;
+    ensure_eq!(
+        listed,
+        vec![str_at(&fresh, "/record_id")?.to_string()],
+        "Type records with source self"
+    );
     Ok(())
 }
 
