@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::list::nested;
+use super::filters::nested;
 use super::{Check, CheckResult, check};
 use crate::client::{Call, Response, host_and_port, nonce, now_ms, path_and_query, sign_call};
 use crate::context::{Ctx, with_query};

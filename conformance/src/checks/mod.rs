@@ -9,11 +9,13 @@ use std::pin::Pin;
 use crate::context::Ctx;
 
 mod auth;
+mod bearer;
 mod blobs;
 mod cors;
 mod discovery;
 mod errors;
 mod events;
+mod filters;
 mod limits;
 mod links;
 mod list;
@@ -23,6 +25,7 @@ mod records;
 mod scopes;
 mod transport;
 mod types;
+mod updates;
 mod versions;
 
 /// What a check returns: `Err` holds the reason it failed.
@@ -70,10 +73,13 @@ pub fn all() -> Vec<Check> {
         discovery::checks(),
         errors::checks(),
         auth::checks(),
+        bearer::checks(),
         records::checks(),
+        updates::checks(),
         types::checks(),
         links::checks(),
         list::checks(),
+        filters::checks(),
         versions::checks(),
         permissions::checks(),
         scopes::checks(),
