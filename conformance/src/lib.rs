@@ -12,10 +12,14 @@
 //!   records a check needs under fresh ids.
 //! - [`expect`]: comparing responses with the protocol (statuses, problem
 //!   types, dates, hashes).
-//! - `checks`: the checks by area, and their order.
+//! - [`dates`]: RecordDates to and from the clock.
+//! - `checks`: the checks by area, one module each, and their order.
 //!
-//! Checks run one after the other; each is caught if it panics and bounded
-//! in time, so one broken answer fails one check and never the run.
+//! Checks run one after the other (a few send concurrent requests on
+//! purpose); each is caught if it panics and bounded in time, so one broken
+//! answer fails one check and never the run. Rate limits run last, since
+//! they empty the server's buckets; every other request that meets a `429`
+//! is retried after its `Retry-After`.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
