@@ -202,10 +202,15 @@ pub fn route(path: &str) -> Result<Endpoint, Problem> {
             record_id: parse(id, path)?,
         })
     };
+    // A name no blob link can carry (`/`, control characters) names no
+    // blob: `blob/404-not-found`, as for any name the record does not link.
     let blob = |hash: &str, name: &str| -> Result<BlobPath, Problem> {
         Ok(BlobPath {
             hash: parse(hash, path)?,
-            file_name: name.parse().map_err(|_| not_found())?,
+            file_name: name.parse().map_err(|_| {
+                Problem::new(ProblemType::BlobNotFound)
+                    .with_detail("no blob link carries this file name")
+            })?,
         })
     };
     Ok(match segments.as_slice() {

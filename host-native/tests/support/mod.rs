@@ -51,7 +51,10 @@ pub fn folio(data: &Path, args: &[&str]) -> String {
 pub fn key_pair() -> (String, String) {
     let seed: [u8; 32] = rand::random();
     let key = ed25519_dalek::SigningKey::from_bytes(&seed);
-    (STANDARD.encode(seed), STANDARD.encode(key.verifying_key().as_bytes()))
+    (
+        STANDARD.encode(seed),
+        STANDARD.encode(key.verifying_key().as_bytes()),
+    )
 }
 
 /// An app made by `folio app add`: its ids and private key.
@@ -63,7 +66,15 @@ pub struct App {
 
 pub fn add_app(data: &Path, user: &str, access: &[&str]) -> App {
     let (private_key, public_key) = key_pair();
-    let mut args = vec!["app", "add", "--user", user, "--public-key", &public_key, "--json"];
+    let mut args = vec![
+        "app",
+        "add",
+        "--user",
+        user,
+        "--public-key",
+        &public_key,
+        "--json",
+    ];
     args.extend_from_slice(access);
     let out: Value = serde_json::from_str(&folio(data, &args)).expect("one JSON object");
     App {
@@ -121,7 +132,10 @@ impl Server {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("folio serve exited early: {status}");
             }
-            assert!(Instant::now() < deadline, "folio serve did not start in 60 s");
+            assert!(
+                Instant::now() < deadline,
+                "folio serve did not start in 60 s"
+            );
         }
         Server {
             child,
