@@ -8,14 +8,12 @@
 //! names one, run it and hand its rows to [`Answer::finish`].
 
 use crate::access::Access;
-use crate::model::RecordId;
-use crate::model::{Entity, Record};
+use crate::model::{Entity, Record, RecordId};
 use crate::problem::{Problem, ProblemType};
 use crate::query::{
-    Bound, IncludeLinks, ListQuery, ListResponse, PAGE_SIZES, QueryError, RecordResponse,
-    SortProperty, SortValue, linked_records, next_page_query, next_page_start,
+    Bound, IncludeLinks, IndexEntry, ListQuery, ListResponse, RecordResponse, SortValue,
+    VersionsQuery, linked_records, next_page_query, next_page_start,
 };
-use crate::query::{DEFAULT_PAGE_SIZE, IndexEntry};
 use crate::store::{Statement, StoredDataError, linked_sql, read_version, versions_sql};
 
 /// A `(record, links)` row as every version query yields it.
@@ -113,64 +111,7 @@ pub fn list_page(
     })
 }
 
-/// A record versions request (`GET …/{record_id}/versions`, PROTOCOL.md §7):
-/// every version, oldest first, paged by `page_size` and `page_start` (the
-/// quoted `version.received_at` the previous page ended with).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VersionsQuery {
-    pub page_size: u32,
-    pub after: Option<crate::model::RecordDate>,
-    pub include_links: IncludeLinks,
-}
-
 impl VersionsQuery {
-    pub fn from_params(params: &[(String, String)]) -> Result<Self, QueryError> {
-        let single = |name: &'static str| -> Result<Option<&str>, QueryError> {
-            let mut values = params.iter().filter(|(n, _)| n == name);
-            let first = values.next().map(|(_, v)| v.as_str());
-            match values.next() {
-                Some(_) => Err(QueryError::InvalidParameter {
-                    name,
-                    reason: "is given more than once",
-                }),
-                None => Ok(first),
-            }
-        };
-        let page_size = match single("page_size")? {
-            None => DEFAULT_PAGE_SIZE,
-            Some(text) => text
-                .parse()
-                .ok()
-                .filter(|size| {
-                    text.bytes().all(|b| b.is_ascii_digit()) && PAGE_SIZES.contains(size)
-                })
-                .ok_or(QueryError::InvalidParameter {
-                    name: "page_size",
-                    reason: "is not a number from 1 to 200",
-                })?,
-        };
-        let after = match single("page_start")? {
-            None => None,
-            Some(text) => match crate::query::parse_bound(text, &SortProperty::VersionReceivedAt) {
-                Some(Bound {
-                    value: SortValue::Date(date),
-                    ..
-                }) => Some(date),
-                _ => {
-                    return Err(QueryError::InvalidParameter {
-                        name: "page_start",
-                        reason: "is not a quoted date",
-                    });
-                }
-            },
-        };
-        Ok(VersionsQuery {
-            page_size,
-            after,
-            include_links: IncludeLinks::from_request(params, None),
-        })
-    }
-
     /// The statement of this page of `record`'s versions.
     pub fn statement(&self, user_id: i64, author: &Entity, record_id: &RecordId) -> Statement {
         versions_sql(user_id, author, record_id, self.after, self.page_size)

@@ -24,8 +24,8 @@ use folio_core::limits::{
 };
 use folio_core::model::BlobHash;
 use folio_core::problem::{Problem, ProblemType};
-use folio_core::query::{IncludeLinks, ListQuery, decode_query_string};
-use folio_core::respond::{self, Answer, VersionsQuery};
+use folio_core::query::{IncludeLinks, ListQuery, VersionsQuery, decode_query_string};
+use folio_core::respond::{self, Answer};
 use folio_core::route::{BlobPath, Endpoint, Method, RecordPath, route};
 use folio_core::store::{
     WriteOrigin, entity_record_sql, latest_version_sql, list_sql, read_version, upload_blob_sql,

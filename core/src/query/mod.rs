@@ -26,10 +26,9 @@ pub use index::{
 pub use page::{
     LinkPlan, ListResponse, RecordResponse, linked_records, next_page_query, next_page_start,
 };
-pub(crate) use params::parse_bound;
 pub use params::{
     Bound, DEFAULT_PAGE_SIZE, Direction, EVENTS_LOOKBACK_MS, EventsQuery, IncludeLinks, ListQuery,
-    PAGE_SIZES, QueryError, Sort, SortProperty, SortValue,
+    PAGE_SIZES, QueryError, Sort, SortProperty, SortValue, VersionsQuery,
 };
 pub use query_string::{QueryStringError, decode_query_string};
 

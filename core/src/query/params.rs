@@ -167,6 +167,20 @@ impl<'p> Params<'p> {
             .collect()
     }
 
+    /// `page_size`: 1 to 200, default 20.
+    fn page_size(&self) -> Result<u32, QueryError> {
+        match self.single("page_size")? {
+            None => Ok(DEFAULT_PAGE_SIZE),
+            Some(text) => text
+                .parse()
+                .ok()
+                .filter(|size| {
+                    text.bytes().all(|b| b.is_ascii_digit()) && PAGE_SIZES.contains(size)
+                })
+                .ok_or_else(|| invalid("page_size", "is not a number from 1 to 200")),
+        }
+    }
+
     fn include_deleted(&self) -> Result<bool, QueryError> {
         match self.single("include_deleted")? {
             None | Some("false") => Ok(false),
@@ -201,16 +215,7 @@ impl ListQuery {
                 .transpose()
         };
         let (min, max, page_start) = (bound("min")?, bound("max")?, bound("page_start")?);
-        let page_size = match params.single("page_size")? {
-            None => DEFAULT_PAGE_SIZE,
-            Some(text) => text
-                .parse()
-                .ok()
-                .filter(|size| {
-                    text.bytes().all(|b| b.is_ascii_digit()) && PAGE_SIZES.contains(size)
-                })
-                .ok_or_else(|| invalid("page_size", "is not a number from 1 to 200"))?,
-        };
+        let page_size = params.page_size()?;
         let distinct = params
             .single("distinct")?
             .map(|text| {
@@ -243,6 +248,40 @@ impl ListQuery {
             include_links,
             include_deleted: params.include_deleted()?,
             sources,
+        })
+    }
+}
+
+/// A record versions request (`GET …/{record_id}/versions`, PROTOCOL.md §7):
+/// every version, oldest first, paged by `page_size` and `page_start` (the
+/// quoted `version.received_at` the previous page ended with).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionsQuery {
+    pub page_size: u32,
+    /// The previous page's last `version.received_at`.
+    pub after: Option<RecordDate>,
+    pub include_links: IncludeLinks,
+}
+
+impl VersionsQuery {
+    /// Reads a versions request's parameters; unknown ones are ignored.
+    pub fn from_params(params: &[(String, String)]) -> Result<Self, QueryError> {
+        let include_links = IncludeLinks::from_request(params, None);
+        let params = Params { params };
+        let after = match params.single("page_start")? {
+            None => None,
+            Some(text) => match parse_bound(text, &SortProperty::VersionReceivedAt) {
+                Some(Bound {
+                    value: SortValue::Date(date),
+                    ..
+                }) => Some(date),
+                _ => return Err(invalid("page_start", "is not a quoted date")),
+            },
+        };
+        Ok(VersionsQuery {
+            page_size: params.page_size()?,
+            after,
+            include_links,
         })
     }
 }
@@ -299,7 +338,7 @@ fn parse_sort(text: &str) -> Option<Sort> {
 
 /// A JSON-quoted value (a date for date sorts), optionally followed by
 /// `+<record_id>` or ` <record_id>`.
-pub(crate) fn parse_bound(text: &str, property: &SortProperty) -> Option<Bound> {
+fn parse_bound(text: &str, property: &SortProperty) -> Option<Bound> {
     let close = json_string_end(text)?;
     let value: String = serde_json::from_str(&text[..=close]).ok()?;
     let record_id = match &text[close + 1..] {
