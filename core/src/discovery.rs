@@ -178,3 +178,36 @@ mod tests {
         );
     }
 }
+
+/// The user an entity host serves (PROTOCOL.md §12): the one whose entity
+/// the host names; else the only user, when exactly one exists; else none
+/// (`request/404-not-found`).
+pub fn user_for_host<'u, U>(
+    host: &str,
+    users: &'u [U],
+    entity: impl Fn(&U) -> &Entity,
+) -> Option<&'u U> {
+    users
+        .iter()
+        .find(|user| entity(user).as_str() == host)
+        .or(match users {
+            [only] => Some(only),
+            _ => None,
+        })
+}
+
+#[cfg(test)]
+mod user_for_host_tests {
+    use super::*;
+
+    #[test]
+    fn the_host_names_the_user_else_the_only_one() {
+        let alice: Entity = "alice.example".parse().expect("an entity");
+        let bob: Entity = "bob.example".parse().expect("an entity");
+        let both = [alice.clone(), bob.clone()];
+        assert_eq!(user_for_host("bob.example", &both, |e| e), Some(&bob));
+        assert_eq!(user_for_host("127.0.0.1", &both, |e| e), None);
+        assert_eq!(user_for_host("127.0.0.1", &both[..1], |e| e), Some(&alice));
+        assert_eq!(user_for_host("x", &[] as &[Entity], |e| e), None);
+    }
+}

@@ -10,12 +10,13 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::Response;
 use folio_core::access::Access;
+use folio_core::auth::{SignedRequest, check_body_digest};
 use folio_core::blob::{
     ACCEPT_RANGES, RangeAnswer, UploadResponse, blob_audience, check_upload_content_type,
     check_upload_length, content_disposition, content_range, find_indexed_blob_link, parse_range,
     unsatisfied_content_range,
 };
-use folio_core::discovery::{discovery_link, entity_record_url, server_info_json};
+use folio_core::discovery::{discovery_link, entity_record_url, server_info_json, user_for_host};
 use folio_core::docs::{ERROR_TYPE_PAGE_CONTENT_TYPE, error_type_page};
 use folio_core::events::parse_client_id;
 use folio_core::http::{NO_CACHE, blob_cache_control, check_json_content_type};
@@ -246,22 +247,18 @@ async fn dispatch(app: &App, peer: SocketAddr, request: Request) -> Outcome {
 
 /// `host` without port, and the explicit port else 443 (PROTOCOL.md §10).
 fn host_and_port(uri: &http::Uri, headers: &HeaderMap) -> (String, u16) {
-    if let Some(authority) = uri.authority() {
-        return (
-            authority.host().to_ascii_lowercase(),
-            authority.port_u16().unwrap_or(443),
-        );
-    }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.parse::<http::uri::Authority>().ok());
-    match host {
+    let host_header = || {
+        headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.parse::<http::uri::Authority>().ok())
+    };
+    match uri.authority().cloned().or_else(host_header) {
         Some(authority) => (
             authority.host().to_ascii_lowercase(),
-            authority.port_u16().unwrap_or(443),
+            SignedRequest::port_of(authority.port_u16()),
         ),
-        None => (String::new(), 443),
+        None => (String::new(), SignedRequest::port_of(None)),
     }
 }
 
@@ -326,7 +323,8 @@ async fn writer_caller(
 ) -> Result<Caller, Failure> {
     let digest = body.map(|b| Sha256::digest(b).into());
     let caller = authenticate(cx.app, user, &cx.presented(digest)).await?;
-    let Some(app_id) = caller.app.filter(|_| caller.bearer_expiry.is_none()) else {
+    // A bearer token authenticates GETs only, so a writer always signed.
+    let Some(app_id) = caller.app else {
         return Err(Problem::new(ProblemType::MissingAuthorization).into());
     };
     limited(cx.app.rates.write(&app_id))?;
@@ -507,15 +505,9 @@ async fn discovery(cx: &Context<'_>) -> Outcome {
     let users = list_users(&app.readers)
         .await
         .map_err(|e| app.internal(&e))?;
-    let user = match users.iter().find(|u| u.entity.as_str() == cx.host) {
-        Some(user) => user,
-        None if users.len() == 1 => &users[0],
-        None => {
-            return Err(Problem::new(ProblemType::NotFound)
-                .with_detail("no user's entity is served at this host")
-                .into());
-        }
-    };
+    let user = user_for_host(&cx.host, &users, |u| &u.entity).ok_or_else(|| {
+        Problem::new(ProblemType::NotFound).with_detail("no user's entity is served at this host")
+    })?;
     let row = db::fetch_versions(&app.readers, &entity_record_sql(user.id, &user.entity), 0)
         .await
         .map_err(|e| app.internal(&e))?
@@ -638,7 +630,7 @@ async fn download(
 async fn upload(cx: &Context<'_>, user: &User, body: Body) -> Outcome {
     let app = cx.app;
     let checked = async {
-        writer_caller(cx, user, None).await?;
+        let caller = writer_caller(cx, user, None).await?;
         check_upload_content_type(
             cx.headers
                 .get(header::CONTENT_TYPE)
@@ -649,11 +641,11 @@ async fn upload(cx: &Context<'_>, user: &User, body: Body) -> Outcome {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        Ok::<_, Failure>(check_upload_length(declared, &app.limits)?)
+        Ok::<_, Failure>((caller, check_upload_length(declared, &app.limits)?))
     }
     .await;
-    let declared = match checked {
-        Ok(declared) => declared,
+    let (caller, declared) = match checked {
+        Ok(checked) => checked,
         Err(failure) => {
             drain(body).await;
             return Err(failure);
@@ -669,20 +661,14 @@ async fn upload(cx: &Context<'_>, user: &User, body: Body) -> Outcome {
                 Failure::from(Problem::new(ProblemType::InvalidBody).with_detail(other.to_string()))
             }
         })?;
-    let signed_hash = cx
-        .headers
-        .get(app.dialect.names().content_sha256.lowercase)
-        .and_then(|v| v.to_str().ok());
-    if signed_hash.is_some_and(|claimed| !claimed.eq_ignore_ascii_case(&uploaded.hash)) {
-        let _ = tokio::fs::remove_file(&tmp).await;
-        return Err(Problem::new(ProblemType::InvalidSignature)
-            .with_detail("the content hash header is not the SHA-256 of the body")
-            .into());
-    }
     let hash: BlobHash = uploaded
         .hash
         .parse()
         .map_err(|_| app.internal(&"a SHA-256 is a hash"))?;
+    if let Err(error) = check_body_digest(caller.signed_content_sha256, hash.as_bytes()) {
+        let _ = tokio::fs::remove_file(&tmp).await;
+        return Err(Problem::from(&error).into());
+    }
     let now = app.clock.now();
     let response = UploadResponse::new(hash, uploaded.size, now);
     {

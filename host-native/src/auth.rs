@@ -5,7 +5,8 @@
 use folio_core::access::Access;
 use folio_core::apps::app_access;
 use folio_core::auth::{
-    AppKey, AuthError, BearerToken, HeaderLookup, ReplayError, SignedRequest, check_timestamp,
+    AppKey, AuthError, BearerToken, HeaderLookup, ReplayError, SignedRequest, check_body_digest,
+    check_timestamp,
 };
 use folio_core::model::{Record, RecordDate, RecordId};
 use folio_core::problem::{Problem, ProblemType};
@@ -25,6 +26,9 @@ pub struct Caller {
     pub app: Option<RecordId>,
     /// A bearer token's expiry, when the request came with one.
     pub bearer_expiry: Option<RecordDate>,
+    /// The body digest the signature vouches for, to check a streamed body
+    /// against once it is read.
+    pub signed_content_sha256: Option<[u8; 32]>,
 }
 
 impl Caller {
@@ -33,6 +37,7 @@ impl Caller {
             access: Access::Anonymous,
             app: None,
             bearer_expiry: None,
+            signed_content_sha256: None,
         }
     }
 }
@@ -103,10 +108,11 @@ pub async fn authenticate(
                 &Headers(request.headers),
             )
             .map_err(|e| auth_problem(&e))?;
+        let signed_content_sha256 = header
+            .signed_content_sha256(&Headers(request.headers))
+            .map_err(|e| auth_problem(&e))?;
         if let Some(digest) = &request.body_sha256 {
-            header
-                .check_content_sha256(&Headers(request.headers), digest)
-                .map_err(|e| auth_problem(&e))?;
+            check_body_digest(signed_content_sha256, digest).map_err(|e| auth_problem(&e))?;
         }
         app.replay
             .lock()
@@ -121,6 +127,7 @@ pub async fn authenticate(
             access,
             app: Some(header.app_id),
             bearer_expiry: None,
+            signed_content_sha256,
         });
     }
     if matches!(request.method, "GET" | "HEAD")
@@ -146,6 +153,7 @@ pub async fn authenticate(
             access,
             app: Some(token.app_id),
             bearer_expiry: RecordDate::from_unix_millis(token.expires_at_ms).ok(),
+            signed_content_sha256: None,
         });
     }
     Ok(Caller::anonymous())

@@ -7,7 +7,7 @@ use folio_conformance::{
     AppCredentials, Exclusion, Outcome, RunOptions, ScopedAppCredentials, Target,
     prepare_scoped_types, run,
 };
-use support::{Server, add_app, folio, free_port, scratch};
+use support::{Server, add_app, add_me, free_port, scratch};
 
 /// Checks the native host does not pass yet, each with the reason; the
 /// README and the issue notes list them too.
@@ -23,19 +23,7 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
     let data = scratch("conformance");
     let port = free_port();
     let base_url = format!("https://localhost:{port}");
-    folio(
-        &data,
-        &[
-            "user",
-            "add",
-            "me",
-            "--entity",
-            "localhost",
-            "--base-url",
-            &base_url,
-            "--json",
-        ],
-    );
+    add_me(&data, &base_url);
     let full = add_app(&data, "me", &["--full-access"]);
     let read_type = hex_id();
     let write_type = hex_id();

@@ -20,7 +20,7 @@ use futures_util::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use support::{App, Server, add_app, folio, free_port, scratch};
+use support::{App, Server, add_app, add_me, free_port, scratch};
 
 const ROUNDS: usize = 20;
 const WRITERS: usize = 8;
@@ -194,19 +194,7 @@ async fn acknowledged_writes_survive_sigkill_and_the_database_stays_sound() {
     let data = scratch("crash");
     let port = free_port();
     let base_url = format!("https://localhost:{port}");
-    folio(
-        &data,
-        &[
-            "user",
-            "add",
-            "me",
-            "--entity",
-            "localhost",
-            "--base-url",
-            &base_url,
-            "--json",
-        ],
-    );
+    add_me(&data, &base_url);
     let app = add_app(&data, "me", &["--full-access"]);
 
     // The note type, created once through the API.

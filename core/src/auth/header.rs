@@ -257,25 +257,48 @@ impl<'a> AuthorizationHeader<'a> {
         key.verify(&input, &self.signature)
     }
 
-    /// When the content hash header is signed, it must be the SHA-256 of the
-    /// body the host received (hex, either case); `body_sha256` is that digest.
-    pub fn check_content_sha256(
+    /// The body digest the signature vouches for: the content hash header,
+    /// when it is signed (hex, either case). A signed value that is not a
+    /// SHA-256 in hex vouches for no body: `auth/401-invalid-signature`.
+    pub fn signed_content_sha256(
         &self,
         headers: &(impl HeaderLookup + ?Sized),
-        body_sha256: &[u8; 32],
-    ) -> Result<(), AuthError> {
+    ) -> Result<Option<[u8; 32]>, AuthError> {
         let header = self.dialect.names().content_sha256;
         if !self.signs(header.lowercase) {
-            return Ok(());
+            return Ok(None);
         }
         let mut claimed = [0; 32];
         match headers
             .header(header.lowercase)
             .map(|value| hex::decode_to_slice(value, &mut claimed))
         {
-            Some(Ok(())) if &claimed == body_sha256 => Ok(()),
+            Some(Ok(())) => Ok(Some(claimed)),
             _ => Err(AuthError::InvalidSignature),
         }
+    }
+
+    /// When the content hash header is signed, it must be the SHA-256 of the
+    /// body the host received; `body_sha256` is that digest.
+    pub fn check_content_sha256(
+        &self,
+        headers: &(impl HeaderLookup + ?Sized),
+        body_sha256: &[u8; 32],
+    ) -> Result<(), AuthError> {
+        check_body_digest(self.signed_content_sha256(headers)?, body_sha256)
+    }
+}
+
+/// Checks a body against the digest a signature vouched for (see
+/// [`AuthorizationHeader::signed_content_sha256`]), for hosts that learn
+/// the digest only once a streamed body (a blob upload) has been read.
+pub fn check_body_digest(
+    signed: Option<[u8; 32]>,
+    body_sha256: &[u8; 32],
+) -> Result<(), AuthError> {
+    match signed {
+        Some(claimed) if &claimed != body_sha256 => Err(AuthError::InvalidSignature),
+        _ => Ok(()),
     }
 }
 

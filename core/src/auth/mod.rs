@@ -8,7 +8,7 @@ mod header;
 mod replay;
 
 pub use bearer::{BEARER_PARAMETER, BearerToken, MAX_BEARER_LIFETIME_MS};
-pub use header::{AuthorizationHeader, MAX_NONCE_LEN, SignatureLayout};
+pub use header::{AuthorizationHeader, MAX_NONCE_LEN, SignatureLayout, check_body_digest};
 pub use replay::{MAX_REMEMBERED_NONCES, ReplayError, ReplayGuard};
 
 use base64::Engine;
@@ -101,6 +101,17 @@ pub struct SignedRequest<'r> {
     pub host: &'r str,
     /// The explicit port of the request, else 443.
     pub port: u16,
+}
+
+/// The port a signature names when the request's authority has none
+/// (PROTOCOL.md §10): 443, whatever the scheme.
+pub const DEFAULT_SIGNED_PORT: u16 = 443;
+
+impl<'r> SignedRequest<'r> {
+    /// The `port` line of a request whose authority carries `explicit`, if any.
+    pub fn port_of(explicit: Option<u16>) -> u16 {
+        explicit.unwrap_or(DEFAULT_SIGNED_PORT)
+    }
 }
 
 /// Read access to a request's headers, by lowercase name.

@@ -47,6 +47,23 @@ pub fn folio(data: &Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("utf-8 output")
 }
 
+/// Creates the user `me` at entity `localhost`, its Entity record naming `base_url`.
+pub fn add_me(data: &Path, base_url: &str) {
+    folio(
+        data,
+        &[
+            "user",
+            "add",
+            "me",
+            "--entity",
+            "localhost",
+            "--base-url",
+            base_url,
+            "--json",
+        ],
+    );
+}
+
 /// A new Ed25519 key pair: (seed, public key), standard base64.
 pub fn key_pair() -> (String, String) {
     let seed: [u8; 32] = rand::random();
