@@ -175,14 +175,6 @@ impl Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-
-    /// SIGTERM, and the exit status.
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        self.child.wait().expect("folio exits")
-    }
 }
 
 impl Drop for Server {
