@@ -121,6 +121,17 @@ pub fn is_type(type_link: &VersionLink, builtin: BuiltinType) -> bool {
         && type_link.entity.as_str() == crate::builtin::SYSTEM_ENTITY
 }
 
+/// The entity an Entity record describes: its `content.entity`. `None` for
+/// any other record and for tombstones. This, not the author, is what makes
+/// an entity known here (PROTOCOL.md §4) and what `include_links=entity`
+/// looks up: a user may keep Entity records of the people they know.
+pub fn described_entity(record: &Record) -> Option<&str> {
+    if !is_type(&record.type_link, BuiltinType::Entity) {
+        return None;
+    }
+    record.content()?.as_map().get("entity")?.as_str()
+}
+
 /// Whether `types` names the Type record that `type_link` points into.
 fn names_type(types: &[RecordLink], type_link: &VersionLink) -> bool {
     types

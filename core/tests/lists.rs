@@ -451,6 +451,7 @@ fn include_links_plans_entities_existential_targets_and_paths() {
 #[test]
 fn linked_records_are_deduplicated_readable_and_never_the_users_entity_record() {
     use folio_core::builtin::BuiltinType;
+    use folio_core::model::{Content, RecordBody};
     let user: Entity = USER.parse().expect("an entity");
     let (public, _) = record_with(
         1,
@@ -460,9 +461,26 @@ fn linked_records_are_deduplicated_readable_and_never_the_users_entity_record() 
         "self",
     );
     let (private, _) = record_with(2, "bob.example", json!({}), json!({}), "self");
-    let (mut own_entity, _) = record_with(3, USER, json!({}), json!({"read": "public"}), "self");
-    own_entity.type_link = BuiltinType::Entity.link();
-    let fetched = vec![public.clone(), private, own_entity, public.clone()];
+    let entity_record = |n, describes: &str| {
+        let (mut record, _) = record_with(n, USER, json!({}), json!({"read": "public"}), "self");
+        record.type_link = BuiltinType::Entity.link();
+        let content = Content::try_from(json!({"entity": describes})).expect("an object");
+        record.body = RecordBody::Live(content);
+        record
+    };
+    // The user keeps an Entity record of a friend: it is linked; the one
+    // describing the user is not.
+    let own_entity = entity_record(3, USER);
+    let friend = entity_record(4, "friend.example");
+    let fetched = vec![
+        public.clone(),
+        private,
+        own_entity,
+        friend.clone(),
+        public.clone(),
+    ];
     let linked = linked_records(fetched, &user, &owner());
-    assert_eq!(linked, [public]);
+    let mut expected = vec![public, friend];
+    expected.sort_by_key(|record| record.version.hash);
+    assert_eq!(linked, expected);
 }

@@ -11,12 +11,7 @@ use support::{Server, add_app, add_me, free_port, scratch};
 
 /// Checks the native host does not pass yet, each with the reason; the
 /// README and the issue notes list them too.
-const NATIVE_EXCLUSIONS: &[(&str, &str)] = &[(
-    "links/entity-special-value-includes-entity-records",
-    "the check stores an Entity record for another entity, authored by the user; the server \
-     treats only Entity records authored by that entity (and local users) as making it known \
-     (PROTOCOL.md §4 is open to both readings; to be decided with include_links=entity)",
-)];
+const NATIVE_EXCLUSIONS: &[(&str, &str)] = &[];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_suite_passes_over_https_and_h2() {

@@ -6,8 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Serialize;
 
-use crate::access::{Access, is_type};
-use crate::builtin::BuiltinType;
+use crate::access::{Access, described_entity};
 use crate::model::{Entity, Record, RecordId, VersionHash};
 
 use super::eval::sort_value;
@@ -150,8 +149,7 @@ impl IncludeLinks {
 pub fn linked_records(fetched: Vec<Record>, user: &Entity, access: &Access) -> Vec<Record> {
     let mut unique = BTreeMap::new();
     for record in fetched {
-        let own_entity =
-            &record.author.entity == user && is_type(&record.type_link, BuiltinType::Entity);
+        let own_entity = described_entity(&record) == Some(user.as_str());
         if !own_entity && access.can_read(&record) {
             unique.entry(record.version.hash).or_insert(record);
         }

@@ -69,7 +69,8 @@ pub fn version_sql(
     b.finish(sql)
 }
 
-/// The records a [`LinkPlan`] names: the live Entity record of each entity,
+/// The records a [`LinkPlan`] names: the live Entity records describing each
+/// entity ([`crate::access::described_entity`]),
 /// the latest live version of each record, and each exact version. Missing
 /// ones are simply absent; [`crate::query::linked_records`] chooses what
 /// the caller sees.
@@ -91,9 +92,9 @@ pub fn linked_sql(user_id: i64, plan: &LinkPlan) -> Statement {
     let sql = format!(
         "SELECT v.record, v.links FROM json_each({entities}) j \
          JOIN records r ON r.user_id = {user} AND r.type_record_id = {entity_type} \
-         AND r.type_entity = {system} AND r.author = j.value \
+         AND r.type_entity = {system} AND r.deleted = 0 \
          JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
-         WHERE r.deleted = 0 \
+         WHERE json_extract(v.record, '$.content.entity') = j.value \
          UNION ALL \
          SELECT v.record, v.links FROM json_each({records}) j \
          JOIN records r ON r.user_id = {user} AND r.author = json_extract(j.value, '$[0]') \

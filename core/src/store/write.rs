@@ -49,9 +49,10 @@ pub fn need_sql(user_id: i64, need: &Need, now: RecordDate) -> (Statement, NeedR
             let entity = b.bind(entity.as_str());
             let sql = format!(
                 "SELECT EXISTS (SELECT 1 FROM users WHERE entity = {entity}) \
-                 OR EXISTS (SELECT 1 FROM records WHERE user_id = {user} \
-                 AND type_record_id = {} AND type_entity = {} AND author = {entity} \
-                 AND deleted = 0)",
+                 OR EXISTS (SELECT 1 FROM records r JOIN versions v \
+                 ON v.user_id = r.user_id AND v.hash = r.version_hash \
+                 WHERE r.user_id = {user} AND r.type_record_id = {} AND r.type_entity = {} \
+                 AND r.deleted = 0 AND json_extract(v.record, '$.content.entity') = {entity})",
                 b.bind(BuiltinType::Entity.record_id().to_string()),
                 b.bind(SYSTEM_ENTITY),
             );

@@ -53,7 +53,8 @@ pub enum Need {
         hash: VersionHash,
     },
     /// Whether this server knows the entity: a local user, or an entity
-    /// whose Entity record is stored in this store: [`Answer::Known`].
+    /// that a live Entity record in this store describes
+    /// ([`crate::access::described_entity`]): [`Answer::Known`].
     Entity(Entity),
     /// What the store knows of this blob: [`Answer::Blob`], `None` when it
     /// has never seen it.
