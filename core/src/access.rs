@@ -36,6 +36,11 @@ pub struct AppGrant {
     pub every_type: bool,
 }
 
+/// Types only the owner writes (the consent page, the CLI): an app that
+/// could write them could authorize itself.
+pub const SERVER_KEPT_TYPES: [BuiltinType; 2] =
+    [BuiltinType::AppAuthorization, BuiltinType::Credentials];
+
 /// Types every caller that may read at all may read, whatever its grant.
 pub const ALWAYS_READABLE_TYPES: [BuiltinType; 2] = [BuiltinType::Entity, BuiltinType::Type];
 
@@ -86,13 +91,28 @@ impl Access {
             }
     }
 
-    /// Whether the caller's grant lets it write records of this type (the
-    /// record's own permissions are checked apart).
-    pub fn can_write_type(&self, type_link: &VersionLink) -> bool {
+    /// Whether the caller's grant lets it write this record, by its type and
+    /// id (the record's own permissions are checked apart). An app writes
+    /// the types its grant names, and its own App record; it never writes
+    /// another app's App record, an App Authorization (it would grant
+    /// itself more) or Credentials, unless the owner gave it every type.
+    pub fn can_write(&self, type_link: &VersionLink, record_id: &RecordId) -> bool {
         match self {
             Access::Anonymous => false,
             Access::Owner { .. } => true,
-            Access::App { grant, .. } => grant.every_type || names_type(&grant.write, type_link),
+            Access::App { grant, .. } if grant.every_type => true,
+            Access::App { grant, .. } => {
+                if is_type(type_link, BuiltinType::App) {
+                    grant.app_record == Some(*record_id)
+                } else if SERVER_KEPT_TYPES
+                    .iter()
+                    .any(|&builtin| is_type(type_link, builtin))
+                {
+                    false
+                } else {
+                    names_type(&grant.write, type_link)
+                }
+            }
         }
     }
 

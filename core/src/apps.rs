@@ -141,3 +141,15 @@ pub fn app_access(
         },
     })
 }
+
+/// The server's public key for an app, from its Credentials record.
+pub fn server_public_key(credentials: &Record) -> Option<&str> {
+    if !is_type(&credentials.type_link, BuiltinType::Credentials) {
+        return None;
+    }
+    credentials
+        .content()?
+        .as_map()
+        .get("server_public_key")?
+        .as_str()
+}

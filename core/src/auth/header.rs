@@ -81,7 +81,15 @@ impl Dialect {
             _ => return Err(Malformed::Scheme { expected: scheme }.into()),
         };
         let offset = value.len() - params.len();
-        let raw = parse_parameters(params).map_err(|reason| match reason {
+        let mut raw = RawParameters::default();
+        parse_parameters(params, |name, value| match raw.slot(name) {
+            Some((known, slot)) => match slot.replace(value) {
+                Some(_) => Err(Malformed::RepeatedParameter(known)),
+                None => Ok(()),
+            },
+            None => Ok(()),
+        })
+        .map_err(|reason| match reason {
             Malformed::Syntax { at } => Malformed::Syntax { at: at + offset },
             other => other,
         })?;
@@ -136,10 +144,13 @@ fn header_names(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').filter(move |_| !list.is_empty())
 }
 
-/// Reads `name="value"` pairs separated by whitespace or one comma.
-fn parse_parameters(text: &str) -> Result<RawParameters<'_>, Malformed> {
+/// Reads `name="value"` pairs separated by whitespace or one comma, handing
+/// each to `put`.
+pub(crate) fn parse_parameters<'a>(
+    text: &'a str,
+    mut put: impl FnMut(&str, &'a str) -> Result<(), Malformed>,
+) -> Result<(), Malformed> {
     let bytes = text.as_bytes();
-    let mut raw = RawParameters::default();
     let mut at = 0;
     let mut expect_separator = false;
     loop {
@@ -151,7 +162,7 @@ fn parse_parameters(text: &str) -> Result<RawParameters<'_>, Malformed> {
         }
         if at == bytes.len() {
             return if commas == 0 {
-                Ok(raw)
+                Ok(())
             } else {
                 Err(Malformed::Syntax {
                     at: separator_start,
@@ -193,11 +204,7 @@ fn parse_parameters(text: &str) -> Result<RawParameters<'_>, Malformed> {
         let value = &text[value_start..at];
         at += 1;
 
-        if let Some((known, slot)) = raw.slot(name)
-            && slot.replace(value).is_some()
-        {
-            return Err(Malformed::RepeatedParameter(known));
-        }
+        put(name, value)?;
         expect_separator = true;
     }
 }

@@ -8,6 +8,7 @@ mod header;
 mod replay;
 
 pub use bearer::{BEARER_PARAMETER, BearerToken, MAX_BEARER_LIFETIME_MS};
+pub(crate) use header::parse_parameters;
 pub use header::{AuthorizationHeader, MAX_NONCE_LEN, SignatureLayout, check_body_digest};
 pub use replay::{MAX_REMEMBERED_NONCES, ReplayError, ReplayGuard};
 
@@ -68,6 +69,8 @@ pub enum Malformed {
     BearerToken,
     #[error("the public key is not a base64 Ed25519 key")]
     PublicKey,
+    #[error("a registration carries its key in one header, not two")]
+    KeyHeaders,
 }
 
 impl From<Malformed> for AuthError {

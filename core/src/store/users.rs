@@ -185,6 +185,22 @@ pub fn blob_size_sql(user_id: i64, hash: &str) -> Statement {
 /// latest first: rows `(record, links)`. The first one's id is the
 /// authorization id the app's signatures carry.
 pub fn app_authorizations_sql(user_id: i64, user: &Entity, app: &RecordId) -> Statement {
+    records_of_app_sql(user_id, user, app, BuiltinType::AppAuthorization)
+}
+
+/// The live Credentials records of `app`, latest first: rows `(record, links)`.
+pub fn app_credentials_sql(user_id: i64, user: &Entity, app: &RecordId) -> Statement {
+    records_of_app_sql(user_id, user, app, BuiltinType::Credentials)
+}
+
+/// The user's live records of a built-in type that link `app` at
+/// `$['content']['app']`, latest first.
+fn records_of_app_sql(
+    user_id: i64,
+    user: &Entity,
+    app: &RecordId,
+    builtin: BuiltinType,
+) -> Statement {
     let mut b = Binder::default();
     let user_param = b.bind(user_id);
     let sql = format!(
@@ -194,11 +210,21 @@ pub fn app_authorizations_sql(user_id: i64, user: &Entity, app: &RecordId) -> St
          AND r.author = {} AND r.deleted = 0 AND r.row IN (SELECT record_row FROM link_index \
          WHERE user_id = {user_param} AND path = {} AND key = {}) \
          ORDER BY r.received_at DESC",
-        b.bind(BuiltinType::AppAuthorization.record_id().to_string()),
+        b.bind(builtin.record_id().to_string()),
         b.bind(SYSTEM_ENTITY),
         b.bind(user.as_str()),
         b.bind(APP_LINK_PATH),
         b.bind(crate::query::record_key(user, app)),
+    );
+    b.finish(sql)
+}
+
+/// The apps of a store, by id: rows `(app_id, public_key, full_access)`.
+pub fn apps_sql(user_id: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT app_id, public_key, full_access FROM apps WHERE user_id = {} ORDER BY app_id",
+        b.bind(user_id),
     );
     b.finish(sql)
 }

@@ -131,7 +131,7 @@ impl Env {
                 "the body's `author` is not the user's entity {user}"
             )));
         }
-        if !access.can_write_type(&create.type_link) {
+        if !access.can_write(&create.type_link, &self.key.record_id) {
             return fail(WriteError::TypeNotGranted);
         }
         let mut ask = self.ask();
@@ -261,7 +261,8 @@ impl Env {
         {
             return Err(WriteError::WriteNotPermitted(self.key.clone()));
         }
-        if !access.can_write_type(&latest.type_link) || !access.can_write_type(&next.type_link) {
+        let id = &self.key.record_id;
+        if !access.can_write(&latest.type_link, id) || !access.can_write(&next.type_link, id) {
             return Err(WriteError::TypeNotGranted);
         }
         Ok(())

@@ -1,0 +1,415 @@
+//! The consent flow (PROTOCOL.md §10): the page at `{base_url}/{user}/auth/{app}`
+//! where the owner signs in, sees what a registered app asks for, and
+//! approves (an App Authorization record, then a 303 to the app's redirect
+//! template with `{authorization_id}`) or denies (`error=access_denied`).
+//!
+//! Everything here is pure: the host checks the password, draws the
+//! randomness, runs the writes and keeps the session's secret.
+
+mod page;
+pub mod session;
+
+pub use page::{ScopeItem, consent_page, message_page, scope_items, sign_in_page};
+pub use session::{Session, SessionKey};
+
+use iri_string::spec::UriSpec;
+use iri_string::template::UriTemplateStr;
+use iri_string::template::context::{Context, Visitor};
+use serde_json::Value;
+
+use crate::apps::{Scope, authorization_record_body};
+use crate::model::{BlobLink, Entity, Record, RecordId, RecordLink};
+use crate::write::{RecordKey, WriteRequest};
+
+/// The largest consent form body the host reads.
+pub const MAX_FORM_BYTES: usize = 16 * 1024;
+
+/// The longest password the host will hash: longer ones are refused
+/// before any work is done.
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+
+/// Response headers of every consent page: no framing (clickjacking), no
+/// scripts, no referrer leaking the page's URL, never cached.
+pub const PAGE_HEADERS: [(&str, &str); 5] = [
+    ("content-type", "text/html; charset=utf-8"),
+    (
+        "content-security-policy",
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; \
+         frame-ancestors 'none'; base-uri 'none'",
+    ),
+    ("x-frame-options", "DENY"),
+    ("referrer-policy", "no-referrer"),
+    ("cache-control", "no-store"),
+];
+
+/// Why a consent request cannot go on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConsentError {
+    #[error("the form is not one this page sends")]
+    InvalidForm,
+    #[error("the app's redirect address is not an http or https URL template")]
+    InvalidRedirect,
+}
+
+/// What a posted consent form asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormAction {
+    SignIn {
+        password: String,
+    },
+    /// The scope items the person left ticked.
+    Approve {
+        ticked: Scope,
+    },
+    Deny,
+}
+
+/// A posted consent form: its CSRF token and action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsentForm {
+    pub csrf: String,
+    pub action: FormAction,
+}
+
+/// Parses an `application/x-www-form-urlencoded` consent form.
+pub fn parse_form(body: &[u8]) -> Result<ConsentForm, ConsentError> {
+    if body.len() > MAX_FORM_BYTES {
+        return Err(ConsentError::InvalidForm);
+    }
+    let (mut csrf, mut action, mut password) = (None, None, None);
+    let mut ticked = Scope::default();
+    for (name, value) in form_urlencoded::parse(body) {
+        let list = match name.as_ref() {
+            "csrf" => {
+                csrf = Some(value.into_owned());
+                continue;
+            }
+            "action" => {
+                action = Some(value.into_owned());
+                continue;
+            }
+            "password" => {
+                password = Some(value.into_owned());
+                continue;
+            }
+            "read" => &mut ticked.read,
+            "write" => &mut ticked.write,
+            "subscribe" => &mut ticked.subscribe,
+            _ => continue,
+        };
+        list.push(parse_scope_value(&value).ok_or(ConsentError::InvalidForm)?);
+    }
+    let action = match action.as_deref() {
+        Some("sign_in") => FormAction::SignIn {
+            password: password
+                .filter(|p| p.len() <= MAX_PASSWORD_BYTES)
+                .ok_or(ConsentError::InvalidForm)?,
+        },
+        Some("approve") => FormAction::Approve { ticked },
+        Some("deny") => FormAction::Deny,
+        _ => return Err(ConsentError::InvalidForm),
+    };
+    Ok(ConsentForm {
+        csrf: csrf.ok_or(ConsentError::InvalidForm)?,
+        action,
+    })
+}
+
+/// A checkbox value: the Type record's entity and id, separated by a space.
+fn scope_value(link: &RecordLink) -> String {
+    format!("{} {}", link.entity, link.record_id)
+}
+
+fn parse_scope_value(value: &str) -> Option<RecordLink> {
+    let (entity, id) = value.split_once(' ')?;
+    Some(RecordLink {
+        entity: entity.parse().ok()?,
+        original_entity: None,
+        record_id: id.parse().ok()?,
+    })
+}
+
+/// What an app asks for, from its App record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppRequest {
+    pub id: RecordId,
+    pub name: String,
+    pub description: Option<String>,
+    pub website: Option<String>,
+    pub icon: Option<BlobLink>,
+    /// The RFC 6570 template to send the person back to.
+    pub redirect: String,
+    pub scope: Scope,
+}
+
+impl AppRequest {
+    /// The request of a live App record; `None` for anything else.
+    pub fn from_record(record: &Record) -> Option<Self> {
+        if !crate::access::is_type(&record.type_link, crate::builtin::BuiltinType::App) {
+            return None;
+        }
+        let content = record.content()?.as_map();
+        let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_owned);
+        let uris = content.get("uris");
+        let requested = content.get("scope_request");
+        let list = |name: &str| -> Vec<RecordLink> {
+            requested
+                .and_then(|scope| scope.get(name))
+                .and_then(|list| serde_json::from_value(list.clone()).ok())
+                .unwrap_or_default()
+        };
+        Some(AppRequest {
+            id: record.id,
+            name: text(content.get("name"))?,
+            description: text(content.get("description")),
+            website: text(uris.and_then(|u| u.get("website"))),
+            icon: content
+                .get("icon")
+                .and_then(|icon| serde_json::from_value(icon.clone()).ok()),
+            redirect: text(uris.and_then(|u| u.get("redirect")))?,
+            scope: Scope {
+                read: list("read"),
+                write: list("write"),
+                subscribe: list("subscribe"),
+            },
+        })
+    }
+
+    /// The scope to grant: what the app asked for that the person left
+    /// ticked, in the app's order. Ticks for anything it did not ask for
+    /// count for nothing.
+    pub fn granted(&self, ticked: &Scope) -> Scope {
+        let keep = |requested: &[RecordLink], ticked: &[RecordLink]| -> Vec<RecordLink> {
+            requested
+                .iter()
+                .filter(|link| {
+                    ticked
+                        .iter()
+                        .any(|t| t.entity == link.entity && t.record_id == link.record_id)
+                })
+                .cloned()
+                .collect()
+        };
+        Scope {
+            read: keep(&self.scope.read, &ticked.read),
+            write: keep(&self.scope.write, &ticked.write),
+            subscribe: keep(&self.scope.subscribe, &ticked.subscribe),
+        }
+    }
+
+    /// Where approval sends the person: the template with `authorization_id`.
+    pub fn approval_redirect(&self, authorization_id: &RecordId) -> Result<String, ConsentError> {
+        expand_redirect(&self.redirect, Some(&authorization_id.to_string()))
+    }
+
+    /// Where denial sends the person: the template with `authorization_id`
+    /// undefined, plus `error=access_denied` (before any fragment).
+    pub fn denial_redirect(&self) -> Result<String, ConsentError> {
+        let url = expand_redirect(&self.redirect, None)?;
+        let (before, fragment) = match url.split_once('#') {
+            Some((before, fragment)) => (before, Some(fragment)),
+            None => (url.as_str(), None),
+        };
+        let separator = match before.rfind('?') {
+            None => "?",
+            Some(at) if at + 1 == before.len() || before.ends_with('&') => "",
+            Some(_) => "&",
+        };
+        let mut denied = format!("{before}{separator}error=access_denied");
+        if let Some(fragment) = fragment {
+            denied.push('#');
+            denied.push_str(fragment);
+        }
+        Ok(denied)
+    }
+
+    /// The website, if it is a link a page may show (http or https).
+    pub fn website_link(&self) -> Option<&str> {
+        self.website.as_deref().filter(|url| is_web_url(url))
+    }
+}
+
+/// The one variable a redirect template knows.
+struct RedirectContext<'a> {
+    authorization_id: Option<&'a str>,
+}
+
+impl Context for RedirectContext<'_> {
+    fn visit<V: Visitor>(&self, visitor: V) -> V::Result {
+        match (visitor.var_name().as_str(), self.authorization_id) {
+            ("authorization_id", Some(id)) => visitor.visit_string(id),
+            _ => visitor.visit_undefined(),
+        }
+    }
+}
+
+fn expand_redirect(template: &str, authorization_id: Option<&str>) -> Result<String, ConsentError> {
+    let template = UriTemplateStr::new(template).map_err(|_| ConsentError::InvalidRedirect)?;
+    let url = template
+        .expand::<UriSpec, _>(&RedirectContext { authorization_id })
+        .map_err(|_| ConsentError::InvalidRedirect)?
+        .to_string();
+    if is_web_url(&url) {
+        Ok(url)
+    } else {
+        Err(ConsentError::InvalidRedirect)
+    }
+}
+
+/// An absolute http or https URL (never `javascript:` or `data:`).
+fn is_web_url(url: &str) -> bool {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    (lower.starts_with("https://") || lower.starts_with("http://"))
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// The writes an approval makes in `user`'s store: the new App
+/// Authorization record, then the deletion of the app's earlier live ones
+/// (`superseded`), so that an app has one authorization at a time and
+/// deleting it revokes the app.
+pub fn approval_writes(
+    user: &Entity,
+    app: &RecordId,
+    scope: &Scope,
+    authorization_id: &RecordId,
+    superseded: &[RecordId],
+) -> Vec<WriteRequest> {
+    let create = authorization_record_body(authorization_id, user, app, scope);
+    let create = WriteRequest::post(create.to_string().as_bytes())
+        .expect("an authorization body built here parses");
+    let deletions = superseded.iter().map(|id| {
+        WriteRequest::delete(RecordKey::new(user.clone(), *id), b"")
+            .expect("an empty deletion body parses")
+    });
+    std::iter::once(create).chain(deletions).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(redirect: &str) -> AppRequest {
+        AppRequest {
+            id: RecordId::from_bytes([1; 16]),
+            name: "Notes".into(),
+            description: None,
+            website: None,
+            icon: None,
+            redirect: redirect.into(),
+            scope: Scope::default(),
+        }
+    }
+
+    #[test]
+    fn approval_expands_the_template() {
+        let id = RecordId::from_bytes([0xab; 16]);
+        let hex = id.to_string();
+        for (template, expected) in [
+            (
+                "https://app.example/cb{?authorization_id}",
+                format!("https://app.example/cb?authorization_id={hex}"),
+            ),
+            (
+                "https://app.example/cb/{authorization_id}",
+                format!("https://app.example/cb/{hex}"),
+            ),
+            (
+                "https://app.example/cb?x=1{&authorization_id}",
+                format!("https://app.example/cb?x=1&authorization_id={hex}"),
+            ),
+        ] {
+            assert_eq!(app(template).approval_redirect(&id), Ok(expected));
+        }
+    }
+
+    #[test]
+    fn denial_leaves_the_variable_out_and_adds_the_error() {
+        for (template, expected) in [
+            (
+                "https://app.example/cb{?authorization_id}",
+                "https://app.example/cb?error=access_denied",
+            ),
+            (
+                "https://app.example/cb?x=1{&authorization_id}",
+                "https://app.example/cb?x=1&error=access_denied",
+            ),
+            (
+                "https://app.example/cb/{authorization_id}#top",
+                "https://app.example/cb/?error=access_denied#top",
+            ),
+        ] {
+            assert_eq!(app(template).denial_redirect().as_deref(), Ok(expected));
+        }
+    }
+
+    #[test]
+    fn only_web_redirects_are_followed() {
+        let id = RecordId::from_bytes([1; 16]);
+        for template in [
+            "javascript:alert(1)//{authorization_id}",
+            "/relative{?x}",
+            "https://a/{",
+        ] {
+            assert_eq!(
+                app(template).approval_redirect(&id),
+                Err(ConsentError::InvalidRedirect)
+            );
+        }
+    }
+
+    #[test]
+    fn a_form_parses_and_unknown_actions_are_refused() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let body =
+            format!("csrf=t&action=approve&read=alice.example+{id}&write=alice.example+{id}");
+        let form = parse_form(body.as_bytes()).expect("a form");
+        let FormAction::Approve { ticked } = form.action else {
+            panic!("an approval")
+        };
+        assert_eq!(ticked.read.len(), 1);
+        assert_eq!(ticked.write.len(), 1);
+        assert_eq!(
+            parse_form(b"csrf=t&action=sign_in&password=p%20w").map(|f| f.action),
+            Ok(FormAction::SignIn {
+                password: "p w".into()
+            })
+        );
+        assert_eq!(
+            parse_form(b"csrf=t&action=other"),
+            Err(ConsentError::InvalidForm)
+        );
+        assert_eq!(parse_form(b"action=deny"), Err(ConsentError::InvalidForm));
+        assert_eq!(
+            parse_form(b"csrf=t&action=approve&read=nonsense"),
+            Err(ConsentError::InvalidForm)
+        );
+    }
+
+    #[test]
+    fn only_requested_items_are_granted() {
+        let link = |n: u8| RecordLink {
+            entity: "alice.example".parse().expect("an entity"),
+            original_entity: None,
+            record_id: RecordId::from_bytes([n; 16]),
+        };
+        let mut request = app("https://app.example/");
+        request.scope = Scope {
+            read: vec![link(1), link(2)],
+            write: vec![link(3)],
+            subscribe: vec![link(3)],
+        };
+        let ticked = Scope {
+            read: vec![link(2), link(9)],
+            write: vec![],
+            subscribe: vec![link(3)],
+        };
+        assert_eq!(
+            request.granted(&ticked),
+            Scope {
+                read: vec![link(2)],
+                write: vec![],
+                subscribe: vec![link(3)],
+            }
+        );
+    }
+}

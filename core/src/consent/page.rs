@@ -1,0 +1,165 @@
+//! The consent pages' HTML (templates in `core/templates/consent/`, escaped
+//! by askama). They work without JavaScript and read well on a phone; every
+//! control has a label, and the focus order is the reading order.
+
+use askama::Template;
+
+use super::{AppRequest, scope_value};
+use crate::model::RecordLink;
+
+/// One checkbox of the consent form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeItem {
+    /// The form field: `read`, `write` or `subscribe`.
+    pub kind: &'static str,
+    /// What the grant lets the app do, as the page says it.
+    pub verb: &'static str,
+    /// The Type record's name (its record id when the store has no such type).
+    pub type_name: String,
+    /// `{entity} {record_id}` of the Type record.
+    pub value: String,
+}
+
+/// The checkboxes for what an app asks for; `type_name` names each Type
+/// record (the host looked them up).
+pub fn scope_items(
+    app: &AppRequest,
+    type_name: impl Fn(&RecordLink) -> Option<String>,
+) -> Vec<ScopeItem> {
+    let kinds: [(&'static str, &'static str, &[RecordLink]); 3] = [
+        ("read", "Read", &app.scope.read),
+        ("write", "Read, create, change and delete", &app.scope.write),
+        ("subscribe", "Watch for changes to", &app.scope.subscribe),
+    ];
+    kinds
+        .into_iter()
+        .flat_map(|(kind, verb, links)| links.iter().map(move |link| (kind, verb, link)))
+        .map(|(kind, verb, link)| ScopeItem {
+            kind,
+            verb,
+            type_name: type_name(link).unwrap_or_else(|| link.record_id.to_string()),
+            value: scope_value(link),
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "consent/sign_in.html")]
+struct SignInPage<'a> {
+    user: &'a str,
+    action: &'a str,
+    csrf: &'a str,
+    error: Option<&'a str>,
+}
+
+#[derive(Template)]
+#[template(path = "consent/consent.html")]
+struct ConsentPage<'a> {
+    user: &'a str,
+    action: &'a str,
+    csrf: &'a str,
+    app: &'a AppRequest,
+    website: Option<&'a str>,
+    icon_url: Option<&'a str>,
+    items: &'a [ScopeItem],
+}
+
+#[derive(Template)]
+#[template(path = "consent/message.html")]
+struct MessagePage<'a> {
+    title: &'a str,
+    message: &'a str,
+}
+
+/// Rendering fails only if writing to a `String` fails, which it does not;
+/// the fallback keeps that impossible case from becoming a panic.
+fn render(page: &impl Template) -> String {
+    page.render().unwrap_or_else(|_| {
+        String::from("<!doctype html><title>Folio</title><p>This page could not be shown.")
+    })
+}
+
+/// The sign-in page: the password field, and `error` above it after a failed attempt.
+/// `action` is the page's own path.
+pub fn sign_in_page(user: &str, action: &str, csrf: &str, error: Option<&str>) -> String {
+    render(&SignInPage {
+        user,
+        action,
+        csrf,
+        error,
+    })
+}
+
+/// The consent page of a signed-in owner.
+pub fn consent_page(
+    user: &str,
+    action: &str,
+    csrf: &str,
+    app: &AppRequest,
+    icon_url: Option<&str>,
+    items: &[ScopeItem],
+) -> String {
+    render(&ConsentPage {
+        user,
+        action,
+        csrf,
+        app,
+        website: app.website_link(),
+        icon_url,
+        items,
+    })
+}
+
+/// A page that only says something: not found, refused, too many attempts.
+pub fn message_page(title: &str, message: &str) -> String {
+    render(&MessagePage { title, message })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::Scope;
+    use crate::model::RecordId;
+
+    #[test]
+    fn the_sign_in_page_escapes_and_labels() {
+        let page = sign_in_page("<me>", "/me/auth/x", "tok\"en", Some("Wrong password"));
+        assert!(page.contains("&#60;me&#62;") || page.contains("&lt;me&gt;"));
+        assert!(!page.contains("tok\"en"));
+        assert!(page.contains(r#"<label for="password">Password</label>"#));
+        assert!(page.contains(r#"role="alert""#));
+    }
+
+    #[test]
+    fn the_consent_page_lists_each_item_checked() {
+        let link = RecordLink {
+            entity: "alice.example".parse().expect("an entity"),
+            original_entity: None,
+            record_id: RecordId::from_bytes([2; 16]),
+        };
+        let app = AppRequest {
+            id: RecordId::from_bytes([1; 16]),
+            name: "Notes <b>".into(),
+            description: Some("Takes notes".into()),
+            website: Some("javascript:alert(1)".into()),
+            icon: None,
+            redirect: "https://app.example/".into(),
+            scope: Scope {
+                read: vec![link.clone()],
+                write: vec![],
+                subscribe: vec![link],
+            },
+        };
+        let items = scope_items(&app, |_| Some("note".into()));
+        let page = consent_page("alice", "/alice/auth/x", "t", &app, None, &items);
+        assert_eq!(page.matches(r#"type="checkbox""#).count(), 2);
+        assert!(page.contains(&format!(
+            r#"name="read" value="alice.example {}" checked"#,
+            RecordId::from_bytes([2; 16])
+        )));
+        assert!(!page.contains("<b>"));
+        assert!(!page.contains("javascript:"), "only web links are shown");
+        assert!(page.contains(r#"value="approve">Allow</button>"#));
+        assert!(page.contains(r#"value="deny">Deny</button>"#));
+    }
+}
