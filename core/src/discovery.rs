@@ -32,6 +32,12 @@ const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~');
 
 /// `{base_url}/api/{user}`.
+/// The path of a user's consent page for an app: the `auth` endpoint of
+/// the Entity record, without the base URL (forms post to it).
+pub fn consent_path(user: &str, app: &crate::model::RecordId) -> String {
+    format!("/{}/auth/{app}", utf8_percent_encode(user, PATH_SEGMENT))
+}
+
 fn api_url(base_url: &str, user: &str) -> String {
     format!(
         "{}/api/{}",

@@ -40,6 +40,17 @@ pub const DEFAULT_UNAUTHENTICATED_READS_PER_ADDRESS: RateLimit = RateLimit {
     burst: 300,
 };
 
+/// App registrations per client address (PROTOCOL.md §10): each stores two
+/// records, so a stranger may not register apps faster than this.
+pub const DEFAULT_REGISTRATIONS_PER_ADDRESS: RateLimit = RateLimit {
+    per_second: 10,
+    burst: 20,
+};
+
+/// Consent-page sign-in attempts per client address per minute (and the
+/// burst): bounds password guessing, with argon2 making each guess costly.
+pub const DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE: u32 = 10;
+
 /// A token-bucket rate: `burst` requests at once, refilled at `per_second`.
 /// A request the bucket cannot pay for is `request/429-rate-limited` with a
 /// `Retry-After` of the seconds until it could.

@@ -90,7 +90,7 @@ pub fn key_header_value(public_key: &str) -> String {
 }
 
 /// Why a registration is refused. Each variant is one problem type.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RegistrationError {
     #[error(transparent)]
     Auth(#[from] AuthError),
@@ -98,6 +98,10 @@ pub enum RegistrationError {
     InvalidBody(String),
     #[error("this app id is registered with another key")]
     IdConflict,
+    /// Storing the App or Credentials record failed (an invalid link, a
+    /// schema violation, an id another record holds).
+    #[error(transparent)]
+    Write(#[from] crate::write::WriteError),
 }
 
 impl From<&RegistrationError> for Problem {
@@ -110,6 +114,7 @@ impl From<&RegistrationError> for Problem {
             RegistrationError::IdConflict => {
                 Problem::new(ProblemType::IdConflict).with_detail(error.to_string())
             }
+            RegistrationError::Write(write) => Problem::from(write),
         }
     }
 }

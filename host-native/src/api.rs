@@ -10,7 +10,8 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::Response;
 use folio_core::access::Access;
-use folio_core::auth::{SignedRequest, check_body_digest};
+use folio_core::apps::ServerKeys;
+use folio_core::auth::{AuthError, Malformed, SignedRequest, check_body_digest};
 use folio_core::blob::{
     ACCEPT_RANGES, RangeAnswer, UploadResponse, blob_audience, check_upload_content_type,
     check_upload_length, content_disposition, content_range, find_indexed_blob_link, parse_range,
@@ -23,9 +24,13 @@ use folio_core::http::{NO_CACHE, blob_cache_control, check_json_content_type};
 use folio_core::limits::{
     check_body_len, check_header_bytes, check_request_target, header_section_len,
 };
-use folio_core::model::BlobHash;
+use folio_core::model::{BlobHash, RecordId};
 use folio_core::problem::{Problem, ProblemType};
 use folio_core::query::{IncludeLinks, ListQuery, VersionsQuery, decode_query_string};
+use folio_core::register::{
+    OfferedKey, RegistrationRequest, key_header_value, offered_key, registration_access,
+    verify_registration,
+};
 use folio_core::respond::{self, Answer};
 use folio_core::route::{BlobPath, Endpoint, Method, RecordPath, route};
 use folio_core::store::{
@@ -38,11 +43,11 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use crate::auth::{Caller, Presented, authenticate};
+use crate::auth::{Caller, Headers, Presented, authenticate, check_replay};
 use crate::db;
 use crate::server::App;
 use crate::users::{User, list_users};
-use crate::writer::{RecordWrite, WriterError};
+use crate::writer::{RecordWrite, RegistrationJob, WriterError};
 
 /// A failed request: its problem, and the headers some problems carry.
 pub struct Failure {
@@ -172,7 +177,18 @@ async fn dispatch(app: &App, peer: SocketAddr, request: Request) -> Outcome {
     let response = match (endpoint, user) {
         (Endpoint::Discovery, _) => discovery(&cx).await,
         (Endpoint::ErrorType { type_path }, _) => error_type(&type_path),
-        (Endpoint::Consent { .. }, Some(_)) | (Endpoint::NewNotification { .. }, Some(_)) => {
+        (Endpoint::Consent { app: app_id, .. }, Some(user)) => {
+            let request = crate::consent::ConsentRequest {
+                app,
+                peer: cx.peer.ip(),
+                post: method == Method::Post,
+                headers: &cx.headers,
+                user: &user,
+                app_id,
+            };
+            Ok(crate::consent::consent(request, body).await)
+        }
+        (Endpoint::NewNotification { .. }, Some(_)) => {
             Err(Problem::new(ProblemType::NotImplemented).into())
         }
         (Endpoint::ServerInfo { .. }, Some(_)) => Ok(json(
@@ -180,6 +196,11 @@ async fn dispatch(app: &App, peer: SocketAddr, request: Request) -> Outcome {
             server_info_json(env!("CARGO_PKG_VERSION"), &app.limits),
         )),
         (Endpoint::Records { .. }, Some(user)) if method == Method::Post => {
+            let offered =
+                offered_key(app.dialect, &Headers(&cx.headers)).map_err(|e| Problem::from(&e))?;
+            if let Some(key) = offered {
+                return register(&cx, &user, key, body).await;
+            }
             let body = json_body(&cx, body).await?;
             let caller = writer_caller(&cx, &user, Some(&body)).await?;
             let request = WriteRequest::post(&body).map_err(|e| Problem::from(&e))?;
@@ -488,6 +509,74 @@ async fn write(cx: &Context<'_>, user: &User, caller: &Caller, request: WriteReq
         &caller.access,
     );
     answer_json(cx, user, answer).await
+}
+
+/// An app's registration (PROTOCOL.md §10): verified by core against the
+/// key it offers, stored by the writer, answered with the server's key in
+/// the header the app used.
+async fn register(cx: &Context<'_>, user: &User, key: OfferedKey, body: Body) -> Outcome {
+    let app = cx.app;
+    limited(app.rates.registration(&cx.peer.ip()))?;
+    let body = json_body(cx, body).await?;
+    let authorization = match cx.headers.get(header::AUTHORIZATION) {
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| Problem::from(&AuthError::Malformed(Malformed::Syntax { at: 0 })))?,
+        ),
+        None => None,
+    };
+    let body_sha256: [u8; 32] = Sha256::digest(&body).into();
+    let request = RegistrationRequest {
+        dialect: app.dialect,
+        authorization,
+        signed: SignedRequest {
+            method: cx.method.as_str(),
+            path_and_query: &cx.target,
+            host: &cx.host,
+            port: cx.port,
+        },
+        headers: &Headers(&cx.headers),
+        body: &body,
+        body_sha256: &body_sha256,
+    };
+    let now = app.clock.now();
+    let registration = verify_registration(&request, key, now).map_err(|e| Problem::from(&e))?;
+    check_replay(
+        app,
+        registration.app_id,
+        &registration.nonce,
+        registration.ts_ms,
+        now,
+    )?;
+    let answer_header = registration.key.header;
+    let registered = app
+        .writer
+        .register(RegistrationJob {
+            user: user.clone(),
+            registration,
+            credentials_id: RecordId::from_bytes(rand::random()),
+            server_keys: ServerKeys::from_seed(rand::random()),
+        })
+        .await
+        .map_err(|error| writer_failure(app, &error))?
+        .map_err(|error| Problem::from(&error))?;
+    tracing::info!(user = %user.name, app = %registered.app_record.record.id, "registered an app");
+    let answer = respond::written(
+        registered.app_record.record,
+        registered.app_record.entries,
+        IncludeLinks::from_request(&cx.params, None),
+        &user.entity,
+        &registration_access(&user.entity),
+    );
+    let mut response = answer_json(cx, user, answer).await?;
+    if let Ok(value) = HeaderValue::from_str(&key_header_value(&registered.server_public_key)) {
+        response.headers_mut().insert(
+            header::HeaderName::from_static(answer_header.lowercase),
+            value,
+        );
+    }
+    Ok(response)
 }
 
 fn writer_failure(app: &App, error: &WriterError) -> Failure {

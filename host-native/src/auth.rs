@@ -114,15 +114,7 @@ pub async fn authenticate(
         if let Some(digest) = &request.body_sha256 {
             check_body_digest(signed_content_sha256, digest).map_err(|e| auth_problem(&e))?;
         }
-        app.replay
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .check(header.app_id, header.nonce, header.ts_ms, now)
-            .map_err(|error| match error {
-                ReplayError::Auth(e) => auth_problem(&e),
-                ReplayError::Full => Problem::new(ProblemType::Unavailable)
-                    .with_detail("too many requests in the replay window"),
-            })?;
+        check_replay(app, header.app_id, header.nonce, header.ts_ms, now)?;
         return Ok(Caller {
             access,
             app: Some(header.app_id),
@@ -157,6 +149,26 @@ pub async fn authenticate(
         });
     }
     Ok(Caller::anonymous())
+}
+
+/// Refuses a nonce this app already used within the window (or before
+/// the server started).
+pub fn check_replay(
+    app: &App,
+    app_id: RecordId,
+    nonce: &str,
+    ts_ms: i64,
+    now: RecordDate,
+) -> Result<(), Problem> {
+    app.replay
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .check(app_id, nonce, ts_ms, now)
+        .map_err(|error| match error {
+            ReplayError::Auth(e) => auth_problem(&e),
+            ReplayError::Full => Problem::new(ProblemType::Unavailable)
+                .with_detail("too many requests in the replay window"),
+        })
 }
 
 async fn app_key(app: &App, user: &User, app_id: &RecordId) -> Result<(AppKey, bool), Problem> {

@@ -59,6 +59,30 @@ impl DataDir {
         self.root.join("tls/key.pem")
     }
 
+    /// The secret that signs consent-page session cookies: 32 random bytes
+    /// in `session.key` (readable by this user only), made on first use.
+    /// Deleting the file signs everyone out.
+    pub fn session_key(&self) -> std::io::Result<[u8; 32]> {
+        let path = self.root.join("session.key");
+        match std::fs::read(&path) {
+            Ok(bytes) => bytes.try_into().map_err(|_| {
+                std::io::Error::other(format!("{} does not hold 32 bytes", path.display()))
+            }),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let key: [u8; 32] = rand::random();
+                let mut options = std::fs::OpenOptions::new();
+                options.write(true).create_new(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+                let mut file = options.open(&path)?;
+                std::io::Write::write_all(&mut file, &key)?;
+                file.sync_all()?;
+                Ok(key)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     fn settings_path(&self) -> PathBuf {
         self.root.join("settings.json")
     }
@@ -174,9 +198,24 @@ pub struct ServeOptions {
     /// Unauthenticated reads per client address: `PER_SECOND/BURST`, or `off`.
     #[arg(long, value_parser = parse_rate, default_value = "300/300")]
     pub read_rate: OrOff<RateLimit>,
+    /// App registrations per client address: `PER_SECOND/BURST`, or `off`.
+    #[arg(long, value_parser = parse_rate, default_value = "10/20")]
+    pub register_rate: OrOff<RateLimit>,
+    /// Consent-page sign-in attempts per client address per minute, or `off`.
+    #[arg(long, value_parser = parse_limit::<u32>, default_value = "10")]
+    pub sign_in_rate: OrOff<u32>,
 }
 
 impl ServeOptions {
+    pub fn rates(&self) -> crate::rate::Rates {
+        crate::rate::Rates {
+            writes_per_app: self.write_rate.0,
+            unauthenticated_reads_per_address: self.read_rate.0,
+            registrations_per_address: self.register_rate.0,
+            sign_in_attempts_per_minute: self.sign_in_rate.0,
+        }
+    }
+
     pub fn limits(&self) -> Limits {
         Limits {
             json_body_bytes: self.json_body_limit.0,

@@ -18,6 +18,7 @@ mod auth;
 mod blobs;
 mod clock;
 mod config;
+mod consent;
 mod db;
 mod hub;
 mod rate;

@@ -30,6 +30,13 @@ impl<K: std::hash::Hash + Eq + Clone> Bucket<K> {
         })
     }
 
+    fn per_minute(attempts: u32) -> Option<Self> {
+        let attempts = NonZeroU32::new(attempts)?;
+        Some(Bucket {
+            limiter: RateLimiter::keyed(Quota::per_minute(attempts)),
+        })
+    }
+
     fn check(&self, key: &K, what: &str) -> Result<(), Limited> {
         self.limiter.check_key(key).map_err(|not_until| {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
@@ -46,14 +53,44 @@ impl<K: std::hash::Hash + Eq + Clone> Bucket<K> {
 pub struct RateLimits {
     writes: Option<Bucket<RecordId>>,
     reads: Option<Bucket<IpAddr>>,
+    registrations: Option<Bucket<IpAddr>>,
+    sign_ins: Option<Bucket<IpAddr>>,
+}
+
+/// The rates a server enforces; `None` switches one off.
+pub struct Rates {
+    pub writes_per_app: Option<RateLimit>,
+    pub unauthenticated_reads_per_address: Option<RateLimit>,
+    pub registrations_per_address: Option<RateLimit>,
+    pub sign_in_attempts_per_minute: Option<u32>,
 }
 
 impl RateLimits {
-    pub fn new(writes: Option<RateLimit>, reads: Option<RateLimit>) -> Self {
+    pub fn new(rates: Rates) -> Self {
         RateLimits {
-            writes: writes.and_then(Bucket::new),
-            reads: reads.and_then(Bucket::new),
+            writes: rates.writes_per_app.and_then(Bucket::new),
+            reads: rates
+                .unauthenticated_reads_per_address
+                .and_then(Bucket::new),
+            registrations: rates.registrations_per_address.and_then(Bucket::new),
+            sign_ins: rates
+                .sign_in_attempts_per_minute
+                .and_then(Bucket::per_minute),
         }
+    }
+
+    /// One app registration from an address.
+    pub fn registration(&self, address: &IpAddr) -> Result<(), Limited> {
+        self.registrations.as_ref().map_or(Ok(()), |b| {
+            b.check(address, "app registrations from this address")
+        })
+    }
+
+    /// One consent-page sign-in attempt from an address.
+    pub fn sign_in(&self, address: &IpAddr) -> Result<(), Limited> {
+        self.sign_ins.as_ref().map_or(Ok(()), |b| {
+            b.check(address, "sign-in attempts from this address; wait a minute")
+        })
     }
 
     /// One write by an app.
@@ -75,7 +112,10 @@ impl RateLimits {
         if let Some(b) = &self.writes {
             b.limiter.retain_recent();
         }
-        if let Some(b) = &self.reads {
+        for b in [&self.reads, &self.registrations, &self.sign_ins]
+            .into_iter()
+            .flatten()
+        {
             b.limiter.retain_recent();
         }
     }

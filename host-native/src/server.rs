@@ -10,6 +10,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Redirect, Response};
 use folio_core::auth::ReplayGuard;
+use folio_core::consent::SessionKey;
 use folio_core::dialect::Dialect;
 use folio_core::events::retention_cutoff;
 use folio_core::limits::Limits;
@@ -40,6 +41,8 @@ pub struct App {
     pub users: UserCache,
     pub replay: Mutex<ReplayGuard>,
     pub rates: RateLimits,
+    /// Signs the consent page's session cookies.
+    pub session_key: SessionKey,
     pub blobs: BlobStore,
     /// Turns true when the server shuts down: open event streams end.
     pub shutdown: watch::Receiver<bool>,
@@ -143,10 +146,8 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
             .clone()
             .unwrap_or_else(|| default_docs_url(&base_url)),
         base_url,
-        rates: RateLimits::new(
-            limits.writes_per_app,
-            limits.unauthenticated_reads_per_address,
-        ),
+        rates: RateLimits::new(options.rates()),
+        session_key: SessionKey::from_bytes(data.session_key()?),
         limits,
         clock,
         readers,

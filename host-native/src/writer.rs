@@ -9,11 +9,15 @@
 use std::sync::Arc;
 
 use folio_core::access::Access;
+use folio_core::apps::{ServerKeys, server_public_key};
 use folio_core::model::{RecordDate, RecordId};
 use folio_core::query::{IndexEntry, index_entries};
+use folio_core::register::{
+    NewApp, Registration, RegistrationError, RegistrationPlan, registration_access,
+};
 use folio_core::store::{
-    NeedRow, NeedRows, Statement, WriteOrigin, commit_statements, last_received_at_sql, need_sql,
-    read_version, version_sql,
+    NeedRow, NeedRows, Statement, WriteOrigin, app_credentials_sql, app_key_sql, commit_statements,
+    last_received_at_sql, need_sql, read_version, version_sql,
 };
 use folio_core::write::{
     Answer, Commit, Need, Step, Write, WriteContext, WriteError, WriteRequest,
@@ -63,8 +67,29 @@ pub enum WriterError {
     Busy,
 }
 
+/// An app's registration, to run in one savepoint: the key lookup, then
+/// the writes core plans from it.
+pub struct RegistrationJob {
+    pub user: User,
+    pub registration: Registration,
+    /// Fresh randomness for a new app's Credentials record.
+    pub credentials_id: RecordId,
+    pub server_keys: ServerKeys,
+}
+
+/// A registration's App record, and the server's key for the app.
+pub struct Registered {
+    pub app_record: Stored,
+    pub server_public_key: String,
+}
+
+pub type RegistrationResult = Result<Result<Registered, RegistrationError>, WriterError>;
+
 enum Job {
     Record(Box<RecordWrite>, oneshot::Sender<WriteResult>),
+    /// Record writes that succeed or fail together; answered with the first.
+    Group(Vec<RecordWrite>, oneshot::Sender<WriteResult>),
+    Registration(Box<RegistrationJob>, oneshot::Sender<RegistrationResult>),
     /// Statements to run in one savepoint (blob rows, maintenance).
     Statements(Vec<Statement>, oneshot::Sender<Result<(), WriterError>>),
 }
@@ -105,6 +130,27 @@ impl Writer {
         answer.await.map_err(|_| WriterError::Stopped)?
     }
 
+    /// Runs record writes atomically; answers with the first once durable.
+    pub async fn write_group(&self, writes: Vec<RecordWrite>) -> WriteResult {
+        let (reply, answer) = oneshot::channel();
+        self.submit(Job::Group(writes, reply))?;
+        answer.await.map_err(|_| WriterError::Stopped)?
+    }
+
+    /// Registers an app; answers once durable.
+    pub async fn register(&self, job: RegistrationJob) -> RegistrationResult {
+        let (reply, answer) = oneshot::channel();
+        self.submit(Job::Registration(Box::new(job), reply))?;
+        answer.await.map_err(|_| WriterError::Stopped)?
+    }
+
+    fn submit(&self, job: Job) -> Result<(), WriterError> {
+        self.jobs.try_send(job).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => WriterError::Busy,
+            mpsc::error::TrySendError::Closed(_) => WriterError::Stopped,
+        })
+    }
+
     /// Runs statements atomically, in their own savepoint of the next commit.
     pub async fn execute(&self, statements: Vec<Statement>) -> Result<(), WriterError> {
         let (reply, answer) = oneshot::channel();
@@ -139,6 +185,10 @@ enum Done {
         oneshot::Sender<Result<(), WriterError>>,
         Result<(), WriterError>,
     ),
+    Registration(
+        oneshot::Sender<RegistrationResult>,
+        Result<Result<(Box<Written>, String), RegistrationError>, WriterError>,
+    ),
 }
 
 async fn commit_batch(conn: &mut SqliteConnection, batch: Vec<Job>, clock: &Clock, hub: &Hub) {
@@ -155,9 +205,24 @@ async fn commit_batch(conn: &mut SqliteConnection, batch: Vec<Job>, clock: &Cloc
         let outcome = match (savepoint, job) {
             (Err(error), Job::Record(_, reply)) => Done::Record(reply, Err(error.into())),
             (Err(error), Job::Statements(_, reply)) => Done::Statements(reply, Err(error.into())),
+            (Err(error), Job::Group(_, reply)) => Done::Record(reply, Err(error.into())),
+            (Err(error), Job::Registration(_, reply)) => {
+                Done::Registration(reply, Err(error.into()))
+            }
             (Ok(_), Job::Record(write, reply)) => {
                 let result = run_record_write(conn, &write, clock).await;
                 Done::Record(reply, result.map(|written| written.map(Box::new)))
+            }
+            (Ok(_), Job::Group(writes, reply)) => {
+                let result = run_group(conn, &writes, clock).await;
+                Done::Record(reply, result.map(|written| written.map(Box::new)))
+            }
+            (Ok(_), Job::Registration(job, reply)) => {
+                let result = run_registration(conn, &job, clock).await;
+                Done::Registration(
+                    reply,
+                    result.map(|r| r.map(|(written, key)| (Box::new(written), key))),
+                )
             }
             (Ok(_), Job::Statements(statements, reply)) => Done::Statements(
                 reply,
@@ -167,6 +232,7 @@ async fn commit_batch(conn: &mut SqliteConnection, batch: Vec<Job>, clock: &Cloc
         let keep = match &outcome {
             Done::Record(_, result) => matches!(result, Ok(Ok(_))),
             Done::Statements(_, result) => result.is_ok(),
+            Done::Registration(_, result) => matches!(result, Ok(Ok(_))),
         };
         let end = if keep {
             "RELEASE w"
@@ -188,20 +254,7 @@ async fn commit_batch(conn: &mut SqliteConnection, batch: Vec<Job>, clock: &Cloc
             Done::Record(reply, result) => {
                 let result = match (&committed, result) {
                     (Err(_), Ok(Ok(_))) => Err(WriterError::Db(sqlx::Error::WorkerCrashed)),
-                    (_, Ok(Ok(written))) => {
-                        for (version, seq) in written.versions {
-                            hub.publish(
-                                written.user_id,
-                                Arc::new(LiveEvent {
-                                    seq,
-                                    record: version.record,
-                                    entries: version.entries,
-                                    client_id: written.client_id,
-                                }),
-                            );
-                        }
-                        Ok(Ok(written.answer))
-                    }
+                    (_, Ok(Ok(written))) => Ok(Ok(publish(hub, *written))),
                     (_, Ok(Err(write_error))) => Ok(Err(write_error)),
                     (_, Err(error)) => Err(error),
                 };
@@ -214,6 +267,125 @@ async fn commit_batch(conn: &mut SqliteConnection, batch: Vec<Job>, clock: &Cloc
                 };
                 let _ = reply.send(result);
             }
+            Done::Registration(reply, result) => {
+                let result = match (&committed, result) {
+                    (Err(_), Ok(Ok(_))) => Err(WriterError::Db(sqlx::Error::WorkerCrashed)),
+                    (_, Ok(Ok((written, server_public_key)))) => Ok(Ok(Registered {
+                        app_record: publish(hub, *written),
+                        server_public_key,
+                    })),
+                    (_, Ok(Err(error))) => Ok(Err(error)),
+                    (_, Err(error)) => Err(error),
+                };
+                let _ = reply.send(result);
+            }
+        }
+    }
+}
+
+/// Publishes a committed write's events; returns the version it answers with.
+fn publish(hub: &Hub, written: Written) -> Stored {
+    for (version, seq) in written.versions {
+        hub.publish(
+            written.user_id,
+            Arc::new(LiveEvent {
+                seq,
+                record: version.record,
+                entries: version.entries,
+                client_id: written.client_id,
+            }),
+        );
+    }
+    written.answer
+}
+
+/// Runs writes one after the other in the job's savepoint; the first
+/// refusal stops the group (the savepoint is rolled back).
+async fn run_group(
+    conn: &mut SqliteConnection,
+    writes: &[RecordWrite],
+    clock: &Clock,
+) -> Result<Result<Written, WriteError>, WriterError> {
+    let mut group: Option<Written> = None;
+    for write in writes {
+        let written = match run_record_write(conn, write, clock).await? {
+            Ok(written) => written,
+            Err(error) => return Ok(Err(error)),
+        };
+        match &mut group {
+            Some(group) => group.versions.extend(written.versions),
+            None => group = Some(written),
+        }
+    }
+    Ok(group.ok_or_else(|| WriteError::InvalidBody("an empty group of writes".into())))
+}
+
+/// Runs a registration: reads the key the app id is registered with, then
+/// what core plans from it.
+async fn run_registration(
+    conn: &mut SqliteConnection,
+    job: &RegistrationJob,
+    clock: &Clock,
+) -> Result<Result<(Written, String), RegistrationError>, WriterError> {
+    let user = &job.user;
+    let registered: Option<String> =
+        db::fetch(&mut *conn, &app_key_sql(user.id, &job.registration.app_id))
+            .await?
+            .first()
+            .map(|row| row.try_get(0))
+            .transpose()?;
+    let plan = match job.registration.plan(
+        &user.entity,
+        user.id,
+        registered.as_deref(),
+        job.credentials_id,
+        &job.server_keys,
+    ) {
+        Ok(plan) => plan,
+        Err(error) => return Ok(Err(error)),
+    };
+    let write = |request: WriteRequest| RecordWrite {
+        user: user.clone(),
+        request,
+        access: registration_access(&user.entity),
+        origin: WriteOrigin::default(),
+    };
+    match plan {
+        RegistrationPlan::New(new) => {
+            let NewApp {
+                app,
+                credentials,
+                app_row,
+                server_public_key,
+            } = *new;
+            let written = run_group(conn, &[write(app), write(credentials)], clock).await?;
+            let written = match written {
+                Ok(written) => written,
+                Err(error) => return Ok(Err(error.into())),
+            };
+            db::execute(&mut *conn, &app_row).await?;
+            Ok(Ok((written, server_public_key)))
+        }
+        RegistrationPlan::Renewal { app } => {
+            let written = match run_record_write(conn, &write(*app), clock).await? {
+                Ok(written) => written,
+                Err(error) => return Ok(Err(error.into())),
+            };
+            let statement = app_credentials_sql(user.id, &user.entity, &job.registration.app_id);
+            let rows = db::fetch_versions(&mut *conn, &statement, 0).await?;
+            let key = match rows.first() {
+                Some((record, links)) => {
+                    let (credentials, _) = read_version(record, links)?;
+                    server_public_key(&credentials).map(str::to_owned)
+                }
+                None => None,
+            };
+            match key {
+                Some(key) => Ok(Ok((written, key))),
+                None => Err(WriterError::Db(DbError::Protocol(
+                    "a registered app has no Credentials record".into(),
+                ))),
+            }
         }
     }
 }
@@ -222,6 +394,8 @@ fn fail(job: Job, error: impl Fn() -> WriterError) {
     match job {
         Job::Record(_, reply) => drop(reply.send(Err(error()))),
         Job::Statements(_, reply) => drop(reply.send(Err(error()))),
+        Job::Group(_, reply) => drop(reply.send(Err(error()))),
+        Job::Registration(_, reply) => drop(reply.send(Err(error()))),
     }
 }
 

@@ -40,6 +40,16 @@ pub fn user_by_name_sql(name: &str) -> Statement {
     b.finish(sql)
 }
 
+/// A user's password hash: at most one row `(password_hash)`, NULL when none is set.
+pub fn password_hash_sql(user_id: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT password_hash FROM users WHERE id = {}",
+        b.bind(user_id)
+    );
+    b.finish(sql)
+}
+
 /// Registers an app's key for a user's store.
 pub fn insert_app_sql(
     user_id: i64,
