@@ -120,6 +120,22 @@ enum AppCommand {
         #[arg(long)]
         json: bool,
     },
+    /// List a user's apps and their live authorizations.
+    List {
+        #[arg(long)]
+        user: String,
+        /// Print one JSON array of `{app_id, name, authorization_ids, full_access}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke an app at once: ID is an App Authorization record's id, or an
+    /// app id (all of its authorizations).
+    Revoke {
+        id: folio_core::model::RecordId,
+        /// The user whose store holds it (default: every user's store).
+        #[arg(long)]
+        user: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -240,6 +256,50 @@ async fn run(data_dir: PathBuf, command: Command) -> Result<(), Box<dyn std::err
                 println!("app id: {}", added.app_id);
                 println!("authorization id: {}", added.authorization_id);
             }
+        }
+        Command::App(AppCommand::List { user, json }) => {
+            let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
+            let found = users::list_users(&mut conn)
+                .await?
+                .into_iter()
+                .find(|u| u.name == user)
+                .ok_or_else(|| format!("no user `{user}`"))?;
+            let apps = users::list_apps(&mut conn, &found).await?;
+            if json {
+                println!("{}", serde_json::to_string(&apps)?);
+            } else {
+                for app in apps {
+                    let authorizations: Vec<String> = app
+                        .authorization_ids
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect();
+                    println!(
+                        "{}\t{}\t{}{}",
+                        app.app_id,
+                        app.name.as_deref().unwrap_or("-"),
+                        if authorizations.is_empty() {
+                            "not authorized".to_owned()
+                        } else {
+                            authorizations.join(",")
+                        },
+                        if app.full_access { "\tfull access" } else { "" },
+                    );
+                }
+            }
+        }
+        Command::App(AppCommand::Revoke { id, user }) => {
+            let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
+            let mut revoked = 0;
+            for found in users::list_users(&mut conn).await? {
+                if user.as_ref().is_none_or(|name| *name == found.name) {
+                    revoked += users::revoke(&mut conn, &found, &id).await?;
+                }
+            }
+            if revoked == 0 {
+                return Err(format!("no live authorization `{id}`, nor an app with one").into());
+            }
+            println!("revoked {revoked} authorization(s)");
         }
         Command::Schema(_) => unreachable!("handled before the runtime starts"),
     }

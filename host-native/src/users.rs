@@ -15,8 +15,9 @@ use folio_core::apps::{
 use folio_core::discovery::entity_content;
 use folio_core::model::{Entity, RecordId, RecordLink};
 use folio_core::store::{
-    entity_record_sql, insert_app_sql, insert_user_sql, read_version, seed_statements,
-    types_by_name_sql, user_by_name_sql, users_sql,
+    app_authorizations_sql, apps_sql, entity_record_sql, insert_app_sql, insert_user_sql,
+    latest_version_sql, read_version, seed_statements, types_by_name_sql, user_by_name_sql,
+    users_sql,
 };
 use folio_core::write::{RecordKey, WriteRequest};
 use serde_json::{Value, json};
@@ -45,6 +46,8 @@ pub enum ProvisionError {
     Refused(#[from] folio_core::write::WriteError),
     #[error("{0}")]
     Invalid(String),
+    #[error("stored data: {0}")]
+    Stored(#[from] folio_core::store::StoredDataError),
 }
 
 fn user_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<User, DbError> {
@@ -374,4 +377,102 @@ pub async fn add_app(
     }
     .await;
     finish(conn, result).await
+}
+
+/// One app of a user's store, as `folio app list` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ListedApp {
+    pub app_id: RecordId,
+    pub name: Option<String>,
+    /// The live App Authorization records of the app, latest first.
+    pub authorization_ids: Vec<RecordId>,
+    pub full_access: bool,
+}
+
+/// The apps of a user's store, with their live authorizations.
+pub async fn list_apps(
+    conn: &mut SqliteConnection,
+    user: &User,
+) -> Result<Vec<ListedApp>, ProvisionError> {
+    let mut apps = Vec::new();
+    for row in db::fetch(&mut *conn, &apps_sql(user.id)).await? {
+        let app_id: String = row.try_get(0)?;
+        let full_access: i64 = row.try_get(2)?;
+        let app_id: RecordId = app_id.parse().map_err(|_| {
+            ProvisionError::Invalid(format!("a stored app id `{app_id}` is not an id"))
+        })?;
+        let name = records(conn, &latest_version_sql(user.id, &user.entity, &app_id))
+            .await?
+            .first()
+            .and_then(|app| {
+                app.content()?
+                    .as_map()
+                    .get("name")?
+                    .as_str()
+                    .map(str::to_owned)
+            });
+        let authorization_ids = records(
+            conn,
+            &app_authorizations_sql(user.id, &user.entity, &app_id),
+        )
+        .await?
+        .iter()
+        .map(|record| record.id)
+        .collect();
+        apps.push(ListedApp {
+            app_id,
+            name,
+            authorization_ids,
+            full_access: full_access != 0,
+        });
+    }
+    Ok(apps)
+}
+
+/// Revokes an app at once: deletes the App Authorization record `id`, or
+/// every live one of the app whose id is `id`. Returns how many it deleted.
+pub async fn revoke(
+    conn: &mut SqliteConnection,
+    user: &User,
+    id: &RecordId,
+) -> Result<usize, ProvisionError> {
+    let mut authorizations: Vec<RecordId> =
+        records(conn, &app_authorizations_sql(user.id, &user.entity, id))
+            .await?
+            .iter()
+            .map(|record| record.id)
+            .collect();
+    if authorizations.is_empty() {
+        let latest = records(conn, &latest_version_sql(user.id, &user.entity, id)).await?;
+        if latest.first().is_some_and(|record| {
+            !record.is_tombstone()
+                && folio_core::access::is_type(
+                    &record.type_link,
+                    folio_core::builtin::BuiltinType::AppAuthorization,
+                )
+        }) {
+            authorizations.push(*id);
+        }
+    }
+    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+    let result = async {
+        for authorization in &authorizations {
+            let target = RecordKey::new(user.entity.clone(), *authorization);
+            owner_write(conn, user, WriteRequest::delete(target, b"")?).await?;
+        }
+        Ok(authorizations.len())
+    }
+    .await;
+    finish(conn, result).await
+}
+
+async fn records(
+    conn: &mut SqliteConnection,
+    statement: &folio_core::store::Statement,
+) -> Result<Vec<folio_core::model::Record>, ProvisionError> {
+    db::fetch_versions(&mut *conn, statement, 0)
+        .await?
+        .iter()
+        .map(|(record, links)| Ok(read_version(record, links)?.0))
+        .collect()
 }
