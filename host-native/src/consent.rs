@@ -9,11 +9,12 @@ use axum::body::Body;
 use axum::response::Response;
 use folio_core::access::Access;
 use folio_core::consent::{
-    AppRequest, ConsentError, FormAction, MAX_FORM_BYTES, PAGE_HEADERS, Session, approval_writes,
-    consent_page, message_page, parse_form, scope_items, sign_in_page,
+    AppRequest, ConsentError, FormAction, MAX_FORM_BYTES, MAX_ICON_BYTES, PAGE_HEADERS, Session,
+    approval_writes, consent_page, icon_data_url, message_page, parse_form, scope_items,
+    sign_in_page,
 };
 use folio_core::discovery::consent_path;
-use folio_core::model::{Record, RecordDate, RecordId, RecordLink};
+use folio_core::model::{Record, RecordId, RecordLink};
 use folio_core::store::{
     WriteOrigin, app_authorizations_sql, latest_version_sql, password_hash_sql, read_version,
 };
@@ -145,7 +146,7 @@ async fn answer(request: &ConsentRequest<'_>, body: Body) -> Page {
             Ok(see_other(&location, None))
         }
         FormAction::Approve { ticked } => {
-            let location = approve(request, &app_request, &ticked, now).await?;
+            let location = approve(request, &app_request, &ticked).await?;
             Ok(see_other(&location, None))
         }
     }
@@ -157,7 +158,6 @@ async fn approve(
     request: &ConsentRequest<'_>,
     app_request: &AppRequest,
     ticked: &folio_core::apps::Scope,
-    _now: RecordDate,
 ) -> Result<String, Response> {
     let app = request.app;
     let user = request.user;
@@ -252,9 +252,31 @@ async fn consent_form(
             .find(|(known, _)| known == link)
             .map(|(_, name)| name.clone())
     });
+    let icon = match &app_request.icon {
+        Some(link) => icon(app, link).await,
+        None => None,
+    };
     let csrf = session.csrf_token(&app.session_key);
-    let page = consent_page(&user.name, action, &csrf, app_request, None, &items);
+    let page = consent_page(
+        &user.name,
+        action,
+        &csrf,
+        app_request,
+        icon.as_deref(),
+        &items,
+    );
     Ok(html(StatusCode::OK, page))
+}
+
+/// The app's icon, inlined; a missing or unreadable file shows no icon.
+async fn icon(app: &App, link: &folio_core::model::BlobLink) -> Option<String> {
+    let path = app.blobs.path(&link.hash.to_string());
+    let size = tokio::fs::metadata(&path).await.ok()?.len();
+    if size > MAX_ICON_BYTES as u64 {
+        return None;
+    }
+    let bytes = tokio::fs::read(&path).await.ok()?;
+    icon_data_url(link, &bytes)
 }
 
 fn sign_in(
