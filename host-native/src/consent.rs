@@ -336,16 +336,15 @@ async fn fetch_records(
     app: &App,
     statement: &folio_core::store::Statement,
 ) -> Result<Vec<Record>, Response> {
-    db::fetch_versions(&app.readers, statement, 0)
+    let rows = db::fetch_versions(&app.readers, statement, 0)
         .await
-        .map_err(|error| logged(&error))?
-        .iter()
-        .map(|(record, links)| {
-            read_version(record, links)
-                .map(|(record, _)| record)
-                .map_err(|error| logged(&error))
-        })
-        .collect()
+        .map_err(|error| logged(&error))?;
+    let mut records = Vec::with_capacity(rows.len());
+    for (record, links) in &rows {
+        let (record, _) = read_version(record, links).map_err(|error| logged(&error))?;
+        records.push(record);
+    }
+    Ok(records)
 }
 
 /// A form body, at most [`MAX_FORM_BYTES`].

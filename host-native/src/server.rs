@@ -74,6 +74,11 @@ impl App {
 pub enum ServeError {
     #[error("data directory: {0}")]
     Io(#[from] std::io::Error),
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
     #[error("tls: {0}")]
@@ -163,10 +168,17 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         .fallback(crate::api::handle)
         .with_state(Arc::clone(&app));
     let handle = axum_server::Handle::new();
-    let mut server = axum_server::bind_rustls(
-        options.listen,
+    let listener = std::net::TcpListener::bind(options.listen).map_err(|source| {
+        ServeError::Listen {
+            address: options.listen,
+            source,
+        }
+    })?;
+    listener.set_nonblocking(true)?;
+    let mut server = axum_server::from_tcp_rustls(
+        listener,
         axum_server::tls_rustls::RustlsConfig::from_config(tls_config),
-    )
+    )?
     .handle(handle.clone());
     // The server's own limits answer with problem+json; hyper's must be higher.
     server

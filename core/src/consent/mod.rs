@@ -418,7 +418,10 @@ mod tests {
             Some("data:image/png;base64,cG5n")
         );
         assert_eq!(icon_data_url(&link("text/html"), b"<script>"), None);
-        assert_eq!(icon_data_url(&link("image/png"), &vec![0; MAX_ICON_BYTES + 1]), None);
+        assert_eq!(
+            icon_data_url(&link("image/png"), &vec![0; MAX_ICON_BYTES + 1]),
+            None
+        );
     }
 
     #[test]
