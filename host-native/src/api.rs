@@ -161,16 +161,20 @@ async fn dispatch(app: &App, peer: SocketAddr, request: Request) -> Outcome {
         params,
     };
     let user = match endpoint.user() {
-        Some(name) => Some(
-            app.users
+        Some(name) => {
+            let found = app
+                .users
                 .get(&app.readers, name)
                 .await
-                .map_err(|e| app.internal(&e))?
-                .ok_or_else(|| {
-                    Problem::new(ProblemType::NotFound)
-                        .with_detail(format!("no user `{name}` here"))
-                })?,
-        ),
+                .map_err(|e| app.internal(&e))?;
+            if found.is_none() && matches!(endpoint, Endpoint::Consent { .. }) {
+                // A person reads this one: a page, not problem+json.
+                return Ok(crate::consent::not_found());
+            }
+            Some(found.ok_or_else(|| {
+                Problem::new(ProblemType::NotFound).with_detail(format!("no user `{name}` here"))
+            })?)
+        }
         None => None,
     };
     let head = method == Method::Head;

@@ -52,13 +52,7 @@ async fn answer(request: &ConsentRequest<'_>, body: Body) -> Page {
     let user = request.user;
     let now = app.clock.now();
     let action = consent_path(&user.name, &request.app_id);
-    let app_request = app_request(request).await?.ok_or_else(|| {
-        message(
-            StatusCode::NOT_FOUND,
-            "No such app",
-            "No app is registered under this address. Ask the app to start again.",
-        )
-    })?;
+    let app_request = app_request(request).await?.ok_or_else(not_found)?;
     let session = request
         .headers
         .get(header::COOKIE)
@@ -386,6 +380,15 @@ fn see_other(location: &str, set_cookie: Option<String>) -> Response {
         headers.insert(header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// The page for an unknown user or app.
+pub fn not_found() -> Response {
+    message(
+        StatusCode::NOT_FOUND,
+        "No such app",
+        "No app is registered under this address. Ask the app to start again.",
+    )
 }
 
 fn forbidden() -> Response {

@@ -168,12 +168,11 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         .fallback(crate::api::handle)
         .with_state(Arc::clone(&app));
     let handle = axum_server::Handle::new();
-    let listener = std::net::TcpListener::bind(options.listen).map_err(|source| {
-        ServeError::Listen {
+    let listener =
+        std::net::TcpListener::bind(options.listen).map_err(|source| ServeError::Listen {
             address: options.listen,
             source,
-        }
-    })?;
+        })?;
     listener.set_nonblocking(true)?;
     let mut server = axum_server::from_tcp_rustls(
         listener,
