@@ -13,6 +13,9 @@
 //! - [`expect`]: comparing responses with the protocol (statuses, problem
 //!   types, dates, hashes).
 //! - [`dates`]: RecordDates to and from the clock.
+//! - [`apps`]: apps the checks register themselves and take through the
+//!   consent page; [`browser`] drives that page over plain HTML forms,
+//!   reading them with [`html`].
 //! - `checks`: the checks by area, one module each, and their order.
 //!
 //! Checks run one after the other (a few send concurrent requests on
@@ -26,10 +29,13 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 
+pub mod apps;
+pub mod browser;
 pub mod client;
 pub mod context;
 pub mod dates;
 pub mod expect;
+pub mod html;
 pub mod signer;
 pub mod sse;
 pub mod target;
@@ -154,6 +160,10 @@ fn exclusion(check: &checks::Check, target: &Target, options: &RunOptions) -> Op
     }
     match check.needs {
         Needs::Api => None,
+        Needs::Password if target.password.is_none() => {
+            Some("the target has no \"password\" to sign in on the consent page with".into())
+        }
+        Needs::Password => None,
         _ if !target.transport => Some("the target has \"transport\": false".into()),
         Needs::Redirect if target.http_redirect_url.is_none() => {
             Some("the target has no \"http_redirect_url\"".into())
@@ -185,4 +195,75 @@ async fn run_one(check: &checks::Check, ctx: &Ctx) -> Outcome {
 /// the scoped app's credentials in `target` are not used here.
 pub async fn prepare_scoped_types(target: &Target) -> Result<(), String> {
     Ctx::new(target)?.scoped_types().await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(password: Option<&str>) -> Target {
+        let app = AppCredentials {
+            app_id: "0".repeat(32),
+            authorization_id: "1".repeat(32),
+            private_key: "A".repeat(43) + "=",
+        };
+        Target {
+            base_url: "https://localhost:8443".into(),
+            user: "me".into(),
+            entity: "localhost".into(),
+            ca_cert: None,
+            insecure: false,
+            http_redirect_url: None,
+            transport: true,
+            password: password.map(str::to_string),
+            full_app: app.clone(),
+            scoped_app: ScopedAppCredentials {
+                app,
+                read_type: "2".repeat(32),
+                write_type: "3".repeat(32),
+            },
+        }
+    }
+
+    fn excluded(target: &Target) -> Vec<&'static str> {
+        checks::all()
+            .iter()
+            .filter(|check| exclusion(check, target, &RunOptions::default()).is_some())
+            .map(|check| check.name)
+            .collect()
+    }
+
+    #[test]
+    fn checks_that_sign_in_are_excluded_without_a_password() {
+        let without = excluded(&target(None));
+        for name in [
+            "consent/approve-redirects-with-authorization-id",
+            "consent/grant-is-the-ticked-scopes",
+            "revocation/deleting-authorization-revokes-at-once",
+        ] {
+            assert!(without.contains(&name), "{name} runs without a password");
+        }
+        for name in [
+            "consent/wrong-password-401",
+            "registration/good-key-x-svc-publickey-200",
+        ] {
+            assert!(!without.contains(&name), "{name} needs no password");
+        }
+        let with = excluded(&target(Some("secret")));
+        assert!(
+            !with
+                .iter()
+                .any(|name| name.starts_with("consent/") || name.starts_with("revocation/")),
+            "excluded with a password: {with:?}"
+        );
+    }
+
+    #[test]
+    fn check_names_are_unique() {
+        let mut names = check_names();
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count);
+    }
 }

@@ -85,6 +85,26 @@ impl AppKey {
         }
     }
 
+    /// A fresh key pair for an app that is not registered yet: its
+    /// authorization id is empty, so requests it signs carry the empty
+    /// authorization-id line registration asks for.
+    pub fn generate(app_id: &str) -> Self {
+        Self::from_seed(app_id, "", rand::random())
+    }
+
+    /// The same app and key, signing as `authorization_id`.
+    pub fn authorized(&self, authorization_id: &str) -> Self {
+        Self {
+            authorization_id: authorization_id.to_string(),
+            ..self.clone()
+        }
+    }
+
+    /// Standard base64 of the 32-byte public key.
+    pub fn public_key(&self) -> String {
+        STANDARD.encode(self.key.verifying_key().as_bytes())
+    }
+
     /// Standard base64 of the Ed25519 signature of `input`.
     pub fn sign(&self, input: &str) -> String {
         STANDARD.encode(self.key.sign(input.as_bytes()).to_bytes())

@@ -23,6 +23,10 @@ pub struct Target {
     /// Whether the transport checks (TLS versions, ALPN, redirect) apply.
     #[serde(default = "yes")]
     pub transport: bool,
+    /// The user's password, for the checks that sign in on the consent
+    /// page; without it they are reported as excluded.
+    #[serde(default)]
+    pub password: Option<String>,
     /// An app authorized with read, write and subscribe on every type.
     pub full_app: AppCredentials,
     /// An app authorized to read `read_type` records and to write and

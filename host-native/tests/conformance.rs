@@ -18,7 +18,7 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
     let data = scratch("conformance");
     let port = free_port();
     let base_url = format!("https://localhost:{port}");
-    add_me(&data, &base_url);
+    let password = add_me(&data, &base_url);
     let full = add_app(&data, "me", &["--full-access"]);
     let read_type = hex_id();
     let write_type = hex_id();
@@ -31,6 +31,7 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
         insecure: false,
         http_redirect_url: Some(format!("http://localhost:{}", server.http_port)),
         transport: true,
+        password: Some(password),
         full_app: credentials(&full),
         scoped_app: ScopedAppCredentials {
             app: credentials(&full),

@@ -64,6 +64,7 @@ impl Client {
             insecure: false,
             http_redirect_url: None,
             transport: false,
+            password: None,
             full_app: credentials.clone(),
             scoped_app: ScopedAppCredentials {
                 app: credentials,

@@ -11,6 +11,7 @@ use crate::context::Ctx;
 mod auth;
 mod bearer;
 mod blobs;
+mod consent;
 mod cors;
 mod discovery;
 mod errors;
@@ -22,6 +23,8 @@ mod list;
 mod permissions;
 mod rate_limits;
 mod records;
+mod registration;
+mod revocation;
 mod scopes;
 mod transport;
 mod types;
@@ -41,6 +44,8 @@ pub enum Needs {
     Transport,
     /// A plain-HTTP `http_redirect_url` (and `transport: true`).
     Redirect,
+    /// The user's `password`, to sign in on the consent page.
+    Password,
 }
 
 pub struct Check {
@@ -83,6 +88,9 @@ pub fn all() -> Vec<Check> {
         versions::checks(),
         permissions::checks(),
         scopes::checks(),
+        registration::checks(),
+        consent::checks(),
+        revocation::checks(),
         blobs::checks(),
         events::checks(),
         limits::checks(),

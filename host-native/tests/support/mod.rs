@@ -47,9 +47,10 @@ pub fn folio(data: &Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("utf-8 output")
 }
 
-/// Creates the user `me` at entity `localhost`, its Entity record naming `base_url`.
-pub fn add_me(data: &Path, base_url: &str) {
-    folio(
+/// Creates the user `me` at entity `localhost`, its Entity record naming
+/// `base_url`; returns its password.
+pub fn add_me(data: &Path, base_url: &str) -> String {
+    let out = folio(
         data,
         &[
             "user",
@@ -62,6 +63,8 @@ pub fn add_me(data: &Path, base_url: &str) {
             "--json",
         ],
     );
+    let out: Value = serde_json::from_str(&out).expect("one JSON object");
+    out["password"].as_str().expect("password").to_owned()
 }
 
 /// A new Ed25519 key pair: (seed, public key), standard base64.
