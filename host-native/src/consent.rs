@@ -9,8 +9,8 @@ use axum::body::Body;
 use axum::response::Response;
 use folio_core::access::Access;
 use folio_core::consent::{
-    AppRequest, ConsentError, FormAction, MAX_FORM_BYTES, MAX_ICON_BYTES, PAGE_HEADERS, Session,
-    approval_writes, consent_page, icon_data_url, message_page, parse_form, scope_items,
+    AppRequest, ConsentError, Decision, MAX_FORM_BYTES, MAX_ICON_BYTES, PAGE_HEADERS, Session,
+    approval_writes, consent_page, decide, icon_data_url, message_page, parse_form, scope_items,
     sign_in_page,
 };
 use folio_core::discovery::consent_path;
@@ -57,47 +57,36 @@ async fn answer(request: &ConsentRequest<'_>, body: Body) -> Page {
         .headers
         .get(header::COOKIE)
         .and_then(|value| value.to_str().ok())
-        .and_then(|cookie| Session::from_cookie_header(cookie, &app.session_key, now))
-        .filter(|session| session.user == user.name);
-
-    if !request.post {
-        return match session {
-            Some(session) if session.signed_in => {
-                consent_form(request, &session, &action, &app_request).await
-            }
-            Some(session) => Ok(sign_in(
-                request,
-                &session,
-                &action,
-                None,
-                StatusCode::OK,
-                false,
-            )),
-            None => {
-                let session = Session::visitor(&user.name, rand::random(), now);
-                Ok(sign_in(
-                    request,
-                    &session,
-                    &action,
-                    None,
-                    StatusCode::OK,
-                    true,
-                ))
-            }
-        };
-    }
-
-    let form = read_form(body)
-        .await
-        .and_then(|body| parse_form(&body).map_err(|_| ConsentError::InvalidForm));
-    let (Some(session), Ok(form)) = (session, form) else {
-        return Err(forbidden());
+        .and_then(|cookie| Session::from_cookie_header(cookie, &app.session_key, now));
+    let form = match request.post {
+        true => Some(read_form(body).await.and_then(|body| parse_form(&body))),
+        false => None,
     };
-    if !session.check_csrf(&app.session_key, &form.csrf) {
-        return Err(forbidden());
-    }
-    match form.action {
-        FormAction::SignIn { password } => {
+    let decision = decide(
+        &user.name,
+        session,
+        form,
+        &app.session_key,
+        rand::random(),
+        now,
+    );
+    match decision {
+        Decision::SignInForm {
+            session,
+            new_session,
+        } => Ok(sign_in(
+            request,
+            &session,
+            &action,
+            None,
+            StatusCode::OK,
+            new_session,
+        )),
+        Decision::ConsentForm { session } => {
+            consent_form(request, &session, &action, &app_request).await
+        }
+        Decision::Forbidden => Err(forbidden()),
+        Decision::CheckPassword { session, password } => {
             if let Err(limited) = app.rates.sign_in(&request.peer) {
                 let mut page = message(
                     StatusCode::TOO_MANY_REQUESTS,
@@ -129,17 +118,15 @@ async fn answer(request: &ConsentRequest<'_>, body: Body) -> Page {
                 ))
             }
         }
-        FormAction::Approve { .. } | FormAction::Deny if !session.signed_in => {
-            Ok(see_other(&action, None))
-        }
-        FormAction::Deny => {
+        Decision::BackToPage => Ok(see_other(&action, None)),
+        Decision::Deny => {
             let location = app_request
                 .denial_redirect()
                 .map_err(|_| invalid_redirect())?;
             tracing::info!(user = %user.name, app = %app_request.id, "consent denied");
             Ok(see_other(&location, None))
         }
-        FormAction::Approve { ticked } => {
+        Decision::Approve { ticked } => {
             let location = approve(request, &app_request, &ticked).await?;
             Ok(see_other(&location, None))
         }

@@ -115,6 +115,75 @@ pub fn parse_form(body: &[u8]) -> Result<ConsentForm, ConsentError> {
     })
 }
 
+/// What a consent page request comes to, given its session (already read
+/// from the cookie and checked) and, for a POST, its form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Show the sign-in form. `new_session` is a visitor session the host
+    /// must set as the cookie (the request came without a usable one).
+    SignInForm {
+        session: Session,
+        new_session: bool,
+    },
+    /// Show the consent form to the signed-in owner.
+    ConsentForm {
+        session: Session,
+    },
+    /// Check this password (within the host's sign-in rate); on success a
+    /// new signed-in session, on failure the sign-in form again.
+    CheckPassword {
+        session: Session,
+        password: String,
+    },
+    /// Back to the page (a decision needs a signed-in session).
+    BackToPage,
+    Approve {
+        ticked: Scope,
+    },
+    Deny,
+    /// No session, a bad form, or a CSRF token that is not the session's.
+    Forbidden,
+}
+
+/// Decides a consent page request. `session` is the cookie's session if it
+/// is valid; one for another user counts as none. `nonce` is fresh
+/// randomness for a visitor session. `form` is `None` for a GET.
+pub fn decide(
+    user: &str,
+    session: Option<Session>,
+    form: Option<Result<ConsentForm, ConsentError>>,
+    key: &SessionKey,
+    nonce: [u8; 16],
+    now: crate::model::RecordDate,
+) -> Decision {
+    let session = session.filter(|session| session.user == user);
+    let Some(form) = form else {
+        return match session {
+            Some(session) if session.signed_in => Decision::ConsentForm { session },
+            Some(session) => Decision::SignInForm {
+                session,
+                new_session: false,
+            },
+            None => Decision::SignInForm {
+                session: Session::visitor(user, nonce, now),
+                new_session: true,
+            },
+        };
+    };
+    let (Some(session), Ok(form)) = (session, form) else {
+        return Decision::Forbidden;
+    };
+    if !session.check_csrf(key, &form.csrf) {
+        return Decision::Forbidden;
+    }
+    match form.action {
+        FormAction::SignIn { password } => Decision::CheckPassword { session, password },
+        FormAction::Approve { .. } | FormAction::Deny if !session.signed_in => Decision::BackToPage,
+        FormAction::Approve { ticked } => Decision::Approve { ticked },
+        FormAction::Deny => Decision::Deny,
+    }
+}
+
 /// A checkbox value: the Type record's entity and id, separated by a space.
 fn scope_value(link: &RecordLink) -> String {
     format!("{} {}", link.entity, link.record_id)
@@ -403,6 +472,69 @@ mod tests {
             parse_form(b"csrf=t&action=approve&read=nonsense"),
             Err(ConsentError::InvalidForm)
         );
+    }
+
+    #[test]
+    fn decisions_follow_the_session_and_the_csrf_token() {
+        let key = SessionKey::from_bytes([3; 32]);
+        let now = crate::model::RecordDate::from_unix_millis(1_800_000_000_000).expect("a date");
+        let visitor = Session::visitor("me", [1; 16], now);
+        let owner = Session::signed_in("me", [2; 16], now);
+        let form = |session: &Session, action: FormAction| {
+            Some(Ok(ConsentForm {
+                csrf: session.csrf_token(&key),
+                action,
+            }))
+        };
+        let decide = |session: Option<&Session>, form| {
+            decide("me", session.cloned(), form, &key, [9; 16], now)
+        };
+        assert!(matches!(
+            decide(None, None),
+            Decision::SignInForm {
+                new_session: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            decide(Some(&Session::signed_in("you", [2; 16], now)), None),
+            Decision::SignInForm {
+                new_session: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            decide(Some(&owner), None),
+            Decision::ConsentForm { .. }
+        ));
+        assert_eq!(
+            decide(Some(&owner), form(&visitor, FormAction::Deny)),
+            Decision::Forbidden
+        );
+        assert_eq!(
+            decide(None, form(&visitor, FormAction::Deny)),
+            Decision::Forbidden
+        );
+        assert_eq!(
+            decide(Some(&visitor), form(&visitor, FormAction::Deny)),
+            Decision::BackToPage
+        );
+        assert_eq!(
+            decide(Some(&owner), form(&owner, FormAction::Deny)),
+            Decision::Deny
+        );
+        assert!(matches!(
+            decide(
+                Some(&visitor),
+                form(
+                    &visitor,
+                    FormAction::SignIn {
+                        password: "p".into()
+                    }
+                )
+            ),
+            Decision::CheckPassword { .. }
+        ));
     }
 
     #[test]
