@@ -199,13 +199,17 @@ pub fn registered(response: &Response, header: &str) -> Result<Registered, Strin
 
 /// Registers `app` asking for `scope`, with `X-Svc-PublicKey`.
 pub async fn register(ctx: &Ctx, app: &NewApp, scope: &[ScopeItem]) -> Result<Registered, String> {
-    let body = app.body(ctx, scope).await?;
+    register_body(ctx, app, &app.body(ctx, scope).await?).await
+}
+
+/// Registers `app` with this App record body, with `X-Svc-PublicKey`.
+pub async fn register_body(ctx: &Ctx, app: &NewApp, body: &Value) -> Result<Registered, String> {
     let call = registration(
         ctx,
         &app.key,
         PUBLIC_KEY_HEADER,
         &app.key.public_key(),
-        &body,
+        body,
     )?;
     registered(&ctx.send(call).await?, PUBLIC_KEY_HEADER)
         .map_err(|error| format!("registering app {}: {error}", app.id()))

@@ -7,8 +7,8 @@ use url::Url;
 
 use super::{Check, CheckResult, Needs, check};
 use crate::apps::{
-    NewApp, PUBLIC_KEY_HEADER, REDIRECT, REDIRECT_BARE, ScopeItem, authorization_id, authorize,
-    consent_url, password, register, registered, registration, scope_items, scope_type,
+    NewApp, REDIRECT, REDIRECT_BARE, ScopeItem, authorization_id, authorize, consent_url, password,
+    register, register_body, scope_items, scope_type,
 };
 use crate::browser::{
     Browser, SESSION_COOKIE, csrf, ensure_session_attributes, html, see_other, session_cookies,
@@ -476,14 +476,7 @@ async fn deny(ctx: &Ctx, redirect: &str) -> Result<Url, String> {
     let app = NewApp::fresh();
     let mut body = app.body(ctx, &scope).await?;
     body["content"]["uris"]["redirect"] = json!(redirect);
-    let call = registration(
-        ctx,
-        &app.key,
-        PUBLIC_KEY_HEADER,
-        &app.key.public_key(),
-        &body,
-    )?;
-    registered(&ctx.send(call).await?, PUBLIC_KEY_HEADER)?;
+    register_body(ctx, &app, &body).await?;
     let url = consent_url(ctx, app.id())?;
     let mut browser = Browser::new(&ctx.http, &url);
     browser.sign_in(&url, password(ctx)?).await?;

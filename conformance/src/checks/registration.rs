@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::{Check, CheckResult, check};
 use crate::apps::{
-    CREDENTIALS_HEADER, NewApp, PUBLIC_KEY_HEADER, ScopeItem, key_header, register, registered,
-    registration, scope_type,
+    CREDENTIALS_HEADER, NewApp, PUBLIC_KEY_HEADER, ScopeItem, key_header, register, register_body,
+    registered, registration, scope_type,
 };
 use crate::checks::cors::ensure_exposed_headers;
 use crate::client::{Call, Response, record_id};
@@ -261,15 +261,7 @@ async fn same_id_same_key(ctx: &Ctx) -> CheckResult {
     let first = register(ctx, &app, &scope).await?;
     let mut body = app.body(ctx, &scope).await?;
     body["content"]["description"] = json!("Registered again by the conformance suite.");
-    let call = registration(
-        ctx,
-        &app.key,
-        PUBLIC_KEY_HEADER,
-        &app.key.public_key(),
-        &body,
-    )?;
-    let again = registered(&ctx.send(call).await?, PUBLIC_KEY_HEADER)
-        .map_err(|error| format!("registering again: {error}"))?;
+    let again = register_body(ctx, &app, &body).await?;
     let first_hash = str_at(&first.record, "/version/hash")?;
     ensure!(
         str_at(&again.record, "/version/hash")? != first_hash,
