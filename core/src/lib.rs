@@ -60,5 +60,6 @@ pub mod register;
 pub mod respond;
 pub mod route;
 pub mod schema;
+pub mod service;
 pub mod store;
 pub mod write;

@@ -6,12 +6,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use folio_core::respond::VersionRow;
+use folio_core::service::store::Row;
 use folio_core::store::{MIGRATIONS, SqlValue, Statement};
 use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{Arguments, Row, SqliteConnection, SqlitePool};
+use sqlx::{Arguments, Row as _, SqliteConnection, SqlitePool};
 
 /// A database failure: always `server/500-internal` to the client, logged in full.
 pub type DbError = sqlx::Error;
@@ -151,6 +152,44 @@ pub async fn fetch_versions<'a>(
         .iter()
         .map(|row| Ok((row.try_get(skip)?, row.try_get(skip + 1)?)))
         .collect()
+}
+
+/// Runs a query and returns its rows as core reads them.
+pub async fn fetch_rows<'a>(
+    on: impl Into<On<'a>>,
+    statement: &Statement,
+) -> Result<Vec<Row>, DbError> {
+    fetch(on, statement).await?.iter().map(row_values).collect()
+}
+
+/// A row's values, by the type each value has (SQLite types values, not columns).
+fn row_values(row: &SqliteRow) -> Result<Row, DbError> {
+    use sqlx::{TypeInfo, ValueRef};
+    (0..row.len())
+        .map(|column| {
+            let raw = row.try_get_raw(column)?;
+            if raw.is_null() {
+                return Ok(SqlValue::Null);
+            }
+            Ok(match raw.type_info().name() {
+                "INTEGER" => SqlValue::Integer(row.try_get(column)?),
+                _ => SqlValue::Text(row.try_get(column)?),
+            })
+        })
+        .collect()
+}
+
+/// Whether a statement failed on a constraint (SQLite's primary result
+/// code 19: a unique index, a foreign key, a check, or a trigger's abort).
+pub fn is_constraint(error: &DbError) -> bool {
+    const SQLITE_CONSTRAINT: i32 = 19;
+    match error {
+        sqlx::Error::Database(database) => database
+            .code()
+            .and_then(|code| code.parse::<i32>().ok())
+            .is_some_and(|code| code & 0xff == SQLITE_CONSTRAINT),
+        _ => false,
+    }
 }
 
 /// Runs statements in order on one connection (inside the caller's transaction).

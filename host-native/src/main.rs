@@ -14,17 +14,15 @@
 //! - `schema_command.rs`: `folio schema`, for people who write types.
 
 mod api;
-mod auth;
 mod blobs;
 mod clock;
 mod config;
-mod consent;
 mod db;
+mod host;
 mod hub;
 mod rate;
 mod schema_command;
 mod server;
-mod stream;
 mod tls;
 mod users;
 mod writer;

@@ -7,15 +7,9 @@ use std::num::NonZeroU32;
 use folio_core::limits::RateLimit;
 use folio_core::model::RecordId;
 use folio_core::problem::{Problem, ProblemType};
+use folio_core::service::Limited;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-
-/// A request over its rate: the problem and the seconds to wait.
-#[derive(Debug)]
-pub struct Limited {
-    pub problem: Problem,
-    pub retry_after_secs: u64,
-}
 
 struct Bucket<K: std::hash::Hash + Eq + Clone> {
     limiter: DefaultKeyedRateLimiter<K>,

@@ -6,15 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Redirect, Response};
 use folio_core::auth::ReplayGuard;
 use folio_core::consent::SessionKey;
 use folio_core::dialect::Dialect;
 use folio_core::events::retention_cutoff;
-use folio_core::limits::Limits;
-use folio_core::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, default_docs_url};
+use folio_core::problem::default_docs_url;
 use folio_core::store::{blob_held_sql, delete_blob_sql, expired_blobs_sql, prune_events_sql};
 use sqlx::{Row, SqlitePool};
 use tokio::sync::watch;
@@ -30,10 +28,7 @@ use crate::{db, tls, users};
 
 /// Everything a request handler shares.
 pub struct App {
-    pub dialect: Dialect,
-    pub base_url: String,
-    pub docs_url: String,
-    pub limits: Limits,
+    pub settings: folio_core::service::Settings,
     pub clock: Clock,
     pub readers: SqlitePool,
     pub writer: Writer,
@@ -46,27 +41,6 @@ pub struct App {
     pub blobs: BlobStore,
     /// Turns true when the server shuts down: open event streams end.
     pub shutdown: watch::Receiver<bool>,
-}
-
-impl App {
-    /// Logs an unexpected failure and answers `server/500-internal`
-    /// without details a client could misuse.
-    pub fn internal(&self, error: &dyn std::fmt::Display) -> Problem {
-        tracing::error!(%error, "internal error");
-        Problem::new(ProblemType::Internal)
-    }
-
-    /// The problem+json response of `problem`.
-    pub fn problem(&self, problem: &Problem) -> Response {
-        let mut response = Response::new(Body::from(problem.to_json(&self.docs_url)));
-        *response.status_mut() = http::StatusCode::from_u16(problem.status())
-            .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-        response.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
-        );
-        response
-    }
 }
 
 /// Why the server could not start.
@@ -145,15 +119,18 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     let readers = db::open_readers(&data.database(), options.readers).await?;
     let (stop, shutdown) = watch::channel(false);
     let app = Arc::new(App {
-        dialect: Dialect::default(),
-        docs_url: options
-            .docs_url
-            .clone()
-            .unwrap_or_else(|| default_docs_url(&base_url)),
-        base_url,
+        settings: folio_core::service::Settings {
+            dialect: Dialect::default(),
+            docs_url: options
+                .docs_url
+                .clone()
+                .unwrap_or_else(|| default_docs_url(&base_url)),
+            base_url,
+            limits,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        },
         rates: RateLimits::new(options.rates()),
         session_key: SessionKey::from_bytes(data.session_key()?),
-        limits,
         clock,
         readers,
         writer,
@@ -194,7 +171,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         .listening()
         .await
         .ok_or_else(|| std::io::Error::other("the HTTPS listener did not start"))?;
-    tracing::info!(address = %https_addr, base_url = %app.base_url, "serving HTTPS (h2, http/1.1)");
+    tracing::info!(address = %https_addr, base_url = %app.settings.base_url, "serving HTTPS (h2, http/1.1)");
     eprintln!("folio: listening on https://{https_addr}");
 
     let redirect = match options.http_listen.0 {

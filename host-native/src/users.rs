@@ -14,6 +14,7 @@ use folio_core::apps::{
 };
 use folio_core::discovery::entity_content;
 use folio_core::model::{Entity, RecordId, RecordLink};
+use folio_core::service::writes::{RecordWrite, run_writes};
 use folio_core::store::{
     app_authorizations_sql, apps_sql, entity_record_sql, insert_app_sql, insert_user_sql,
     latest_version_sql, read_version, seed_statements, types_by_name_sql, user_by_name_sql,
@@ -25,15 +26,9 @@ use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use crate::clock::Clock;
 use crate::db::{self, DbError};
-use crate::writer::{RecordWrite, WriterError, run_record_write};
+use crate::writer::{Savepoint, WriterError};
 
-/// A user of this server: its `{user}` path segment and its entity.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User {
-    pub id: i64,
-    pub name: String,
-    pub entity: Entity,
-}
+pub use folio_core::service::User;
 
 /// Why provisioning failed.
 #[derive(Debug, thiserror::Error)]
@@ -123,16 +118,16 @@ async fn owner_write(
     request: WriteRequest,
 ) -> Result<folio_core::model::Record, ProvisionError> {
     let write = RecordWrite {
-        user: user.clone(),
         request,
         access: Access::Owner {
             entity: user.entity.clone(),
         },
         origin: Default::default(),
     };
-    match run_record_write(conn, &write, &Clock).await? {
-        Ok(written) => Ok(written.answer.record),
-        Err(error) => Err(error.into()),
+    match run_writes(&mut Savepoint(conn), user, &[write], &Clock).await {
+        Ok(Ok(written)) => Ok(written.answer.record),
+        Ok(Err(error)) => Err(error.into()),
+        Err(failure) => Err(WriterError::from(failure).into()),
     }
 }
 

@@ -373,6 +373,18 @@ pub fn approval_writes(
     std::iter::once(create).chain(deletions).collect()
 }
 
+/// Whether `password` matches `hash`, an argon2id PHC string as the CLI
+/// stores it (its parameters travel in the string). It costs what those
+/// parameters say: the native host runs it off its async workers.
+pub fn verify_password(hash: &str, password: &str) -> bool {
+    use argon2::PasswordVerifier;
+    argon2::password_hash::PasswordHash::new(hash).is_ok_and(|hash| {
+        argon2::Argon2::default()
+            .verify_password(password.as_bytes(), &hash)
+            .is_ok()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,14 @@ pub fn user_by_name_sql(name: &str) -> Statement {
     b.finish(sql)
 }
 
+/// One row `(event_seq)`: the sequence of the user's latest event. A write
+/// job's commit ends with it, to number the events it just logged.
+pub fn event_seq_sql(user_id: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!("SELECT event_seq FROM users WHERE id = {}", b.bind(user_id));
+    b.finish(sql)
+}
+
 /// A user's password hash: at most one row `(password_hash)`, NULL when none is set.
 pub fn password_hash_sql(user_id: i64) -> Statement {
     let mut b = Binder::default();

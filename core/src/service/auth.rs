@@ -1,0 +1,195 @@
+//! Who is asking (PROTOCOL.md §10): a signed `Authorization` header, a
+//! `bearer` token on a GET, or nobody.
+
+use crate::access::Access;
+use crate::apps::app_access;
+use crate::auth::{
+    AppKey, AuthError, BearerToken, Malformed, ReplayError, check_body_digest, check_timestamp,
+};
+use crate::model::{Record, RecordDate, RecordId};
+use crate::problem::{Problem, ProblemType};
+use crate::store::{app_authorizations_sql, app_key_sql, read_version};
+
+use super::store::{RowExt, version_row};
+use super::{Context, Failure, Host, Rate, User};
+
+/// The verified caller of a request.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub access: Access,
+    /// The app that signed, if any (for its write rate).
+    pub app: Option<RecordId>,
+    /// A bearer token's expiry, when the request came with one.
+    pub bearer_expiry: Option<RecordDate>,
+    /// The body digest the signature vouches for, to check a streamed body
+    /// against once it is read.
+    pub signed_content_sha256: Option<[u8; 32]>,
+}
+
+impl Caller {
+    fn anonymous() -> Self {
+        Caller {
+            access: Access::Anonymous,
+            app: None,
+            bearer_expiry: None,
+            signed_content_sha256: None,
+        }
+    }
+}
+
+fn auth(error: &AuthError) -> Failure {
+    Problem::from(error).into()
+}
+
+impl<H: Host> Context<'_, '_, H> {
+    /// Authenticates the request to `user`'s store; `body_sha256` is the
+    /// digest of a body already read, checked against the signed one.
+    pub(super) async fn authenticate(
+        &self,
+        user: &User,
+        body_sha256: Option<&[u8; 32]>,
+    ) -> Result<Caller, Failure> {
+        let host = self.host;
+        let dialect = host.settings().dialect;
+        let request = &self.request;
+        let signed = request.signed();
+        if let Some(value) = request.headers.header("authorization") {
+            let value = std::str::from_utf8(value)
+                .map_err(|_| auth(&AuthError::Malformed(Malformed::Syntax { at: 0 })))?;
+            let header = dialect.parse_authorization(value).map_err(|e| auth(&e))?;
+            let now = host.now();
+            check_timestamp(header.ts_ms, now).map_err(|e| auth(&e))?;
+            let (key, full_access) = self.app_key(user, &header.app_id).await?;
+            let authorization = self.authorization(user, &header.app_id).await?;
+            let access = app_access(
+                &user.entity,
+                &header.app_id,
+                full_access,
+                authorization.as_ref(),
+            )
+            .map_err(|e| auth(&e))?;
+            let authorization_id = authorization.as_ref().map(|r| r.id);
+            header
+                .verify(&key, authorization_id.as_ref(), &signed, request.headers)
+                .map_err(|e| auth(&e))?;
+            let signed_content_sha256 = header
+                .signed_content_sha256(request.headers)
+                .map_err(|e| auth(&e))?;
+            if let Some(digest) = body_sha256 {
+                check_body_digest(signed_content_sha256, digest).map_err(|e| auth(&e))?;
+            }
+            self.check_replay(user, header.app_id, header.nonce, header.ts_ms)?;
+            return Ok(Caller {
+                access,
+                app: Some(header.app_id),
+                bearer_expiry: None,
+                signed_content_sha256,
+            });
+        }
+        if matches!(request.method, "GET" | "HEAD")
+            && let Some(token) = BearerToken::from_target(request.target)
+        {
+            let token = token.map_err(|e| auth(&e))?;
+            token.check_expiry(host.now()).map_err(|e| auth(&e))?;
+            let (key, full_access) = self.app_key(user, &token.app_id).await?;
+            let authorization = self.authorization(user, &token.app_id).await?;
+            let access = app_access(
+                &user.entity,
+                &token.app_id,
+                full_access,
+                authorization.as_ref(),
+            )
+            .map_err(|e| auth(&e))?;
+            let authorization_id = authorization.as_ref().map(|r| r.id);
+            token
+                .verify(dialect, &key, authorization_id.as_ref(), &signed)
+                .map_err(|e| auth(&e))?;
+            return Ok(Caller {
+                access,
+                app: Some(token.app_id),
+                bearer_expiry: RecordDate::from_unix_millis(token.expires_at_ms).ok(),
+                signed_content_sha256: None,
+            });
+        }
+        Ok(Caller::anonymous())
+    }
+
+    /// The caller of a read; unauthenticated reads count against their
+    /// address's rate.
+    pub(super) async fn reader(&self, user: &User) -> Result<Caller, Failure> {
+        let caller = self.authenticate(user, None).await?;
+        if matches!(caller.access, Access::Anonymous) {
+            self.host.rate(Rate::AnonymousRead(self.request.peer))?;
+        }
+        Ok(caller)
+    }
+
+    /// The caller of a write: an app that signed, within its write rate.
+    pub(super) async fn writer(
+        &self,
+        user: &User,
+        body_sha256: Option<&[u8; 32]>,
+    ) -> Result<Caller, Failure> {
+        let caller = self.authenticate(user, body_sha256).await?;
+        // A bearer token authenticates GETs only, so a writer always signed.
+        let Some(app_id) = caller.app else {
+            return Err(Problem::new(ProblemType::MissingAuthorization).into());
+        };
+        self.host.rate(Rate::Write(&app_id))?;
+        Ok(caller)
+    }
+
+    /// Refuses a nonce this app already used within the window.
+    pub(super) fn check_replay(
+        &self,
+        user: &User,
+        app_id: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+    ) -> Result<(), Failure> {
+        let now = self.host.now();
+        self.host
+            .with_replay_guard(user, |guard| guard.check(app_id, nonce, ts_ms, now))
+            .map_err(|error| match error {
+                ReplayError::Auth(e) => auth(&e),
+                ReplayError::Full => Problem::new(ProblemType::Unavailable)
+                    .with_detail("too many requests in the replay window")
+                    .into(),
+            })
+    }
+
+    async fn app_key(&self, user: &User, app_id: &RecordId) -> Result<(AppKey, bool), Failure> {
+        let rows = self
+            .host
+            .fetch(&app_key_sql(user.id, app_id))
+            .await
+            .map_err(|e| self.internal(&e))?;
+        let row = rows.first().ok_or_else(|| auth(&AuthError::UnknownApp))?;
+        let key = row.text(0).map_err(|e| self.internal(&e))?;
+        let full = row.integer(1).map_err(|e| self.internal(&e))?;
+        let key = AppKey::from_base64(key)
+            .map_err(|_| self.internal(&"a stored app key does not decode"))?;
+        Ok((key, full != 0))
+    }
+
+    async fn authorization(
+        &self,
+        user: &User,
+        app_id: &RecordId,
+    ) -> Result<Option<Record>, Failure> {
+        let rows = self
+            .host
+            .fetch(&app_authorizations_sql(user.id, &user.entity, app_id))
+            .await
+            .map_err(|e| self.internal(&e))?;
+        match rows.first() {
+            None => Ok(None),
+            Some(row) => {
+                let (record, links) = version_row(row).map_err(|e| self.internal(&e))?;
+                read_version(&record, &links)
+                    .map(|(record, _)| Some(record))
+                    .map_err(|e| self.internal(&e))
+            }
+        }
+    }
+}

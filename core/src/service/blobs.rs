@@ -1,0 +1,141 @@
+//! Blobs (PROTOCOL.md §9): uploads, and downloads through a record that
+//! links the blob.
+
+use crate::auth::check_body_digest;
+use crate::blob::{
+    ACCEPT_RANGES, RangeAnswer, UploadResponse, blob_audience, check_upload_content_type,
+    check_upload_length, content_disposition, content_range, find_indexed_blob_link, parse_range,
+    unsatisfied_content_range, upload_expiry,
+};
+use crate::http::blob_cache_control;
+use crate::model::VersionHash;
+use crate::problem::{Problem, ProblemType};
+use crate::route::{BlobPath, RecordPath};
+use crate::store::{read_version, upload_blob_sql, version_sql};
+
+use super::{Context, Failure, Host, Outcome, Reply, ReplyBody, UploadFailure, User};
+
+/// `GET …/records/{entity}/{id}[/versions/{hash}]/blobs/{hash}/{file_name}`.
+pub(super) async fn download<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    record: &RecordPath,
+    version: Option<VersionHash>,
+    blob: &BlobPath,
+) -> Outcome<H::Stream> {
+    let host = cx.host;
+    let caller = cx.reader(user).await?;
+    let row = match version {
+        None => cx.latest(user, record).await?,
+        Some(hash) => cx
+            .versions(&version_sql(
+                user.id,
+                &record.entity,
+                &record.record_id,
+                &hash,
+            ))
+            .await?
+            .into_iter()
+            .next(),
+    };
+    let Some((row_record, row_links)) = row else {
+        return Err(Problem::new(ProblemType::RecordNotFound).into());
+    };
+    let (found, entries) = read_version(&row_record, &row_links).map_err(|e| cx.internal(&e))?;
+    if !caller.access.can_read(&found) {
+        return Err(Problem::new(ProblemType::RecordNotFound).into());
+    }
+    let not_found = || Failure::from(Problem::new(ProblemType::BlobNotFound));
+    let link = find_indexed_blob_link(&found, &entries, &blob.hash, blob.file_name.as_str())
+        .ok_or_else(not_found)?;
+    let size = host
+        .blob_size(&blob.hash)
+        .await
+        .map_err(|e| cx.internal(&e))?
+        .ok_or_else(not_found)?;
+    let range = parse_range(cx.request.header("range"), size);
+    let (status, start, len) = match range {
+        RangeAnswer::Whole => (200, 0, size),
+        RangeAnswer::Partial {
+            start,
+            end_inclusive,
+        } => (206, start, end_inclusive - start + 1),
+        RangeAnswer::Unsatisfiable => {
+            return Err(
+                Failure::from(Problem::new(ProblemType::RangeNotSatisfiable))
+                    .with("content-range", unsatisfied_content_range(size)),
+            );
+        }
+    };
+    let bytes = host
+        .blob_bytes(&blob.hash, start, len)
+        .await
+        .map_err(|e| cx.internal(&e))?;
+    let mut reply = Reply::new(status, ReplyBody::Stream(bytes))
+        .with("content-type", link.media_type.as_str())
+        .with("content-length", len.to_string())
+        .with("content-disposition", content_disposition(&blob.file_name))
+        .with("accept-ranges", ACCEPT_RANGES)
+        .with(
+            "cache-control",
+            blob_cache_control(blob_audience(&found, caller.bearer_expiry, host.now())),
+        );
+    if let RangeAnswer::Partial {
+        start,
+        end_inclusive,
+    } = range
+    {
+        reply.set("content-range", content_range(start, end_inclusive, size));
+    }
+    Ok(reply)
+}
+
+/// `POST …/blobs`: the bytes are kept under their SHA-256, which the
+/// signature vouches for, and expire unless a record links them in time.
+pub(super) async fn upload<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    body: H::Body,
+) -> Outcome<H::Stream> {
+    let host = cx.host;
+    let checked = async {
+        let caller = cx.writer(user, None).await?;
+        check_upload_content_type(cx.request.header("content-type"))?;
+        let declared = cx
+            .request
+            .header("content-length")
+            .and_then(|value| value.parse::<u64>().ok());
+        let declared = check_upload_length(declared, &host.settings().limits)?;
+        Ok::<_, Failure>((caller, declared))
+    }
+    .await;
+    let (caller, declared) = match checked {
+        Ok(checked) => checked,
+        Err(failure) => {
+            host.discard(body).await;
+            return Err(failure);
+        }
+    };
+    let (upload, hash, size) =
+        host.receive_blob(body, declared)
+            .await
+            .map_err(|failure| match failure {
+                UploadFailure::Invalid(detail) => {
+                    Failure::from(Problem::new(ProblemType::InvalidBody).with_detail(detail))
+                }
+                UploadFailure::Failed(error) => cx.internal(&error),
+            })?;
+    if let Err(error) = check_body_digest(caller.signed_content_sha256, hash.as_bytes()) {
+        host.discard_blob(upload).await;
+        return Err(Problem::from(&error).into());
+    }
+    let now = host.now();
+    let row = upload_blob_sql(user.id, &hash.to_string(), size, now, upload_expiry(now));
+    host.place_blob(upload, &hash, row)
+        .await
+        .map_err(|e| cx.write_failure(&e))?;
+    Ok(Reply::json(
+        200,
+        UploadResponse::new(hash, size, now).to_json(),
+    ))
+}

@@ -1,0 +1,341 @@
+//! The consent page (PROTOCOL.md §10) at `{base_url}/{user}/auth/{app_id}`.
+//! Every answer is a page or a redirect, never problem+json: a person
+//! reads it.
+
+use crate::access::Access;
+use crate::consent::{
+    AppRequest, ConsentError, Decision, MAX_FORM_BYTES, MAX_ICON_BYTES, PAGE_HEADERS, Session,
+    approval_writes, consent_page, decide, icon_data_url, message_page, parse_form, scope_items,
+    sign_in_page,
+};
+use crate::discovery::consent_path;
+use crate::model::{Record, RecordId, RecordLink};
+use crate::store::{
+    Statement, WriteOrigin, app_authorizations_sql, latest_version_sql, password_hash_sql,
+    read_version,
+};
+
+use super::store::{RowExt, version_row};
+use super::writes::RecordWrite;
+use super::{Context, Host, Note, Rate, Reply, ReplyBody, User};
+
+type Page<S> = Result<Reply<S>, Reply<S>>;
+
+/// Answers `GET`/`POST` of the consent page.
+pub(super) async fn consent<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    app_id: RecordId,
+    body: H::Body,
+) -> Reply<H::Stream> {
+    match answer(cx, user, app_id, body).await {
+        Ok(reply) | Err(reply) => reply,
+    }
+}
+
+async fn answer<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    app_id: RecordId,
+    body: H::Body,
+) -> Page<H::Stream> {
+    let host = cx.host;
+    let key = host.session_key();
+    let now = host.now();
+    let action = consent_path(&user.name, &app_id);
+    let records = fetch_records(cx, &latest_version_sql(user.id, &user.entity, &app_id)).await?;
+    let Some(app) = records.first().and_then(AppRequest::from_record) else {
+        host.discard(body).await;
+        return Err(not_found());
+    };
+    let session = cx
+        .request
+        .header("cookie")
+        .and_then(|cookie| Session::from_cookie_header(cookie, key, now));
+    let form = match cx.method == crate::route::Method::Post {
+        true => Some(match host.read_body(body, MAX_FORM_BYTES).await {
+            Ok(bytes) => parse_form(&bytes),
+            Err(_) => Err(ConsentError::InvalidForm),
+        }),
+        false => None,
+    };
+    let nonce = nonce(host);
+    match decide(&user.name, session, form, key, nonce, now) {
+        Decision::SignInForm {
+            session,
+            new_session,
+        } => Ok(sign_in(cx, user, &session, &action, None, 200, new_session)),
+        Decision::ConsentForm { session } => consent_form(cx, user, &session, &action, &app).await,
+        Decision::Forbidden => Err(message(
+            403,
+            "This form has expired",
+            "The form was not sent from this page, or it is too old. Go back, reload the page and try again.",
+        )),
+        Decision::CheckPassword { session, password } => {
+            if let Err(limited) = host.rate(Rate::SignIn(cx.request.peer)) {
+                return Err(message(
+                    429,
+                    "Too many attempts",
+                    "Too many sign-in attempts from your address. Wait a minute, then try again.",
+                )
+                .with("retry-after", limited.retry_after_secs.to_string()));
+            }
+            if check_password(cx, user, password).await? {
+                host.note(Note::SignedIn { user: &user.name });
+                let session = Session::signed_in(&user.name, self::nonce(host), now);
+                Ok(see_other(&action, Some(session.set_cookie(key, now))))
+            } else {
+                host.note(Note::WrongPassword {
+                    user: &user.name,
+                    peer: cx.request.peer,
+                });
+                Ok(sign_in(
+                    cx,
+                    user,
+                    &session,
+                    &action,
+                    Some("Wrong password"),
+                    401,
+                    false,
+                ))
+            }
+        }
+        Decision::BackToPage => Ok(see_other(&action, None)),
+        Decision::Deny => {
+            let location = app.denial_redirect().map_err(|_| invalid_redirect())?;
+            host.note(Note::Denied {
+                user: &user.name,
+                app: &app.id,
+            });
+            Ok(see_other(&location, None))
+        }
+        Decision::Approve { ticked } => {
+            let location = approve(cx, user, &app, &ticked).await?;
+            Ok(see_other(&location, None))
+        }
+    }
+}
+
+fn nonce<H: Host>(host: &H) -> [u8; 16] {
+    let random = host.random();
+    let mut nonce = [0; 16];
+    nonce.copy_from_slice(&random[..16]);
+    nonce
+}
+
+/// Creates the authorization with what the person left ticked (and
+/// deletes the app's earlier ones); answers the app's redirect with the
+/// authorization id.
+async fn approve<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    app: &AppRequest,
+    ticked: &crate::apps::Scope,
+) -> Result<String, Reply<H::Stream>> {
+    let host = cx.host;
+    let authorization_id = host.fresh_id();
+    // Check the redirect before writing anything.
+    let location = app
+        .approval_redirect(&authorization_id)
+        .map_err(|_| invalid_redirect())?;
+    let superseded = fetch_records(cx, &app_authorizations_sql(user.id, &user.entity, &app.id))
+        .await?
+        .into_iter()
+        .map(|record| record.id)
+        .collect::<Vec<_>>();
+    let granted = app.granted(ticked);
+    let writes = approval_writes(
+        &user.entity,
+        &app.id,
+        &granted,
+        &authorization_id,
+        &superseded,
+    )
+    .into_iter()
+    .map(|request| RecordWrite {
+        request,
+        access: Access::Owner {
+            entity: user.entity.clone(),
+        },
+        origin: WriteOrigin::default(),
+    })
+    .collect();
+    match host.write(user, writes).await {
+        Ok(Ok(_)) => {
+            host.note(Note::Authorized {
+                user: &user.name,
+                app: &app.id,
+                authorization: &authorization_id,
+            });
+            Ok(location)
+        }
+        Ok(Err(error)) => Err(logged(
+            host,
+            &format!("an approval's writes were refused: {error}"),
+        )),
+        Err(error) => Err(logged(
+            host,
+            &format!("an approval could not be written: {error}"),
+        )),
+    }
+}
+
+async fn consent_form<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    session: &Session,
+    action: &str,
+    app: &AppRequest,
+) -> Page<H::Stream> {
+    let host = cx.host;
+    let mut names: Vec<(RecordLink, String)> = Vec::new();
+    let scope = &app.scope;
+    for link in scope
+        .read
+        .iter()
+        .chain(&scope.write)
+        .chain(&scope.subscribe)
+    {
+        if names.iter().any(|(known, _)| known == link) {
+            continue;
+        }
+        let statement = latest_version_sql(user.id, &link.entity, &link.record_id);
+        let name = fetch_records(cx, &statement)
+            .await?
+            .first()
+            .and_then(|record| {
+                record
+                    .content()?
+                    .as_map()
+                    .get("name")?
+                    .as_str()
+                    .map(str::to_owned)
+            });
+        if let Some(name) = name {
+            names.push((link.clone(), name));
+        }
+    }
+    let items = scope_items(app, |link| {
+        names
+            .iter()
+            .find(|(known, _)| known == link)
+            .map(|(_, name)| name.clone())
+    });
+    // The icon, inlined; a missing or unreadable file shows no icon.
+    let icon = match &app.icon {
+        Some(link) => host
+            .small_blob(&link.hash, MAX_ICON_BYTES)
+            .await
+            .and_then(|bytes| icon_data_url(link, &bytes)),
+        None => None,
+    };
+    let csrf = session.csrf_token(host.session_key());
+    let page = consent_page(&user.name, action, &csrf, app, icon.as_deref(), &items);
+    Ok(html(200, page))
+}
+
+fn sign_in<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    session: &Session,
+    action: &str,
+    error: Option<&str>,
+    status: u16,
+    set_cookie: bool,
+) -> Reply<H::Stream> {
+    let key = cx.host.session_key();
+    let csrf = session.csrf_token(key);
+    let reply = html(status, sign_in_page(&user.name, action, &csrf, error));
+    match set_cookie {
+        true => reply.with("set-cookie", session.set_cookie(key, cx.host.now())),
+        false => reply,
+    }
+}
+
+/// Whether `password` is the user's.
+async fn check_password<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    password: String,
+) -> Result<bool, Reply<H::Stream>> {
+    let host = cx.host;
+    let rows = host
+        .fetch(&password_hash_sql(user.id))
+        .await
+        .map_err(|error| logged(host, &error))?;
+    let stored = match rows.first() {
+        Some(row) => row
+            .optional_text(0)
+            .map_err(|error| logged(host, &error))?
+            .map(str::to_owned),
+        None => None,
+    };
+    match stored {
+        Some(stored) => Ok(host.verify_password(stored, password).await),
+        None => Ok(false),
+    }
+}
+
+async fn fetch_records<H: Host>(
+    cx: &Context<'_, '_, H>,
+    statement: &Statement,
+) -> Result<Vec<Record>, Reply<H::Stream>> {
+    let host = cx.host;
+    let rows = host
+        .fetch(statement)
+        .await
+        .map_err(|error| logged(host, &error))?;
+    let mut records = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let (record, links) = version_row(row).map_err(|error| logged(host, &error))?;
+        let (record, _) = read_version(&record, &links).map_err(|error| logged(host, &error))?;
+        records.push(record);
+    }
+    Ok(records)
+}
+
+fn html<S>(status: u16, page: String) -> Reply<S> {
+    let mut reply = Reply::new(status, ReplyBody::Bytes(page.into_bytes()));
+    for (name, value) in PAGE_HEADERS {
+        reply.set(name, value);
+    }
+    reply
+}
+
+fn message<S>(status: u16, title: &str, text: &str) -> Reply<S> {
+    html(status, message_page(title, text))
+}
+
+fn see_other<S>(location: &str, set_cookie: Option<String>) -> Reply<S> {
+    let reply = html(303, String::new()).with("location", location);
+    match set_cookie {
+        Some(cookie) => reply.with("set-cookie", cookie),
+        None => reply,
+    }
+}
+
+/// The page for an unknown user or app.
+pub(super) fn not_found<S>() -> Reply<S> {
+    message(
+        404,
+        "No such app",
+        "No app is registered under this address. Ask the app to start again.",
+    )
+}
+
+fn invalid_redirect<S>() -> Reply<S> {
+    message(
+        400,
+        "This app cannot be authorized",
+        "The app's redirect address is not a web address, so there is nowhere to send you back to. Contact the app's maker.",
+    )
+}
+
+fn logged<H: Host>(host: &H, error: &dyn std::fmt::Display) -> Reply<H::Stream> {
+    host.report(error);
+    message(
+        500,
+        "Something went wrong",
+        "The server could not save your decision. Try again in a moment.",
+    )
+}

@@ -1,0 +1,106 @@
+//! `GET …/events` (PROTOCOL.md §8): who may listen, the catch-up from the
+//! event log, and the subscriber the host's live stream filters with.
+
+use crate::access::Access;
+use crate::dialect::LAST_EVENT_ID;
+use crate::events::{
+    EVENT_STREAM_HEADERS, EventId, EventLogBounds, MAX_CATCH_UP_EVENTS, Subscriber,
+    authorize_events, catch_up_batch, catch_up_start, parse_client_id, record_event,
+};
+use crate::problem::Problem;
+use crate::query::EventsQuery;
+use crate::store::{event_log_bounds_sql, events_sql, read_version};
+
+use super::store::RowExt;
+use super::{Context, Failure, Host, Outcome, Rate, Reply, ReplyBody, User};
+
+/// How many event-log rows one catch-up query reads.
+const CATCH_UP_CHUNK: u32 = 500;
+
+pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Outcome<H::Stream> {
+    let host = cx.host;
+    let caller = cx.authenticate(user, None).await?;
+    if matches!(caller.access, Access::Anonymous) {
+        host.rate(Rate::AnonymousRead(cx.request.peer))?;
+    }
+    authorize_events(&caller.access).map_err(|e| Problem::from(&e))?;
+    let query = EventsQuery::from_params(&cx.params, host.now()).map_err(|e| Problem::from(&e))?;
+    let dialect = host.settings().dialect;
+    let client_id = parse_client_id(
+        cx.request
+            .headers
+            .header(dialect.names().client_id.lowercase),
+    )?;
+    let last_event_id = cx
+        .request
+        .header(LAST_EVENT_ID.lowercase)
+        .and_then(EventId::from_header);
+
+    // Subscribe first, so nothing committed during the catch-up is missed.
+    let subscription = host.subscribe(user)?;
+    let bounds_rows = host
+        .fetch(&event_log_bounds_sql(user.id))
+        .await
+        .map_err(|e| cx.internal(&e))?;
+    let bounds = match bounds_rows.first() {
+        Some(row) => {
+            let oldest = row.optional_integer(0).map_err(|e| cx.internal(&e))?;
+            let latest = row.integer(1).map_err(|e| cx.internal(&e))?;
+            EventLogBounds {
+                oldest_retained: oldest.map(|s| EventId::from_sequence(sequence(s))),
+                latest: (latest > 0).then(|| EventId::from_sequence(sequence(latest))),
+            }
+        }
+        None => EventLogBounds::default(),
+    };
+    let start = catch_up_start(&query, last_event_id, bounds);
+    let subscriber = Subscriber::new(caller.access, client_id, query);
+
+    // Read the log in chunks, keeping what this subscriber accepts.
+    let mut pending = Vec::new();
+    let mut after = None;
+    let mut last_seq = 0u64;
+    loop {
+        let rows = host
+            .fetch(&events_sql(user.id, start, after, CATCH_UP_CHUNK))
+            .await
+            .map_err(|e| cx.internal(&e))?;
+        let count = rows.len();
+        for row in rows {
+            let read = || -> Result<_, Failure> {
+                let seq = row.integer(0).map_err(|e| cx.internal(&e))?;
+                let client = row.optional_text(1).map_err(|e| cx.internal(&e))?;
+                let record = row.text(2).map_err(|e| cx.internal(&e))?;
+                let links = row.text(3).map_err(|e| cx.internal(&e))?;
+                let (record, entries) = read_version(record, links).map_err(|e| cx.internal(&e))?;
+                Ok((
+                    sequence(seq),
+                    client.and_then(|c| c.parse().ok()),
+                    record,
+                    entries,
+                ))
+            };
+            let (seq, written_by, record, entries) = read()?;
+            last_seq = seq;
+            after = Some(EventId::from_sequence(seq));
+            if subscriber.should_send(&record, &entries, written_by) {
+                pending.push(record_event(EventId::from_sequence(seq), &record));
+            }
+        }
+        if count < CATCH_UP_CHUNK as usize || pending.len() > MAX_CATCH_UP_EVENTS {
+            break;
+        }
+    }
+    let catch_up = catch_up_batch(pending).map_err(|e| Problem::from(&e))?;
+    let stream = host.event_stream(subscription, subscriber, catch_up, last_seq);
+    let mut reply = Reply::new(200, ReplyBody::Stream(stream));
+    for (name, value) in EVENT_STREAM_HEADERS {
+        reply.set(name, value);
+    }
+    Ok(reply)
+}
+
+/// An event sequence as stored (never negative).
+fn sequence(stored: i64) -> u64 {
+    u64::try_from(stored).unwrap_or_default()
+}

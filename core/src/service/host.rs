@@ -1,0 +1,263 @@
+//! What the service asks of its host.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use crate::auth::ReplayGuard;
+use crate::consent::SessionKey;
+use crate::dialect::Dialect;
+use crate::events::Subscriber;
+use crate::limits::Limits;
+use crate::model::{BlobHash, Entity, RecordId};
+use crate::problem::Problem;
+use crate::register::RegistrationError;
+use crate::store::Statement;
+use crate::write::WriteError;
+
+use super::store::Row;
+use super::writes::{RecordWrite, Registered, RegistrationJob, Written};
+
+/// A user of this server: its `{user}` path segment and its entity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// The row id of the user in the store's tables.
+    pub id: i64,
+    pub name: String,
+    pub entity: Entity,
+}
+
+/// What a server is configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub dialect: Dialect,
+    /// `https://host[:port]`, where the API is served.
+    pub base_url: String,
+    /// Where the problem types' pages are (`{base_url}/errors` by default).
+    pub docs_url: String,
+    pub limits: Limits,
+    /// The server's version, for `server_info`.
+    pub version: String,
+}
+
+/// A rate the host counts (PROTOCOL.md §13).
+#[derive(Debug, Clone, Copy)]
+pub enum Rate<'a> {
+    /// An unauthenticated read from an address.
+    AnonymousRead(Option<IpAddr>),
+    /// A write by an app.
+    Write(&'a RecordId),
+    /// An app registration from an address.
+    Registration(Option<IpAddr>),
+    /// A consent-page sign-in attempt from an address.
+    SignIn(Option<IpAddr>),
+}
+
+/// A request over its rate: the problem and the seconds to wait.
+#[derive(Debug)]
+pub struct Limited {
+    pub problem: Problem,
+    pub retry_after_secs: u64,
+}
+
+/// Why a body could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyError {
+    /// It is longer than the limit the service asked for.
+    TooLarge,
+    /// It ended early or the connection failed.
+    Broken,
+}
+
+/// Why an upload could not be received.
+#[derive(Debug)]
+pub enum UploadFailure {
+    /// The client sent other than it declared (too few or too many bytes).
+    Invalid(String),
+    /// The host's storage failed: logged, answered `server/500-internal`.
+    Failed(String),
+}
+
+/// Why a write job did not run: never the client's doing.
+#[derive(Debug)]
+pub enum WriteFailure {
+    /// Too many writes are waiting: `server/503-unavailable`, retry soon.
+    Busy,
+    /// The store failed: logged, answered `server/500-internal`.
+    Failed(String),
+}
+
+impl fmt::Display for WriteFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WriteFailure::Busy => f.write_str("too many writes are waiting"),
+            WriteFailure::Failed(error) => f.write_str(error),
+        }
+    }
+}
+
+/// Something worth a line in the host's log.
+#[derive(Debug, Clone, Copy)]
+pub enum Note<'a> {
+    Registered {
+        user: &'a str,
+        app: &'a RecordId,
+    },
+    SignedIn {
+        user: &'a str,
+    },
+    WrongPassword {
+        user: &'a str,
+        peer: Option<IpAddr>,
+    },
+    Authorized {
+        user: &'a str,
+        app: &'a RecordId,
+        authorization: &'a RecordId,
+    },
+    Denied {
+        user: &'a str,
+        app: &'a RecordId,
+    },
+}
+
+impl fmt::Display for Note<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Note::Registered { user, app } => write!(f, "user {user} registered app {app}"),
+            Note::SignedIn { user } => write!(f, "user {user} signed in on the consent page"),
+            Note::WrongPassword { user, peer } => match peer {
+                Some(peer) => write!(f, "a wrong consent-page password for {user} from {peer}"),
+                None => write!(f, "a wrong consent-page password for {user}"),
+            },
+            Note::Authorized {
+                user,
+                app,
+                authorization,
+            } => write!(f, "user {user} authorized app {app} ({authorization})"),
+            Note::Denied { user, app } => write!(f, "user {user} denied app {app}"),
+        }
+    }
+}
+
+/// The host of the service: its storage, clock, randomness and state.
+///
+/// Futures need not be `Send`: the worker is single-threaded, and the
+/// native host names its concrete type, so the compiler sees that its
+/// futures are.
+#[allow(async_fn_in_trait)]
+pub trait Host: super::writes::JobClock {
+    /// A request body, unread.
+    type Body;
+    /// A reply body the host streams (a blob's bytes, an event stream).
+    type Stream;
+    /// A received upload, not yet placed.
+    type Upload;
+    /// A place among the subscribers of a user's events.
+    type Subscription;
+    /// A failure of the host's storage.
+    type Error: fmt::Display;
+
+    fn settings(&self) -> &Settings;
+
+    /// Logs an unexpected failure (answered `server/500-internal`).
+    fn report(&self, error: &dyn fmt::Display);
+
+    /// Logs something a person running the server wants to see.
+    fn note(&self, note: Note<'_>);
+
+    /// 32 fresh random bytes.
+    fn random(&self) -> [u8; 32];
+
+    /// The user named `name`.
+    async fn user(&self, name: &str) -> Result<Option<User>, Self::Error>;
+
+    /// Every user.
+    async fn users(&self) -> Result<Vec<User>, Self::Error>;
+
+    /// The rows of a read.
+    async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, Self::Error>;
+
+    /// The whole body, if it holds at most `max` bytes.
+    async fn read_body(&self, body: Self::Body, max: usize) -> Result<Vec<u8>, BodyError>;
+
+    /// Reads and drops a refused body (within reason), so that a client
+    /// still sending it receives the answer.
+    async fn discard(&self, body: Self::Body);
+
+    /// Counts one request against `rate`.
+    fn rate(&self, rate: Rate<'_>) -> Result<(), Limited>;
+
+    /// Runs `check` on the user's replay guard.
+    fn with_replay_guard<R>(&self, user: &User, check: impl FnOnce(&mut ReplayGuard) -> R) -> R;
+
+    /// Runs record writes as one job (core's
+    /// [`run_writes`](super::writes::run_writes)) and publishes its events.
+    async fn write(
+        &self,
+        user: &User,
+        writes: Vec<RecordWrite>,
+    ) -> Result<Result<Written, WriteError>, WriteFailure>;
+
+    /// Runs a registration (core's
+    /// [`run_registration`](super::writes::run_registration)) and publishes
+    /// its events.
+    async fn register(
+        &self,
+        user: &User,
+        job: RegistrationJob,
+    ) -> Result<Result<Registered, RegistrationError>, WriteFailure>;
+
+    /// Receives an upload of `declared` bytes, hashing it as it comes.
+    async fn receive_blob(
+        &self,
+        body: Self::Body,
+        declared: u64,
+    ) -> Result<(Self::Upload, BlobHash, u64), UploadFailure>;
+
+    /// Drops a received upload.
+    async fn discard_blob(&self, upload: Self::Upload);
+
+    /// Keeps a received upload under its hash and runs `row` (its blob
+    /// row) as a write job.
+    async fn place_blob(
+        &self,
+        upload: Self::Upload,
+        hash: &BlobHash,
+        row: Statement,
+    ) -> Result<(), WriteFailure>;
+
+    /// The size of the blob kept under `hash`, if it is kept.
+    async fn blob_size(&self, hash: &BlobHash) -> Result<Option<u64>, Self::Error>;
+
+    /// `len` bytes of a kept blob from `start`, streamed.
+    async fn blob_bytes(
+        &self,
+        hash: &BlobHash,
+        start: u64,
+        len: u64,
+    ) -> Result<Self::Stream, Self::Error>;
+
+    /// A small blob's bytes, if it is kept and holds at most `max` bytes.
+    async fn small_blob(&self, hash: &BlobHash, max: usize) -> Option<Vec<u8>>;
+
+    /// A place among the user's subscribers, taken before the catch-up is
+    /// read so that nothing committed meanwhile is missed; a problem (with
+    /// `Retry-After`) when the user or the server is at its cap.
+    fn subscribe(&self, user: &User) -> Result<Self::Subscription, Limited>;
+
+    /// The event stream: the catch-up frames, then the live events after
+    /// `last_seq` that `subscriber` accepts, with heartbeats in silences.
+    fn event_stream(
+        &self,
+        subscription: Self::Subscription,
+        subscriber: Subscriber,
+        catch_up: Vec<String>,
+        last_seq: u64,
+    ) -> Self::Stream;
+
+    /// The key that signs the consent page's session cookies.
+    fn session_key(&self) -> &SessionKey;
+
+    /// Whether `password` matches the stored argon2id `hash` (PHC string).
+    async fn verify_password(&self, hash: String, password: String) -> bool;
+}

@@ -1,0 +1,347 @@
+//! The whole API as one function both hosts call: [`handle`] takes a
+//! request as the host received it and answers the reply to send.
+//!
+//! Every decision of a request lives here: limits, routing, who is asking,
+//! which statements to run, what a write stores, which headers the answer
+//! carries. What only a host can do (run a statement, commit a write job,
+//! read a body, keep bytes of a blob, hold an event stream open, count a
+//! rate, tell the time) it does through the [`Host`] trait. The service
+//! itself does no IO and runs on no runtime: it awaits what the host does.
+//!
+//! ```text
+//! native:  axum request ──► handle(&NativeHost, Request) ──► Reply ──► axum response
+//! worker:  fetch event  ──► user object ──► handle(&UserObject, Request) ──► Reply ──► Response
+//! ```
+
+mod auth;
+mod blobs;
+mod consent;
+mod events;
+mod host;
+mod records;
+pub mod store;
+pub mod writes;
+
+pub use auth::Caller;
+pub use host::{BodyError, Host, Limited, Note, Rate, Settings, UploadFailure, User, WriteFailure};
+
+use std::net::IpAddr;
+
+use crate::auth::{HeaderLookup, SignedRequest};
+use crate::discovery::{discovery_link, entity_record_url, server_info_json, user_for_host};
+use crate::docs::{ERROR_TYPE_PAGE_CONTENT_TYPE, error_type_page};
+use crate::http::{NO_CACHE, PREFLIGHT_STATUS};
+use crate::limits::{check_header_bytes, check_request_target};
+use crate::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
+use crate::query::decode_query_string;
+use crate::route::{Endpoint, Method, route};
+use crate::store::{entity_record_sql, read_version};
+
+use store::version_row;
+
+/// A request as the host received it, without its body.
+pub struct Request<'r> {
+    /// The method, as sent.
+    pub method: &'r str,
+    /// The path and query, as sent.
+    pub target: &'r str,
+    /// The host name the request addressed (lowercase, without port) and
+    /// its port (the explicit one, else 443; PROTOCOL.md §10).
+    pub host: &'r str,
+    pub port: u16,
+    /// Every header, looked up by lowercase name.
+    pub headers: &'r (dyn HeaderLookup + Sync),
+    /// The size of the header section, as
+    /// [`header_section_len`] counts it.
+    pub header_bytes: usize,
+    /// The client's address, when the host knows it (rates per address).
+    pub peer: Option<IpAddr>,
+}
+
+impl Request<'_> {
+    fn header(&self, lowercase_name: &str) -> Option<&str> {
+        self.headers
+            .header(lowercase_name)
+            .and_then(|value| std::str::from_utf8(value).ok())
+    }
+
+    fn signed(&self) -> SignedRequest<'_> {
+        SignedRequest {
+            method: self.method,
+            path_and_query: self.target,
+            host: self.host,
+            port: self.port,
+        }
+    }
+}
+
+/// The answer to send.
+pub struct Reply<S> {
+    pub status: u16,
+    /// Lowercase names; a name appears at most once.
+    pub headers: Vec<(&'static str, String)>,
+    pub body: ReplyBody<S>,
+}
+
+impl<S> Reply<S> {
+    fn new(status: u16, body: ReplyBody<S>) -> Self {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body,
+        }
+    }
+
+    /// An answer without a body.
+    pub fn empty(status: u16) -> Self {
+        Reply::new(status, ReplyBody::Empty)
+    }
+
+    /// A JSON answer.
+    pub fn json(status: u16, body: String) -> Self {
+        Reply::new(status, ReplyBody::Bytes(body.into_bytes()))
+            .with("content-type", "application/json")
+    }
+
+    /// The problem+json answer of `problem`.
+    pub fn problem(problem: &Problem, docs_url: &str) -> Self {
+        Reply::new(
+            problem.status(),
+            ReplyBody::Bytes(problem.to_json(docs_url).into_bytes()),
+        )
+        .with("content-type", PROBLEM_CONTENT_TYPE)
+    }
+
+    /// Sets a header, replacing one of the same name.
+    pub fn with(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.set(name, value);
+        self
+    }
+
+    /// Sets a header, replacing one of the same name.
+    pub fn set(&mut self, name: &'static str, value: impl Into<String>) {
+        let value = value.into();
+        match self.headers.iter_mut().find(|(known, _)| *known == name) {
+            Some(slot) => slot.1 = value,
+            None => self.headers.push((name, value)),
+        }
+    }
+
+    /// The value of header `name`, if set.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// The body of a reply.
+pub enum ReplyBody<S> {
+    Empty,
+    Bytes(Vec<u8>),
+    /// Bytes the host streams (a blob, an event stream).
+    Stream(S),
+}
+
+/// A refused request: its problem, and the headers some problems carry.
+#[derive(Debug)]
+pub struct Failure {
+    pub problem: Problem,
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl From<Problem> for Failure {
+    fn from(problem: Problem) -> Self {
+        Failure {
+            problem,
+            headers: Vec::new(),
+        }
+    }
+}
+
+impl From<Limited> for Failure {
+    fn from(limited: Limited) -> Self {
+        Failure::from(limited.problem).with("retry-after", limited.retry_after_secs.to_string())
+    }
+}
+
+impl Failure {
+    fn with(mut self, name: &'static str, value: String) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+}
+
+type Outcome<S> = Result<Reply<S>, Failure>;
+
+/// Answers one request; `body` is its body, unread.
+pub async fn handle<H: Host>(host: &H, request: Request<'_>, body: H::Body) -> Reply<H::Stream> {
+    let preflight = request.method == "OPTIONS";
+    let head = request.method == "HEAD";
+    let settings = host.settings();
+    let mut reply = match dispatch(host, &request, body).await {
+        Ok(reply) => reply,
+        Err(failure) => {
+            let mut reply = Reply::problem(&failure.problem, &settings.docs_url);
+            for (name, value) in failure.headers {
+                reply.set(name, value);
+            }
+            reply
+        }
+    };
+    if !preflight {
+        for (name, value) in settings.dialect.cors_headers() {
+            reply.set(name, value);
+        }
+    }
+    if reply.header("cache-control").is_none() {
+        reply.set("cache-control", NO_CACHE);
+    }
+    if head {
+        reply.body = ReplyBody::Empty;
+    }
+    reply
+}
+
+/// What every endpoint knows of its request.
+struct Context<'h, 'r, H: Host> {
+    host: &'h H,
+    request: &'r Request<'r>,
+    method: Method,
+    params: Vec<(String, String)>,
+}
+
+impl<H: Host> Context<'_, '_, H> {
+    /// Logs an unexpected failure; answers `server/500-internal` without
+    /// details a client could misuse.
+    fn internal(&self, error: &dyn std::fmt::Display) -> Failure {
+        internal(self.host, error)
+    }
+}
+
+fn internal<H: Host>(host: &H, error: &dyn std::fmt::Display) -> Failure {
+    host.report(error);
+    Problem::new(ProblemType::Internal).into()
+}
+
+async fn dispatch<'r, H: Host>(
+    host: &H,
+    request: &'r Request<'r>,
+    body: H::Body,
+) -> Outcome<H::Stream> {
+    let limits = &host.settings().limits;
+    check_request_target(request.target.len(), limits)?;
+    check_header_bytes(request.header_bytes, limits)?;
+    if request.method == "OPTIONS" {
+        host.discard(body).await;
+        let mut reply = Reply::empty(PREFLIGHT_STATUS);
+        for (name, value) in host.settings().dialect.preflight_headers() {
+            reply.set(name, value);
+        }
+        return Ok(reply);
+    }
+    let (path, query) = match request.target.split_once('?') {
+        Some((path, query)) => (path, query),
+        None => (request.target, ""),
+    };
+    let endpoint = route(path)?;
+    let method = Method::parse(request.method).ok_or_else(|| {
+        Failure::from(Problem::new(ProblemType::MethodNotAllowed))
+            .with("allow", endpoint.allow().to_string())
+    })?;
+    endpoint
+        .check_method(method)
+        .map_err(|p| Failure::from(p).with("allow", endpoint.allow().to_string()))?;
+    let params = decode_query_string(query).map_err(|e| Problem::from(&e))?;
+    let cx = Context {
+        host,
+        request,
+        method,
+        params,
+    };
+    let user = match endpoint.user() {
+        Some(name) => {
+            let found = host.user(name).await.map_err(|e| cx.internal(&e))?;
+            match found {
+                Some(user) => Some(user),
+                // A person reads the consent page: a page, not problem+json.
+                None if matches!(endpoint, Endpoint::Consent { .. }) => {
+                    return Ok(consent::not_found());
+                }
+                None => {
+                    return Err(Problem::new(ProblemType::NotFound)
+                        .with_detail(format!("no user `{name}` here"))
+                        .into());
+                }
+            }
+        }
+        None => None,
+    };
+    match (endpoint, user) {
+        (Endpoint::Discovery, _) => discovery(&cx).await,
+        (Endpoint::ErrorType { type_path }, _) => error_type(&type_path),
+        (Endpoint::Consent { app, .. }, Some(user)) => {
+            Ok(consent::consent(&cx, &user, app, body).await)
+        }
+        (Endpoint::NewNotification { .. }, Some(_)) => {
+            Err(Problem::new(ProblemType::NotImplemented).into())
+        }
+        (Endpoint::ServerInfo { .. }, Some(_)) => Ok(Reply::json(
+            200,
+            server_info_json(&host.settings().version, limits),
+        )),
+        (Endpoint::Records { .. }, Some(user)) if method == Method::Post => {
+            records::post(&cx, &user, body).await
+        }
+        (Endpoint::Records { .. }, Some(user)) => records::list(&cx, &user).await,
+        (Endpoint::Record { record, .. }, Some(user)) => match method {
+            Method::Put | Method::Delete => records::put_or_delete(&cx, &user, record, body).await,
+            _ => records::get(&cx, &user, &record).await,
+        },
+        (Endpoint::RecordVersions { record, .. }, Some(user)) => {
+            records::versions(&cx, &user, &record).await
+        }
+        (Endpoint::RecordVersion { record, hash, .. }, Some(user)) => {
+            records::version(&cx, &user, &record, &hash).await
+        }
+        (
+            Endpoint::RecordBlob {
+                record,
+                version,
+                blob,
+                ..
+            },
+            Some(user),
+        ) => blobs::download(&cx, &user, &record, version, &blob).await,
+        (Endpoint::NewBlob { .. }, Some(user)) => blobs::upload(&cx, &user, body).await,
+        (Endpoint::Events { .. }, Some(user)) => events::events(&cx, &user).await,
+        (_, None) => Err(Problem::new(ProblemType::NotFound).into()),
+    }
+}
+
+async fn discovery<H: Host>(cx: &Context<'_, '_, H>) -> Outcome<H::Stream> {
+    let host = cx.host;
+    let settings = host.settings();
+    let users = host.users().await.map_err(|e| cx.internal(&e))?;
+    let user = user_for_host(cx.request.host, &users, |u| &u.entity).ok_or_else(|| {
+        Problem::new(ProblemType::NotFound).with_detail("no user's entity is served at this host")
+    })?;
+    let rows = host
+        .fetch(&entity_record_sql(user.id, &user.entity))
+        .await
+        .map_err(|e| cx.internal(&e))?;
+    let row = rows
+        .first()
+        .ok_or_else(|| cx.internal(&"a user has no Entity record"))?;
+    let (record, links) = version_row(row).map_err(|e| cx.internal(&e))?;
+    let (record, _) = read_version(&record, &links).map_err(|e| cx.internal(&e))?;
+    let url = entity_record_url(&settings.base_url, &user.name, &user.entity, &record.id);
+    Ok(Reply::empty(204).with("link", discovery_link(settings.dialect, &url)))
+}
+
+fn error_type<S>(type_path: &str) -> Outcome<S> {
+    let page = error_type_page(type_path).ok_or_else(|| Problem::new(ProblemType::NotFound))?;
+    Ok(Reply::new(200, ReplyBody::Bytes(page.into_bytes()))
+        .with("content-type", ERROR_TYPE_PAGE_CONTENT_TYPE))
+}

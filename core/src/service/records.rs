@@ -1,0 +1,334 @@
+//! The record endpoints: list, create (and app registration), read, update,
+//! delete, and versions.
+
+use sha2::{Digest, Sha256};
+
+use crate::apps::ServerKeys;
+use crate::auth::{AuthError, Malformed};
+use crate::events::parse_client_id;
+use crate::http::check_json_content_type;
+use crate::limits::check_body_len;
+use crate::model::VersionHash;
+use crate::problem::{Problem, ProblemType};
+use crate::query::{IncludeLinks, ListQuery, VersionsQuery};
+use crate::register::{
+    OfferedKey, RegistrationRequest, key_header_value, offered_key, registration_access,
+    verify_registration,
+};
+use crate::respond::{self, Answer, VersionRow};
+use crate::route::{Method, RecordPath};
+use crate::store::{WriteOrigin, latest_version_sql, list_sql, read_version, version_sql};
+use crate::write::{RecordKey, WriteRequest};
+
+use super::store::version_row;
+use super::writes::{RecordWrite, RegistrationJob};
+use super::{
+    BodyError, Caller, Context, Failure, Host, Note, Outcome, Rate, Reply, User, WriteFailure,
+};
+
+/// `POST …/records`: a create, or an app's registration when the request
+/// offers a key.
+pub(super) async fn post<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    body: H::Body,
+) -> Outcome<H::Stream> {
+    let dialect = cx.host.settings().dialect;
+    let offered = match offered_key(dialect, cx.request.headers) {
+        Ok(offered) => offered,
+        Err(error) => {
+            cx.host.discard(body).await;
+            return Err(Problem::from(&error).into());
+        }
+    };
+    if let Some(key) = offered {
+        return register(cx, user, key, body).await;
+    }
+    let body = cx.json_body(body).await?;
+    let caller = cx.writer(user, Some(&Sha256::digest(&body).into())).await?;
+    let request = WriteRequest::post(&body).map_err(|e| Problem::from(&e))?;
+    cx.write(user, &caller, request).await
+}
+
+/// `PUT` or `DELETE` of a record.
+pub(super) async fn put_or_delete<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    record: RecordPath,
+    body: H::Body,
+) -> Outcome<H::Stream> {
+    let body = cx.json_body(body).await?;
+    let caller = cx.writer(user, Some(&Sha256::digest(&body).into())).await?;
+    let key = RecordKey {
+        entity: record.entity,
+        record_id: record.record_id,
+    };
+    let request = if cx.method == Method::Put {
+        WriteRequest::put(key, &body)
+    } else {
+        WriteRequest::delete(key, &body)
+    }
+    .map_err(|e| Problem::from(&e))?;
+    cx.write(user, &caller, request).await
+}
+
+pub(super) async fn list<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Outcome<H::Stream> {
+    let caller = cx.reader(user).await?;
+    let query = ListQuery::from_params(&cx.params, &user.entity).map_err(|e| Problem::from(&e))?;
+    let statement = list_sql(user.id, &query, &caller.access).statement;
+    let rows = cx.versions(&statement).await?;
+    let answer = respond::list_page(&query, &cx.params, rows, &user.entity, &caller.access)
+        .map_err(|e| cx.internal(&e))?;
+    cx.answer(user, answer).await
+}
+
+pub(super) async fn get<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    record: &RecordPath,
+) -> Outcome<H::Stream> {
+    let caller = cx.reader(user).await?;
+    let row = cx.latest(user, record).await?;
+    let include = IncludeLinks::from_request(&cx.params, None);
+    let answer = respond::one_record(row, include, &user.entity, &caller.access)
+        .map_err(|e| cx.internal(&e))??;
+    cx.answer(user, answer).await
+}
+
+pub(super) async fn version<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    record: &RecordPath,
+    hash: &VersionHash,
+) -> Outcome<H::Stream> {
+    let caller = cx.reader(user).await?;
+    let row = cx
+        .versions(&version_sql(
+            user.id,
+            &record.entity,
+            &record.record_id,
+            hash,
+        ))
+        .await?
+        .into_iter()
+        .next();
+    let include = IncludeLinks::from_request(&cx.params, None);
+    let answer = respond::one_record(row, include, &user.entity, &caller.access)
+        .map_err(|e| cx.internal(&e))??;
+    cx.answer(user, answer).await
+}
+
+pub(super) async fn versions<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    record: &RecordPath,
+) -> Outcome<H::Stream> {
+    let caller = cx.reader(user).await?;
+    let query = VersionsQuery::from_params(&cx.params).map_err(|e| Problem::from(&e))?;
+    let latest = match cx.latest(user, record).await? {
+        Some((record, links)) => Some(
+            read_version(&record, &links)
+                .map_err(|e| cx.internal(&e))?
+                .0,
+        ),
+        None => None,
+    };
+    let rows = cx
+        .versions(&query.statement(user.id, &record.entity, &record.record_id))
+        .await?;
+    let answer = query
+        .page(
+            &cx.params,
+            latest.as_ref(),
+            rows,
+            &user.entity,
+            &caller.access,
+        )
+        .map_err(|e| cx.internal(&e))??;
+    cx.answer(user, answer).await
+}
+
+/// An app's registration (PROTOCOL.md §10): verified against the key it
+/// offers, stored as one job, answered with the server's key in the header
+/// the app used.
+async fn register<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    key: OfferedKey,
+    body: H::Body,
+) -> Outcome<H::Stream> {
+    if let Err(limited) = cx.host.rate(Rate::Registration(cx.request.peer)) {
+        cx.host.discard(body).await;
+        return Err(limited.into());
+    }
+    let body = cx.json_body(body).await?;
+    let host = cx.host;
+    let authorization = match cx.request.headers.header("authorization") {
+        Some(value) => Some(
+            std::str::from_utf8(value)
+                .map_err(|_| Problem::from(&AuthError::Malformed(Malformed::Syntax { at: 0 })))?,
+        ),
+        None => None,
+    };
+    let body_sha256: [u8; 32] = Sha256::digest(&body).into();
+    let request = RegistrationRequest {
+        dialect: host.settings().dialect,
+        authorization,
+        signed: cx.request.signed(),
+        headers: cx.request.headers,
+        body: &body,
+        body_sha256: &body_sha256,
+    };
+    let now = host.now();
+    let registration = verify_registration(&request, key, now).map_err(|e| Problem::from(&e))?;
+    cx.check_replay(
+        user,
+        registration.app_id,
+        &registration.nonce,
+        registration.ts_ms,
+    )?;
+    let answer_header = registration.key.header;
+    let seed = host.random();
+    let job = RegistrationJob {
+        registration,
+        credentials_id: host.fresh_id(),
+        server_keys: ServerKeys::from_seed(seed),
+    };
+    let registered = host
+        .register(user, job)
+        .await
+        .map_err(|e| cx.write_failure(&e))?
+        .map_err(|e| Problem::from(&e))?;
+    let app_record = registered.written.answer;
+    host.note(Note::Registered {
+        user: &user.name,
+        app: &app_record.record.id,
+    });
+    let answer = respond::written(
+        app_record.record,
+        app_record.entries,
+        IncludeLinks::from_request(&cx.params, None),
+        &user.entity,
+        &registration_access(&user.entity),
+    );
+    Ok(cx.answer(user, answer).await?.with(
+        answer_header.lowercase,
+        key_header_value(&registered.server_public_key),
+    ))
+}
+
+impl<H: Host> Context<'_, '_, H> {
+    /// A JSON body, within the body limit and with a JSON content type.
+    pub(super) async fn json_body(&self, body: H::Body) -> Result<Vec<u8>, Failure> {
+        let host = self.host;
+        let limit = host.settings().limits.json_body_bytes;
+        let declared = self
+            .request
+            .header("content-length")
+            .and_then(|value| value.parse::<u64>().ok());
+        if let Some(Err(problem)) = declared.map(|declared| check_body_len(declared, limit)) {
+            host.discard(body).await;
+            return Err(problem.into());
+        }
+        let max = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+        let bytes = host
+            .read_body(body, max)
+            .await
+            .map_err(|error| match error {
+                BodyError::TooLarge => Problem::new(ProblemType::BodyTooLarge)
+                    .with_detail(format!("a JSON body may hold at most {max} bytes")),
+                BodyError::Broken => {
+                    Problem::new(ProblemType::InvalidBody).with_detail("the body ended early")
+                }
+            })?;
+        check_json_content_type(self.request.header("content-type"), !bytes.is_empty())?;
+        Ok(bytes)
+    }
+
+    /// Rows of `(record, links)`.
+    pub(super) async fn versions(
+        &self,
+        statement: &crate::store::Statement,
+    ) -> Result<Vec<VersionRow>, Failure> {
+        let rows = self
+            .host
+            .fetch(statement)
+            .await
+            .map_err(|e| self.internal(&e))?;
+        rows.iter()
+            .map(|row| version_row(row).map_err(|e| self.internal(&e)))
+            .collect()
+    }
+
+    /// The latest version of a record, whatever its state.
+    pub(super) async fn latest(
+        &self,
+        user: &User,
+        record: &RecordPath,
+    ) -> Result<Option<VersionRow>, Failure> {
+        Ok(self
+            .versions(&latest_version_sql(
+                user.id,
+                &record.entity,
+                &record.record_id,
+            ))
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// The JSON answer of a read or write, with the linked records it includes.
+    async fn answer(&self, user: &User, answer: Answer) -> Outcome<H::Stream> {
+        let linked = match answer.links_statement(user.id) {
+            Some(statement) => self.versions(&statement).await?,
+            None => Vec::new(),
+        };
+        let body = answer.finish(linked).map_err(|e| self.internal(&e))?;
+        Ok(Reply::json(200, body))
+    }
+
+    /// A write failure's problem: busy is `server/503-unavailable`.
+    pub(super) fn write_failure(&self, failure: &WriteFailure) -> Failure {
+        match failure {
+            WriteFailure::Busy => Failure::from(
+                Problem::new(ProblemType::Unavailable).with_detail("too many writes are waiting"),
+            )
+            .with("retry-after", "1".to_owned()),
+            WriteFailure::Failed(_) => self.internal(failure),
+        }
+    }
+
+    async fn write(
+        &self,
+        user: &User,
+        caller: &Caller,
+        request: WriteRequest,
+    ) -> Outcome<H::Stream> {
+        let dialect = self.host.settings().dialect;
+        let client_id = parse_client_id(
+            self.request
+                .headers
+                .header(dialect.names().client_id.lowercase),
+        )?;
+        let include = IncludeLinks::from_request(&self.params, request.include_links());
+        let write = RecordWrite {
+            request,
+            access: caller.access.clone(),
+            origin: WriteOrigin { client_id },
+        };
+        let written = self
+            .host
+            .write(user, vec![write])
+            .await
+            .map_err(|e| self.write_failure(&e))?
+            .map_err(|e| Problem::from(&e))?;
+        let answer = respond::written(
+            written.answer.record,
+            written.answer.entries,
+            include,
+            &user.entity,
+            &caller.access,
+        );
+        self.answer(user, answer).await
+    }
+}

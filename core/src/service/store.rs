@@ -1,0 +1,138 @@
+//! The storage a host gives the service: statements in, rows out.
+//!
+//! Both hosts run the same statements (from [`crate::store`]); the native
+//! host on SQLite through sqlx, the worker on D1. A row is a list of values
+//! in the statement's column order.
+
+use std::fmt;
+
+use crate::store::{SqlValue, Statement};
+
+/// One result row, its values in column order.
+pub type Row = Vec<SqlValue>;
+
+/// Reads rows. Every read of a request goes through one of these.
+pub trait Fetch {
+    /// Why a statement could not run: logged in full, answered as
+    /// `server/500-internal`.
+    type Error: fmt::Display;
+
+    /// The rows `statement` yields.
+    #[allow(async_fn_in_trait)] // Send is the host's choice: the worker is single-threaded.
+    async fn fetch(&mut self, statement: &Statement) -> Result<Vec<Row>, Self::Error>;
+}
+
+/// Where a write job runs: reads, then one atomic commit.
+///
+/// The native writer runs each job in a savepoint of its group commit; the
+/// worker's user object reads D1 and commits one batch. Either way
+/// [`commit`](Self::commit) stores every statement or none.
+pub trait Transaction: Fetch {
+    /// Runs `statements` atomically and answers the rows of the last one.
+    /// A statement refused by a constraint is [`CommitError::Conflict`]:
+    /// another write committed in between, and the job runs again.
+    #[allow(async_fn_in_trait)]
+    async fn commit(
+        &mut self,
+        statements: &[Statement],
+    ) -> Result<Vec<Row>, CommitError<Self::Error>>;
+}
+
+/// Why a commit stored nothing.
+#[derive(Debug)]
+pub enum CommitError<E> {
+    /// A constraint refused a statement: a concurrent write won.
+    Conflict(E),
+    /// Anything else.
+    Failed(E),
+}
+
+/// A value of a row that is not what the statement selects: the stored data
+/// or the host's driver is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("column {column} of a row is not {expected}")]
+pub struct RowError {
+    pub column: usize,
+    pub expected: &'static str,
+}
+
+/// Typed access to a row's columns.
+pub trait RowExt {
+    /// The integer at `column` (an integer, or its decimal text: D1 reads
+    /// integers beyond 2^53 as text, see [`crate::store`]).
+    fn integer(&self, column: usize) -> Result<i64, RowError>;
+    /// The integer at `column`, or `None` for NULL.
+    fn optional_integer(&self, column: usize) -> Result<Option<i64>, RowError>;
+    /// The text at `column`.
+    fn text(&self, column: usize) -> Result<&str, RowError>;
+    /// The text at `column`, or `None` for NULL.
+    fn optional_text(&self, column: usize) -> Result<Option<&str>, RowError>;
+}
+
+impl RowExt for [SqlValue] {
+    fn integer(&self, column: usize) -> Result<i64, RowError> {
+        self.optional_integer(column)?.ok_or(RowError {
+            column,
+            expected: "an integer",
+        })
+    }
+
+    fn optional_integer(&self, column: usize) -> Result<Option<i64>, RowError> {
+        let wrong = RowError {
+            column,
+            expected: "an integer",
+        };
+        match self.get(column) {
+            Some(SqlValue::Integer(value)) => Ok(Some(*value)),
+            Some(SqlValue::Text(text)) => text.parse().map(Some).map_err(|_| wrong),
+            Some(SqlValue::Null) => Ok(None),
+            None => Err(wrong),
+        }
+    }
+
+    fn text(&self, column: usize) -> Result<&str, RowError> {
+        self.optional_text(column)?.ok_or(RowError {
+            column,
+            expected: "text",
+        })
+    }
+
+    fn optional_text(&self, column: usize) -> Result<Option<&str>, RowError> {
+        match self.get(column) {
+            Some(SqlValue::Text(text)) => Ok(Some(text)),
+            Some(SqlValue::Null) => Ok(None),
+            _ => Err(RowError {
+                column,
+                expected: "text",
+            }),
+        }
+    }
+}
+
+/// A `(record, links)` row: a stored version.
+pub fn version_row(row: &[SqlValue]) -> Result<(String, String), RowError> {
+    Ok((row.text(0)?.to_owned(), row.text(1)?.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_read_from_numbers_and_decimal_text() {
+        let row = [
+            SqlValue::Integer(7),
+            SqlValue::Text("17900000000000000".into()),
+            SqlValue::Null,
+            SqlValue::Text("x".into()),
+        ];
+        assert_eq!(row.integer(0), Ok(7));
+        assert_eq!(row.integer(1), Ok(17_900_000_000_000_000));
+        assert_eq!(row.optional_integer(2), Ok(None));
+        assert!(row.integer(2).is_err());
+        assert!(row.integer(3).is_err());
+        assert!(row.integer(4).is_err());
+        assert_eq!(row.text(3), Ok("x"));
+        assert!(row.text(0).is_err());
+    }
+}

@@ -1,0 +1,488 @@
+//! Running write jobs against a [`Transaction`]: the one driver of
+//! [`Write`] both hosts use.
+//!
+//! A job is one record write, a group of writes that stand or fall together
+//! (a consent approval, a registration), or plain statements (a blob row).
+//! The driver answers each write's needs from the store, keeps what the
+//! job's earlier writes decided in a pending overlay (so a later write of
+//! the same job sees them before anything is committed), and commits the
+//! whole job once. A commit that loses a race to a concurrent write runs
+//! the job again from the start, at most [`WRITE_ATTEMPTS`] times: a replay
+//! then finds what the winner stored, and a stale parent becomes a version
+//! conflict (PROTOCOL.md §5).
+
+use std::fmt;
+
+use crate::access::Access;
+use crate::apps::{ServerKeys, server_public_key};
+use crate::model::{ClientId, Record, RecordDate, RecordId};
+use crate::query::{IndexEntry, index_entries};
+use crate::register::{Registration, RegistrationError, RegistrationPlan, registration_access};
+use crate::store::{
+    NeedRow, NeedRows, Statement, StoredDataError, WRITE_ATTEMPTS, WriteOrigin,
+    app_credentials_sql, app_key_sql, commit_statements, event_seq_sql, last_received_at_sql,
+    need_sql, read_version, version_sql,
+};
+use crate::write::{Answer, Commit, Need, Step, Write, WriteContext, WriteError, WriteRequest};
+
+use super::User;
+use super::store::{CommitError, RowError, RowExt, Transaction, version_row};
+
+/// A record write: the request and who makes it.
+#[derive(Debug, Clone)]
+pub struct RecordWrite {
+    pub request: WriteRequest,
+    pub access: Access,
+    pub origin: WriteOrigin,
+}
+
+/// A stored version with its link-index entries.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub record: Record,
+    pub entries: Vec<IndexEntry>,
+}
+
+/// A committed job's versions, for its answer and its events.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// Every version stored, each with its event sequence, in order (none
+    /// for a replay).
+    pub versions: Vec<(Stored, u64)>,
+    /// The version the request is answered with: the first write's.
+    pub answer: Stored,
+    /// The client that wrote, for subscribers that skip their own writes.
+    pub client_id: Option<ClientId>,
+}
+
+/// A registration's App record, and the server's key for the app.
+#[derive(Debug, Clone)]
+pub struct Registered {
+    pub written: Written,
+    pub server_public_key: String,
+}
+
+/// An app's registration, ready to run: what core verified, and the
+/// randomness a new app's Credentials record needs.
+#[derive(Debug, Clone)]
+pub struct RegistrationJob {
+    pub registration: Registration,
+    pub credentials_id: RecordId,
+    pub server_keys: ServerKeys,
+}
+
+/// Why a job could not run: never the client's doing. Logged, answered as
+/// `server/500-internal`.
+#[derive(Debug)]
+pub enum JobFailure<E> {
+    /// The store failed.
+    Store(E),
+    /// The store kept losing the race to concurrent writes.
+    Contended(E),
+    /// The store holds, or the host's driver returned, what cannot be read.
+    Data(String),
+}
+
+impl<E: fmt::Display> fmt::Display for JobFailure<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobFailure::Store(error) => write!(f, "store: {error}"),
+            JobFailure::Contended(error) => {
+                write!(
+                    f,
+                    "{WRITE_ATTEMPTS} commits lost to concurrent writes: {error}"
+                )
+            }
+            JobFailure::Data(error) => write!(f, "stored data: {error}"),
+        }
+    }
+}
+
+impl<E> From<StoredDataError> for JobFailure<E> {
+    fn from(error: StoredDataError) -> Self {
+        JobFailure::Data(error.to_string())
+    }
+}
+
+impl<E> From<RowError> for JobFailure<E> {
+    fn from(error: RowError) -> Self {
+        JobFailure::Data(error.to_string())
+    }
+}
+
+/// What a job came to: refused (the client's doing), or written.
+pub type JobResult<T, R, E> = Result<Result<T, R>, JobFailure<E>>;
+
+/// The time and randomness a job draws from its host.
+pub trait JobClock {
+    /// The current time.
+    fn now(&self) -> RecordDate;
+    /// A fresh random record id.
+    fn fresh_id(&self) -> RecordId;
+}
+
+/// Runs record writes as one job: all are stored, or none (the first
+/// refusal refuses the job). Answers with the first write's version.
+pub async fn run_writes<T: Transaction>(
+    tx: &mut T,
+    user: &User,
+    writes: &[RecordWrite],
+    clock: &impl JobClock,
+) -> JobResult<Written, WriteError, T::Error> {
+    let mut lost = Lost::default();
+    while lost.another_attempt() {
+        let mut job = Job::new(user);
+        let answered = match job.writes(tx, writes, clock).await? {
+            Ok(answered) => answered,
+            Err(error) => return Ok(Err(error)),
+        };
+        match job.commit(tx, answered).await? {
+            Ok(written) => return Ok(Ok(written)),
+            Err(conflict) => lost.record(conflict),
+        }
+    }
+    Err(lost.failure())
+}
+
+/// Runs a registration: reads the key the app id is registered with, then
+/// stores what [`Registration::plan`] makes of it.
+pub async fn run_registration<T: Transaction>(
+    tx: &mut T,
+    user: &User,
+    job: &RegistrationJob,
+    clock: &impl JobClock,
+) -> JobResult<Registered, RegistrationError, T::Error> {
+    let registration = &job.registration;
+    let write = |request: WriteRequest| RecordWrite {
+        request,
+        access: registration_access(&user.entity),
+        origin: WriteOrigin::default(),
+    };
+    let mut lost = Lost::default();
+    while lost.another_attempt() {
+        let key_rows = tx
+            .fetch(&app_key_sql(user.id, &registration.app_id))
+            .await
+            .map_err(JobFailure::Store)?;
+        let registered = match key_rows.first() {
+            Some(row) => Some(row.text(0)?.to_owned()),
+            None => None,
+        };
+        let plan = registration.plan(
+            &user.entity,
+            user.id,
+            registered.as_deref(),
+            job.credentials_id,
+            &job.server_keys,
+        );
+        let mut pending = Job::new(user);
+        let (answered, server_public_key) = match plan {
+            Err(error) => return Ok(Err(error)),
+            Ok(RegistrationPlan::New(new)) => {
+                let new = *new;
+                let writes = [write(new.app), write(new.credentials)];
+                let answered = match pending.writes(tx, &writes, clock).await? {
+                    Ok(answered) => answered,
+                    Err(error) => return Ok(Err(error.into())),
+                };
+                pending.statements.push(new.app_row);
+                (answered, new.server_public_key)
+            }
+            Ok(RegistrationPlan::Renewal { app }) => {
+                let answered = match pending.writes(tx, &[write(*app)], clock).await? {
+                    Ok(answered) => answered,
+                    Err(error) => return Ok(Err(error.into())),
+                };
+                let statement = app_credentials_sql(user.id, &user.entity, &registration.app_id);
+                let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
+                let key = match rows.first() {
+                    Some(row) => {
+                        let (record, links) = version_row(row)?;
+                        server_public_key(&read_version(&record, &links)?.0).map(str::to_owned)
+                    }
+                    None => None,
+                };
+                let key = key.ok_or_else(|| {
+                    JobFailure::Data("a registered app has no Credentials record".into())
+                })?;
+                (answered, key)
+            }
+        };
+        match pending.commit(tx, answered).await? {
+            Ok(written) => {
+                return Ok(Ok(Registered {
+                    written,
+                    server_public_key,
+                }));
+            }
+            Err(conflict) => lost.record(conflict),
+        }
+    }
+    Err(lost.failure())
+}
+
+/// Runs statements as one job (a blob's row, maintenance).
+pub async fn run_statements<T: Transaction>(
+    tx: &mut T,
+    statements: &[Statement],
+) -> Result<(), JobFailure<T::Error>> {
+    let mut lost = Lost::default();
+    while lost.another_attempt() {
+        match tx.commit(statements).await {
+            Ok(_) => return Ok(()),
+            Err(CommitError::Conflict(error)) => lost.record(error),
+            Err(CommitError::Failed(error)) => return Err(JobFailure::Store(error)),
+        }
+    }
+    Err(lost.failure())
+}
+
+/// The commits a job lost to concurrent writes.
+struct Lost<E> {
+    attempts: usize,
+    last: Option<E>,
+}
+
+impl<E> Default for Lost<E> {
+    fn default() -> Self {
+        Lost {
+            attempts: 0,
+            last: None,
+        }
+    }
+}
+
+impl<E> Lost<E> {
+    /// Whether the job may run (again): at most [`WRITE_ATTEMPTS`] times.
+    fn another_attempt(&mut self) -> bool {
+        self.attempts += 1;
+        self.attempts <= WRITE_ATTEMPTS
+    }
+
+    fn record(&mut self, conflict: E) {
+        self.last = Some(conflict);
+    }
+
+    fn failure(self) -> JobFailure<E> {
+        match self.last {
+            Some(error) => JobFailure::Contended(error),
+            None => JobFailure::Data("no write attempt ran".into()),
+        }
+    }
+}
+
+/// One job's decided writes, not yet committed.
+struct Job<'u> {
+    user: &'u User,
+    /// What the job's writes stored so far, in order: the overlay later
+    /// writes of the job read through.
+    versions: Vec<Stored>,
+    statements: Vec<Statement>,
+    last_received_at: Option<RecordDate>,
+    /// The client of the job's first write, for its events.
+    client_id: Option<ClientId>,
+}
+
+/// A job's first answer: a replay's stored version, or the first version
+/// the job stores.
+enum Answered {
+    Replay(Box<Stored>),
+    Stored,
+}
+
+impl<'u> Job<'u> {
+    fn new(user: &'u User) -> Self {
+        Job {
+            user,
+            versions: Vec::new(),
+            statements: Vec::new(),
+            last_received_at: None,
+            client_id: None,
+        }
+    }
+
+    /// Decides each write in turn; the first refusal ends the job.
+    async fn writes<T: Transaction>(
+        &mut self,
+        tx: &mut T,
+        writes: &[RecordWrite],
+        clock: &impl JobClock,
+    ) -> Result<Result<Answered, WriteError>, JobFailure<T::Error>> {
+        let mut first = None;
+        self.client_id = writes.first().and_then(|write| write.origin.client_id);
+        for write in writes {
+            let answered = match self.write(tx, write, clock).await? {
+                Ok(answered) => answered,
+                Err(error) => return Ok(Err(error)),
+            };
+            first.get_or_insert(answered);
+        }
+        first
+            .map(Ok)
+            .ok_or_else(|| JobFailure::Data("a job without writes".into()))
+    }
+
+    async fn write<T: Transaction>(
+        &mut self,
+        tx: &mut T,
+        job: &RecordWrite,
+        clock: &impl JobClock,
+    ) -> Result<Result<Answered, WriteError>, JobFailure<T::Error>> {
+        let user_id = self.user.id;
+        let now = clock.now();
+        let last_rows = tx
+            .fetch(&last_received_at_sql(user_id))
+            .await
+            .map_err(JobFailure::Store)?;
+        let stored_last = match last_rows.first() {
+            Some(row) => row.optional_integer(0)?,
+            None => None,
+        }
+        .and_then(|ticks| RecordDate::from_unix_ticks(ticks).ok());
+        let context = WriteContext {
+            user: self.user.entity.clone(),
+            access: job.access.clone(),
+            now,
+            last_received_at: stored_last.max(self.last_received_at),
+            fresh_id: clock.fresh_id(),
+        };
+        let mut write = Write::new(job.request.clone(), context);
+        let commit = loop {
+            match write.step() {
+                Step::Fetch(needs) => {
+                    let mut answers = Vec::with_capacity(needs.len());
+                    for need in &needs {
+                        answers.push(self.answer(tx, need, now).await?);
+                    }
+                    write.supply(answers);
+                }
+                Step::Done(Ok(commit)) => break commit,
+                Step::Done(Err(error)) => return Ok(Err(error)),
+            }
+        };
+        if let Commit::Replay(record) = &commit {
+            // Nothing to store; answer with the stored version and its links.
+            let statement = version_sql(
+                user_id,
+                &record.author.entity,
+                &record.id,
+                &record.version.hash,
+            );
+            let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
+            let (record, entries) = match rows.first() {
+                Some(row) => {
+                    let (record, links) = version_row(row)?;
+                    read_version(&record, &links)?
+                }
+                None => ((**record).clone(), Vec::new()),
+            };
+            return Ok(Ok(Answered::Replay(Box::new(Stored { record, entries }))));
+        }
+        self.statements
+            .extend(commit_statements(user_id, &commit, job.origin));
+        for version in commit.versions() {
+            let received_at = version.record.version.received_at;
+            self.last_received_at = self.last_received_at.max(received_at);
+            self.versions.push(Stored {
+                record: version.record.clone(),
+                entries: index_entries(&version.links),
+            });
+        }
+        Ok(Ok(Answered::Stored))
+    }
+
+    /// A need's answer: from the job's own writes when they decide it,
+    /// else from the store.
+    async fn answer<T: Transaction>(
+        &self,
+        tx: &mut T,
+        need: &Need,
+        now: RecordDate,
+    ) -> Result<Answer, JobFailure<T::Error>> {
+        let pending = |pick: &dyn Fn(&Record) -> bool| {
+            self.versions
+                .iter()
+                .rev()
+                .find(|stored| pick(&stored.record))
+                .map(|stored| Answer::Record(Some(Box::new(stored.record.clone()))))
+        };
+        let overlay = match need {
+            Need::Latest(key) => {
+                pending(&|r| r.id == key.record_id && r.author.entity == key.entity)
+            }
+            Need::Version { record, hash } => pending(&|r| {
+                r.id == record.record_id
+                    && r.author.entity == record.entity
+                    && r.version.hash == *hash
+            }),
+            _ => None,
+        };
+        if let Some(answer) = overlay {
+            return Ok(answer);
+        }
+        let (statement, shape) = need_sql(self.user.id, need, now);
+        let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
+        let rows = rows
+            .iter()
+            .map(|row| {
+                Ok(match shape {
+                    NeedRows::Record | NeedRows::Records => {
+                        let (record, links) = version_row(row)?;
+                        NeedRow::Version { record, links }
+                    }
+                    NeedRows::Known => NeedRow::Integers(vec![row.integer(0)?]),
+                    NeedRows::Blob => NeedRow::Integers(vec![row.integer(0)?, row.integer(1)?]),
+                })
+            })
+            .collect::<Result<Vec<_>, RowError>>()?;
+        Ok(shape.answer(rows)?)
+    }
+
+    /// Commits the job: `Ok(Err(conflict))` when a concurrent write won.
+    async fn commit<T: Transaction>(
+        self,
+        tx: &mut T,
+        answered: Answered,
+    ) -> Result<Result<Written, T::Error>, JobFailure<T::Error>> {
+        let answer = match answered {
+            Answered::Replay(stored) if self.statements.is_empty() => {
+                return Ok(Ok(Written {
+                    versions: Vec::new(),
+                    answer: *stored,
+                    client_id: None,
+                }));
+            }
+            Answered::Replay(stored) => *stored,
+            Answered::Stored => self
+                .versions
+                .first()
+                .cloned()
+                .ok_or_else(|| JobFailure::Data("a stored write without versions".into()))?,
+        };
+        let mut statements = self.statements;
+        statements.push(event_seq_sql(self.user.id));
+        let rows = match tx.commit(&statements).await {
+            Ok(rows) => rows,
+            Err(CommitError::Conflict(error)) => return Ok(Err(error)),
+            Err(CommitError::Failed(error)) => return Err(JobFailure::Store(error)),
+        };
+        let latest = match rows.first() {
+            Some(row) => row.integer(0)?,
+            None => return Err(JobFailure::Data("a user without an event sequence".into())),
+        };
+        // The job's events took the last sequences, one per version, in order.
+        let count = i64::try_from(self.versions.len()).unwrap_or(i64::MAX);
+        let first = latest.saturating_sub(count - 1);
+        let versions = self
+            .versions
+            .into_iter()
+            .zip(first..)
+            .map(|(stored, seq)| (stored, u64::try_from(seq).unwrap_or_default()))
+            .collect();
+        Ok(Ok(Written {
+            versions,
+            answer,
+            client_id: self.client_id,
+        }))
+    }
+}

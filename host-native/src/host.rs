@@ -1,0 +1,287 @@
+//! The native host of core's service: SQLite through the read pool and the
+//! writer, blob files, the hub's event streams, governor's rate buckets,
+//! the wall clock and the OS's randomness.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use folio_core::auth::ReplayGuard;
+use folio_core::consent::{SessionKey, verify_password};
+use folio_core::events::{EventId, HEARTBEAT_EVENT, Subscriber, record_event};
+use folio_core::model::{BlobHash, RecordDate, RecordId};
+use folio_core::register::RegistrationError;
+use folio_core::service::store::Row;
+use folio_core::service::writes::{JobClock, RecordWrite, Registered, RegistrationJob, Written};
+use folio_core::service::{
+    BodyError, Host, Limited, Note, Rate, Settings, UploadFailure, User, WriteFailure,
+};
+use folio_core::store::Statement;
+use folio_core::write::WriteError;
+use futures_util::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::blobs::UploadError;
+use crate::db;
+use crate::hub::{CAP_RETRY_AFTER_SECS, Subscription};
+use crate::server::App;
+use crate::writer::WriterError;
+
+/// A failure of the native host's storage.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("database: {0}")]
+    Db(#[from] db::DbError),
+    #[error("blob storage: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How much of a refused body is read and dropped before the answer, so
+/// that the client, still sending, receives the problem+json instead of a
+/// reset connection. A larger body is cut off.
+const MAX_DRAINED_BYTES: usize = 16 << 20;
+
+/// How many frames may wait for a slow client socket.
+const FRAMES_IN_FLIGHT: usize = 16;
+
+fn write_failure(error: WriterError) -> WriteFailure {
+    match error {
+        WriterError::Busy => WriteFailure::Busy,
+        other => WriteFailure::Failed(other.to_string()),
+    }
+}
+
+impl JobClock for App {
+    fn now(&self) -> RecordDate {
+        self.clock.now()
+    }
+
+    fn fresh_id(&self) -> RecordId {
+        RecordId::from_bytes(rand::random())
+    }
+}
+
+impl Host for App {
+    type Body = Body;
+    type Stream = Body;
+    type Upload = std::path::PathBuf;
+    type Subscription = Subscription;
+    type Error = HostError;
+
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn report(&self, error: &dyn std::fmt::Display) {
+        tracing::error!(%error, "internal error");
+    }
+
+    fn note(&self, note: Note<'_>) {
+        tracing::info!("{note}");
+    }
+
+    fn random(&self) -> [u8; 32] {
+        rand::random()
+    }
+
+    async fn user(&self, name: &str) -> Result<Option<User>, HostError> {
+        Ok(self.users.get(&self.readers, name).await?)
+    }
+
+    async fn users(&self) -> Result<Vec<User>, HostError> {
+        Ok(crate::users::list_users(&self.readers).await?)
+    }
+
+    async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, HostError> {
+        Ok(db::fetch_rows(&self.readers, statement).await?)
+    }
+
+    async fn read_body(&self, body: Body, max: usize) -> Result<Vec<u8>, BodyError> {
+        let mut stream = body.into_data_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|_| BodyError::Broken)?;
+            if bytes.len() + chunk.len() > max {
+                self.discard(Body::from_stream(stream)).await;
+                return Err(BodyError::TooLarge);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    }
+
+    async fn discard(&self, body: Body) {
+        let mut stream = body.into_data_stream();
+        let mut drained = 0;
+        while drained < MAX_DRAINED_BYTES {
+            match stream.next().await {
+                Some(Ok(chunk)) => drained += chunk.len(),
+                _ => break,
+            }
+        }
+    }
+
+    fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
+        let rates = &self.rates;
+        match rate {
+            Rate::Write(app) => rates.write(app),
+            Rate::AnonymousRead(Some(peer)) => rates.anonymous_read(&peer),
+            Rate::Registration(Some(peer)) => rates.registration(&peer),
+            Rate::SignIn(Some(peer)) => rates.sign_in(&peer),
+            // Every native request has an address.
+            Rate::AnonymousRead(None) | Rate::Registration(None) | Rate::SignIn(None) => Ok(()),
+        }
+    }
+
+    fn with_replay_guard<R>(&self, _user: &User, check: impl FnOnce(&mut ReplayGuard) -> R) -> R {
+        check(&mut self.replay.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    async fn write(
+        &self,
+        user: &User,
+        writes: Vec<RecordWrite>,
+    ) -> Result<Result<Written, WriteError>, WriteFailure> {
+        self.writer
+            .write(user.clone(), writes)
+            .await
+            .map_err(write_failure)
+    }
+
+    async fn register(
+        &self,
+        user: &User,
+        job: RegistrationJob,
+    ) -> Result<Result<Registered, RegistrationError>, WriteFailure> {
+        self.writer
+            .register(user.clone(), job)
+            .await
+            .map_err(write_failure)
+    }
+
+    async fn receive_blob(
+        &self,
+        body: Body,
+        declared: u64,
+    ) -> Result<(std::path::PathBuf, BlobHash, u64), UploadFailure> {
+        let (tmp, uploaded) =
+            self.blobs
+                .receive(body, declared)
+                .await
+                .map_err(|error| match error {
+                    UploadError::Io(e) => UploadFailure::Failed(e.to_string()),
+                    other => UploadFailure::Invalid(other.to_string()),
+                })?;
+        let hash = uploaded
+            .hash
+            .parse()
+            .map_err(|_| UploadFailure::Failed("a SHA-256 is a hash".to_owned()))?;
+        Ok((tmp, hash, uploaded.size))
+    }
+
+    async fn discard_blob(&self, upload: std::path::PathBuf) {
+        let _ = tokio::fs::remove_file(&upload).await;
+    }
+
+    async fn place_blob(
+        &self,
+        upload: std::path::PathBuf,
+        hash: &BlobHash,
+        row: Statement,
+    ) -> Result<(), WriteFailure> {
+        let _placing = self.blobs.lock().await;
+        self.blobs
+            .place(upload, &hash.to_string())
+            .await
+            .map_err(|e| WriteFailure::Failed(e.to_string()))?;
+        self.writer.execute(vec![row]).await.map_err(write_failure)
+    }
+
+    async fn blob_size(&self, hash: &BlobHash) -> Result<Option<u64>, HostError> {
+        match tokio::fs::metadata(self.blobs.path(&hash.to_string())).await {
+            Ok(metadata) => Ok(Some(metadata.len())),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn blob_bytes(&self, hash: &BlobHash, start: u64, len: u64) -> Result<Body, HostError> {
+        let mut file = tokio::fs::File::open(self.blobs.path(&hash.to_string())).await?;
+        file.seek(std::io::SeekFrom::Start(start)).await?;
+        Ok(Body::from_stream(tokio_util::io::ReaderStream::new(
+            file.take(len),
+        )))
+    }
+
+    async fn small_blob(&self, hash: &BlobHash, max: usize) -> Option<Vec<u8>> {
+        let path = self.blobs.path(&hash.to_string());
+        let size = tokio::fs::metadata(&path).await.ok()?.len();
+        if size > max as u64 {
+            return None;
+        }
+        tokio::fs::read(&path).await.ok()
+    }
+
+    fn subscribe(&self, user: &User) -> Result<Subscription, Limited> {
+        self.hub.subscribe(user.id).map_err(|problem| Limited {
+            problem,
+            retry_after_secs: CAP_RETRY_AFTER_SECS,
+        })
+    }
+
+    fn event_stream(
+        &self,
+        subscription: Subscription,
+        subscriber: Subscriber,
+        catch_up: Vec<String>,
+        mut last_seq: u64,
+    ) -> Body {
+        let (frames, body) = mpsc::channel::<Result<Bytes, std::io::Error>>(FRAMES_IN_FLIGHT);
+        let heartbeat = Duration::from_millis(self.settings.limits.heartbeat_ms);
+        let mut shutdown = self.shutdown.clone();
+        let mut receiver = subscription.receiver.resubscribe();
+        tokio::spawn(async move {
+            let _subscription = subscription;
+            for frame in catch_up {
+                if frames.send(Ok(Bytes::from(frame))).await.is_err() {
+                    return;
+                }
+            }
+            loop {
+                let frame = tokio::select! {
+                    event = receiver.recv() => match event {
+                        Ok(event) if event.seq <= last_seq => continue,
+                        Ok(event) => {
+                            last_seq = event.seq;
+                            if !subscriber.should_send(&event.record, &event.entries, event.client_id) {
+                                continue;
+                            }
+                            record_event(EventId::from_sequence(event.seq), &event.record)
+                        }
+                        // Too far behind: end the stream; the client resumes with Last-Event-Id.
+                        Err(broadcast::error::RecvError::Lagged(_)) => return,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                    () = tokio::time::sleep(heartbeat) => HEARTBEAT_EVENT.to_owned(),
+                    _ = shutdown.wait_for(|stopped| *stopped) => return,
+                };
+                if frames.send(Ok(Bytes::from(frame))).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(body))
+    }
+
+    fn session_key(&self) -> &SessionKey {
+        &self.session_key
+    }
+
+    async fn verify_password(&self, hash: String, password: String) -> bool {
+        // argon2 takes tens of milliseconds: off the async workers.
+        tokio::task::spawn_blocking(move || verify_password(&hash, &password))
+            .await
+            .unwrap_or(false)
+    }
+}
