@@ -173,6 +173,26 @@ async fn expect_refused(
     ensure_not_registered(ctx, app.id()).await
 }
 
+/// Sends a fresh app's registration, signed and keyed as it should be,
+/// of a body that `edit` spoils; fails unless the answer is `problem`.
+async fn expect_body_refused(
+    ctx: &Ctx,
+    problem: Problem,
+    edit: impl FnOnce(&mut Value),
+) -> CheckResult {
+    expect_refused(ctx, problem, |app, mut body| {
+        edit(&mut body);
+        registration(
+            ctx,
+            &app.key,
+            PUBLIC_KEY_HEADER,
+            &app.key.public_key(),
+            &body,
+        )
+    })
+    .await
+}
+
 /// A refused registration stores nothing.
 async fn ensure_not_registered(ctx: &Ctx, id: &str) -> CheckResult {
     let response = ctx.get_record(id).await?;
@@ -286,48 +306,24 @@ async fn same_id_same_key(ctx: &Ctx) -> CheckResult {
 
 async fn other_type(ctx: &Ctx) -> CheckResult {
     let note = ctx.note_type().await?;
-    expect_refused(ctx, INVALID_BODY, |app, mut body| {
+    expect_body_refused(ctx, INVALID_BODY, |body| {
         body["type"] = note;
         body["content"] = json!({"title": "not an app"});
-        registration(
-            ctx,
-            &app.key,
-            PUBLIC_KEY_HEADER,
-            &app.key.public_key(),
-            &body,
-        )
     })
     .await
 }
 
 async fn id_mismatch(ctx: &Ctx) -> CheckResult {
     let other_id = record_id();
-    expect_refused(ctx, INVALID_BODY, |app, mut body| {
-        body["id"] = json!(other_id);
-        registration(
-            ctx,
-            &app.key,
-            PUBLIC_KEY_HEADER,
-            &app.key.public_key(),
-            &body,
-        )
-    })
-    .await?;
+    expect_body_refused(ctx, INVALID_BODY, |body| body["id"] = json!(other_id)).await?;
     ensure_not_registered(ctx, &other_id).await
 }
 
 async fn no_id(ctx: &Ctx) -> CheckResult {
-    expect_refused(ctx, INVALID_BODY, |app, mut body| {
+    expect_body_refused(ctx, INVALID_BODY, |body| {
         if let Some(body) = body.as_object_mut() {
             body.remove("id");
         }
-        registration(
-            ctx,
-            &app.key,
-            PUBLIC_KEY_HEADER,
-            &app.key.public_key(),
-            &body,
-        )
     })
     .await
 }

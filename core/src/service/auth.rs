@@ -59,16 +59,7 @@ impl<H: Host> Context<'_, '_, H> {
             let header = dialect.parse_authorization(value).map_err(|e| auth(&e))?;
             let now = host.now();
             check_timestamp(header.ts_ms, now).map_err(|e| auth(&e))?;
-            let (key, full_access) = self.app_key(user, &header.app_id).await?;
-            let authorization = self.authorization(user, &header.app_id).await?;
-            let access = app_access(
-                &user.entity,
-                &header.app_id,
-                full_access,
-                authorization.as_ref(),
-            )
-            .map_err(|e| auth(&e))?;
-            let authorization_id = authorization.as_ref().map(|r| r.id);
+            let (key, access, authorization_id) = self.standing(user, &header.app_id).await?;
             header
                 .verify(&key, authorization_id.as_ref(), &signed, request.headers)
                 .map_err(|e| auth(&e))?;
@@ -91,16 +82,7 @@ impl<H: Host> Context<'_, '_, H> {
         {
             let token = token.map_err(|e| auth(&e))?;
             token.check_expiry(host.now()).map_err(|e| auth(&e))?;
-            let (key, full_access) = self.app_key(user, &token.app_id).await?;
-            let authorization = self.authorization(user, &token.app_id).await?;
-            let access = app_access(
-                &user.entity,
-                &token.app_id,
-                full_access,
-                authorization.as_ref(),
-            )
-            .map_err(|e| auth(&e))?;
-            let authorization_id = authorization.as_ref().map(|r| r.id);
+            let (key, access, authorization_id) = self.standing(user, &token.app_id).await?;
             token
                 .verify(dialect, &key, authorization_id.as_ref(), &signed)
                 .map_err(|e| auth(&e))?;
@@ -156,6 +138,20 @@ impl<H: Host> Context<'_, '_, H> {
                     .with_detail("too many requests in the replay window")
                     .into(),
             })
+    }
+
+    /// An app's key, the access its authorization grants, and that
+    /// authorization's id (signed over, so a revoked one fails).
+    async fn standing(
+        &self,
+        user: &User,
+        app_id: &RecordId,
+    ) -> Result<(AppKey, Access, Option<RecordId>), Failure> {
+        let (key, full_access) = self.app_key(user, app_id).await?;
+        let authorization = self.authorization(user, app_id).await?;
+        let access = app_access(&user.entity, app_id, full_access, authorization.as_ref())
+            .map_err(|e| auth(&e))?;
+        Ok((key, access, authorization.map(|record| record.id)))
     }
 
     async fn app_key(&self, user: &User, app_id: &RecordId) -> Result<(AppKey, bool), Failure> {
