@@ -909,7 +909,8 @@ mod writes_on_sqlite {
                 RecordDate::from_unix_ticks(self.now.unix_ticks() + 10_000_000).expect("a date");
             self.ids += 1;
             let statement = last_received_at_sql(USER_ID);
-            let last: Option<i64> = self
+            // Decimal text, as D1 needs it (see `last_received_at_sql`).
+            let last: Option<String> = self
                 .db
                 .query_row(
                     &statement.sql,
@@ -917,6 +918,7 @@ mod writes_on_sqlite {
                     |row| row.get(0),
                 )
                 .expect("the last received_at");
+            let last: Option<i64> = last.map(|ticks| ticks.parse().expect("integer ticks"));
             let context = WriteContext {
                 user: USER.parse().expect("an entity"),
                 access: Access::Owner {

@@ -77,11 +77,29 @@ pub(crate) struct Binder {
     params: Vec<SqlValue>,
 }
 
+/// The largest integer a JavaScript number holds exactly (2^53 - 1).
+const MAX_EXACT_JS_INTEGER: i64 = (1 << 53) - 1;
+
 impl Binder {
     /// Binds a value; returns its placeholder.
+    ///
+    /// D1 passes bound values through JavaScript numbers, which are exact
+    /// only up to 2^53; dates are 100 ns ticks (about 1.8e16 today). So a
+    /// larger integer is bound as its decimal text and cast back in SQL,
+    /// which is exact on both hosts and still a constant an index can use.
     pub(crate) fn bind(&mut self, value: impl Into<SqlValue>) -> String {
-        self.params.push(value.into());
-        format!("?{}", self.params.len())
+        match value.into() {
+            SqlValue::Integer(n)
+                if !(-MAX_EXACT_JS_INTEGER..=MAX_EXACT_JS_INTEGER).contains(&n) =>
+            {
+                self.params.push(SqlValue::Text(n.to_string()));
+                format!("CAST(?{} AS INTEGER)", self.params.len())
+            }
+            value => {
+                self.params.push(value);
+                format!("?{}", self.params.len())
+            }
+        }
     }
 
     pub(crate) fn finish(self, sql: String) -> Statement {
@@ -116,5 +134,29 @@ impl ValueList {
 
     pub(crate) fn into_param(self) -> SqlValue {
         SqlValue::Text(serde_json::Value::Array(self.values).to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_beyond_javascript_numbers_bind_as_text_cast_back() {
+        let mut b = Binder::default();
+        assert_eq!(b.bind(5), "?1");
+        assert_eq!(b.bind(17_900_000_000_000_000), "CAST(?2 AS INTEGER)");
+        assert_eq!(b.bind(-(1 << 53)), "CAST(?3 AS INTEGER)");
+        assert_eq!(b.bind((1 << 53) - 1), "?4");
+        let statement = b.finish(String::new());
+        assert_eq!(statement.params[0], SqlValue::Integer(5));
+        assert_eq!(
+            statement.params[1],
+            SqlValue::Text("17900000000000000".into())
+        );
+        assert_eq!(
+            statement.params[2],
+            SqlValue::Text("-9007199254740992".into())
+        );
     }
 }

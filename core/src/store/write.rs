@@ -22,11 +22,13 @@ use super::{Binder, Statement, StoredDataError, WriteOrigin, read_version, versi
 pub const WRITE_ATTEMPTS: usize = 3;
 
 /// One row `(MAX(version.received_at) or NULL)`: the user's latest
-/// `version.received_at`, for [`crate::write::WriteContext::last_received_at`].
+/// `version.received_at`, for [`crate::write::WriteContext::last_received_at`],
+/// as decimal text: D1 would read the integer through a JavaScript number,
+/// which cannot hold 100 ns ticks exactly.
 pub fn last_received_at_sql(user_id: i64) -> Statement {
     let mut b = Binder::default();
     let sql = format!(
-        "SELECT MAX(received_at) FROM versions WHERE user_id = {}",
+        "SELECT CAST(MAX(received_at) AS TEXT) FROM versions WHERE user_id = {}",
         b.bind(user_id)
     );
     b.finish(sql)
