@@ -41,6 +41,14 @@ impl Dialect {
     }
 }
 
+/// Where a plain-HTTP request is sent instead (308, PROTOCOL.md: only
+/// HTTPS): the same URL with the `https` scheme. `None` for a request that
+/// came over HTTPS, or when `plain_allowed` (local development).
+pub fn https_redirect(url: &str, plain_allowed: bool) -> Option<String> {
+    let rest = url.strip_prefix("http://")?;
+    (!plain_allowed).then(|| format!("https://{rest}"))
+}
+
 /// Who a blob download is for, which decides how long and where it may be cached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlobAudience {
@@ -118,5 +126,20 @@ mod tests {
             }),
             "max-age=7200, s-maxage=7200"
         );
+    }
+}
+
+#[cfg(test)]
+mod https_tests {
+    use super::https_redirect;
+
+    #[test]
+    fn plain_http_is_sent_to_https_unless_allowed() {
+        assert_eq!(
+            https_redirect("http://folio.example/api/a/records?x=1", false).as_deref(),
+            Some("https://folio.example/api/a/records?x=1")
+        );
+        assert_eq!(https_redirect("http://127.0.0.1:8787/", true), None);
+        assert_eq!(https_redirect("https://folio.example/", false), None);
     }
 }

@@ -1,37 +1,40 @@
-//! Folio's edge host on Cloudflare Workers.
+//! Folio's edge host on Cloudflare Workers: the same core service as the
+//! native host, over D1 (records), R2 (blobs) and one Durable Object per
+//! user ([`UserStore`]) that runs every request to that user's store: its
+//! writes go through one ordered place, its nonces and event streams live
+//! there.
 //!
-//! It wires `folio_core` to the Workers runtime: requests come in through
-//! `fetch`; records will live in D1 and live events in Durable Objects (the
-//! edge host issue). For now it answers CORS preflights and reports every
-//! other request as not implemented, with the core's headers and problem body.
+//! The worker entry only sends each request to its object; the object
+//! hands it to `folio_core::service::handle` with itself as the host.
 
-use folio_core::dialect::Dialect;
-use folio_core::http::{NO_CACHE, PREFLIGHT_STATUS};
-use folio_core::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, default_docs_url};
-use worker::{Context, Env, Headers, Method, Request, Response, Result, event};
+mod d1;
+mod store;
+
+use folio_core::route::route;
+use worker::{Context, Env, Request, Response, Result, event};
+
+pub use store::UserStore;
+
+/// The Durable Object namespace of the user stores.
+const USERS: &str = "USERS";
+
+/// The object that answers requests outside any user's store (discovery,
+/// error-type pages, unknown paths).
+const SERVER_OBJECT: &str = "";
 
 #[event(fetch)]
-async fn fetch(req: Request, _env: Env, _ctx: Context) -> Result<Response> {
-    let dialect = Dialect::default();
-    let headers = Headers::new();
-    if req.method() == Method::Options {
-        for (name, value) in dialect.preflight_headers() {
-            headers.set(name, value)?;
-        }
-        return Ok(Response::empty()?
-            .with_status(PREFLIGHT_STATUS)
-            .with_headers(headers));
-    }
-
+async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let url = req.url()?;
-    let docs_url = default_docs_url(&url.origin().ascii_serialization());
-    let problem = Problem::new(ProblemType::NotImplemented);
-    for (name, value) in dialect.cors_headers() {
-        headers.set(name, value)?;
+    if let Some(location) = folio_core::http::https_redirect(url.as_str(), store::is_dev(&env)) {
+        return Response::redirect_with_status(worker::Url::parse(&location)?, 308);
     }
-    headers.set("cache-control", NO_CACHE)?;
-    headers.set("content-type", PROBLEM_CONTENT_TYPE)?;
-    Ok(Response::ok(problem.to_json(&docs_url))?
-        .with_status(problem.status())
-        .with_headers(headers))
+    let object = match route(url.path()) {
+        Ok(endpoint) => endpoint.user().map(str::to_owned),
+        Err(_) => None,
+    };
+    let namespace = env.durable_object(USERS)?;
+    let stub = namespace
+        .id_from_name(object.as_deref().unwrap_or(SERVER_OBJECT))?
+        .get_stub()?;
+    stub.fetch_with_request(req).await
 }

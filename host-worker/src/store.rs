@@ -1,0 +1,523 @@
+//! [`UserStore`]: the Durable Object of one user (or of the server, for
+//! requests outside any store), and the host of core's service there.
+
+use std::cell::{Cell, RefCell};
+
+use folio_core::auth::{HeaderLookup, ReplayGuard, SignedRequest};
+use folio_core::consent::{SessionKey, verify_password};
+use folio_core::dialect::Dialect;
+use folio_core::events::{EventId, HEARTBEAT_EVENT, Subscriber, record_event};
+use folio_core::limits::{Limits, header_section_len};
+use folio_core::model::{BlobHash, ClientId, RecordDate, RecordId};
+use folio_core::problem::{Problem, ProblemType, default_docs_url};
+use folio_core::register::RegistrationError;
+use folio_core::service::store::{Row, RowExt};
+use folio_core::service::writes::{
+    JobClock, RecordWrite, Registered, RegistrationJob, Stored, Written, run_registration,
+    run_statements, run_writes,
+};
+use folio_core::service::{
+    self, BodyError, Host, Limited, Note, Rate, Reply, ReplyBody, Settings, UploadFailure, User,
+    WriteFailure,
+};
+use folio_core::store::{Statement, user_by_name_sql, users_sql};
+use folio_core::write::WriteError;
+use futures_channel::mpsc;
+use futures_util::StreamExt;
+use futures_util::lock::Mutex;
+use sha2::{Digest, Sha256};
+use worker::{
+    D1Database, DurableObject, Env, Headers, Range, Request, Response, ResponseBody, State,
+    durable_object,
+};
+
+use crate::d1;
+
+/// How often an open event stream hears a heartbeat; the same alarm
+/// prunes the subscribers whose client went away.
+const HEARTBEAT_MS: i64 = folio_core::events::HEARTBEAT_INTERVAL_MS as i64;
+
+/// Whether plain HTTP is allowed: only in the dev environment.
+pub fn is_dev(env: &Env) -> bool {
+    env.var("FOLIO_DEV").is_ok_and(|v| v.to_string() == "1")
+}
+
+/// One open event stream.
+struct Live {
+    id: u64,
+    /// Set, with the subscriber, once the catch-up is read; until then the
+    /// events committed meanwhile wait in `pending`.
+    sender: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    subscriber: Option<Subscriber>,
+    pending: Vec<(u64, Stored, Option<ClientId>)>,
+    last_seq: u64,
+}
+
+impl Live {
+    fn is_open(&self) -> bool {
+        self.sender
+            .as_ref()
+            .is_none_or(|sender| !sender.is_closed())
+    }
+
+    /// Sends one event if the subscriber accepts it.
+    fn send(&mut self, seq: u64, stored: &Stored, client_id: Option<ClientId>) {
+        let (Some(sender), Some(subscriber)) = (&self.sender, &self.subscriber) else {
+            self.pending.push((seq, stored.clone(), client_id));
+            return;
+        };
+        if seq <= self.last_seq {
+            return;
+        }
+        self.last_seq = seq;
+        if subscriber.should_send(&stored.record, &stored.entries, client_id) {
+            let frame = record_event(EventId::from_sequence(seq), &stored.record);
+            let _ = sender.unbounded_send(frame.into_bytes());
+        }
+    }
+}
+
+/// The Durable Object of a user's store.
+#[durable_object]
+pub struct UserStore {
+    state: State,
+    env: Env,
+    settings: Settings,
+    session_key: Option<SessionKey>,
+    replay: RefCell<ReplayGuard>,
+    /// One write job at a time: the store's one ordered place.
+    writing: Mutex<()>,
+    streams: RefCell<Vec<Live>>,
+    next_stream: Cell<u64>,
+}
+
+/// A reply body on the edge.
+pub enum EdgeStream {
+    /// A blob's bytes from R2.
+    Blob(ResponseBody),
+    /// An event stream.
+    Events(mpsc::UnboundedReceiver<Vec<u8>>),
+}
+
+fn now() -> RecordDate {
+    let millis = js_sys::Date::now() as i64;
+    RecordDate::from_unix_millis(millis)
+        .unwrap_or_else(|_| RecordDate::from_unix_ticks(0).expect("the epoch is a date"))
+}
+
+impl UserStore {
+    fn db(&self) -> worker::Result<D1Database> {
+        self.env.d1("DB")
+    }
+
+    fn bucket(&self) -> worker::Result<worker::Bucket> {
+        self.env.bucket("BLOBS")
+    }
+
+    /// Sends a committed job's events to the open streams that accept them.
+    fn publish(&self, written: &Written) {
+        let mut streams = self.streams.borrow_mut();
+        for (stored, seq) in &written.versions {
+            for live in streams.iter_mut() {
+                live.send(*seq, stored, written.client_id);
+            }
+        }
+        streams.retain(Live::is_open);
+    }
+}
+
+impl DurableObject for UserStore {
+    fn new(state: State, env: Env) -> Self {
+        let base_url = env
+            .var("FOLIO_BASE_URL")
+            .map(|v| v.to_string().trim_end_matches('/').to_owned())
+            .unwrap_or_default();
+        let session_key = env
+            .secret("FOLIO_SESSION_KEY")
+            .ok()
+            .and_then(|secret| hex::decode(secret.to_string()).ok())
+            .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+            .map(SessionKey::from_bytes);
+        UserStore {
+            state,
+            settings: Settings {
+                dialect: Dialect::default(),
+                docs_url: default_docs_url(&base_url),
+                base_url,
+                limits: Limits::default(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+            env,
+            session_key,
+            replay: RefCell::new(ReplayGuard::new(now())),
+            writing: Mutex::new(()),
+            streams: RefCell::new(Vec::new()),
+            next_stream: Cell::new(0),
+        }
+    }
+
+    async fn fetch(&self, req: Request) -> worker::Result<Response> {
+        let url = req.url()?;
+        let headers = HeaderList::of(req.headers());
+        let target = match url.query() {
+            Some(query) => format!("{}?{query}", url.path()),
+            None => url.path().to_owned(),
+        };
+        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+        let method = req.method().to_string();
+        let peer = headers
+            .get("cf-connecting-ip")
+            .and_then(|ip| ip.parse().ok());
+        let request = service::Request {
+            method: &method,
+            target: &target,
+            host: &host,
+            port: SignedRequest::port_of(url.port()),
+            headers: &headers,
+            header_bytes: header_section_len(
+                headers.0.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
+            ),
+            peer,
+        };
+        let reply = service::handle(self, request, req).await;
+        response(reply)
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        let again = {
+            let mut streams = self.streams.borrow_mut();
+            for sender in streams.iter().filter_map(|live| live.sender.as_ref()) {
+                let _ = sender.unbounded_send(HEARTBEAT_EVENT.as_bytes().to_vec());
+            }
+            streams.retain(Live::is_open);
+            !streams.is_empty()
+        };
+        if again {
+            self.state.storage().set_alarm(HEARTBEAT_MS).await?;
+        }
+        Response::empty()
+    }
+}
+
+/// A request's headers, copied once (core looks them up many times).
+struct HeaderList(Vec<(String, String)>);
+
+impl HeaderList {
+    fn of(headers: &Headers) -> Self {
+        HeaderList(
+            headers
+                .entries()
+                .map(|(name, value)| (name.to_ascii_lowercase(), value))
+                .collect(),
+        )
+    }
+
+    fn get(&self, lowercase_name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(name, _)| name == lowercase_name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+impl HeaderLookup for HeaderList {
+    fn header(&self, lowercase_name: &str) -> Option<&[u8]> {
+        self.get(lowercase_name).map(str::as_bytes)
+    }
+}
+
+/// Core's reply as a Workers response.
+fn response(reply: Reply<EdgeStream>) -> worker::Result<Response> {
+    let headers = Headers::new();
+    for (name, value) in &reply.headers {
+        headers.set(name, value)?;
+    }
+    let response = match reply.body {
+        ReplyBody::Empty => Response::empty()?,
+        ReplyBody::Bytes(bytes) => Response::from_bytes(bytes)?,
+        ReplyBody::Stream(EdgeStream::Blob(body)) => Response::from_body(body)?,
+        ReplyBody::Stream(EdgeStream::Events(frames)) => {
+            Response::from_stream(frames.map(Ok::<Vec<u8>, worker::Error>))?
+        }
+    };
+    Ok(response.with_status(reply.status).with_headers(headers))
+}
+
+fn write_failure(error: impl std::fmt::Display) -> WriteFailure {
+    WriteFailure::Failed(error.to_string())
+}
+
+fn user_of(row: &Row) -> Option<User> {
+    Some(User {
+        id: row.integer(0).ok()?,
+        name: row.text(1).ok()?.to_owned(),
+        entity: row.text(2).ok()?.parse().ok()?,
+    })
+}
+
+impl JobClock for UserStore {
+    fn now(&self) -> RecordDate {
+        now()
+    }
+
+    fn fresh_id(&self) -> RecordId {
+        let mut bytes = [0; 16];
+        getrandom::fill(&mut bytes).expect("the Workers runtime gives randomness");
+        RecordId::from_bytes(bytes)
+    }
+}
+
+impl Host for UserStore {
+    type Body = Request;
+    type Stream = EdgeStream;
+    type Upload = Vec<u8>;
+    type Subscription = u64;
+    type Error = worker::Error;
+
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn report(&self, error: &dyn std::fmt::Display) {
+        worker::console_error!("internal error: {error}");
+    }
+
+    fn note(&self, note: Note<'_>) {
+        worker::console_log!("{note}");
+    }
+
+    fn random(&self) -> [u8; 32] {
+        let mut bytes = [0; 32];
+        getrandom::fill(&mut bytes).expect("the Workers runtime gives randomness");
+        bytes
+    }
+
+    async fn user(&self, name: &str) -> worker::Result<Option<User>> {
+        let rows = d1::fetch(&self.db()?, &user_by_name_sql(name)).await?;
+        Ok(rows.first().and_then(user_of))
+    }
+
+    async fn users(&self) -> worker::Result<Vec<User>> {
+        let rows = d1::fetch(&self.db()?, &users_sql()).await?;
+        Ok(rows.iter().filter_map(user_of).collect())
+    }
+
+    async fn fetch(&self, statement: &Statement) -> worker::Result<Vec<Row>> {
+        d1::fetch(&self.db()?, statement).await
+    }
+
+    async fn read_body(&self, mut body: Request, max: usize) -> Result<Vec<u8>, BodyError> {
+        let bytes = body.bytes().await.map_err(|_| BodyError::Broken)?;
+        match bytes.len() > max {
+            true => Err(BodyError::TooLarge),
+            false => Ok(bytes),
+        }
+    }
+
+    async fn discard(&self, _body: Request) {
+        // The runtime drops an unread body.
+    }
+
+    fn rate(&self, _rate: Rate<'_>) -> Result<(), Limited> {
+        // Not yet counted on the edge: see the README's exclusions.
+        Ok(())
+    }
+
+    fn with_replay_guard<R>(&self, _user: &User, check: impl FnOnce(&mut ReplayGuard) -> R) -> R {
+        check(&mut self.replay.borrow_mut())
+    }
+
+    async fn write(
+        &self,
+        user: &User,
+        writes: Vec<RecordWrite>,
+    ) -> Result<Result<Written, WriteError>, WriteFailure> {
+        let _writing = self.writing.lock().await;
+        let db = self.db().map_err(write_failure)?;
+        let written = run_writes(&mut d1::Batch(&db), user, &writes, self)
+            .await
+            .map_err(write_failure)?;
+        if let Ok(written) = &written {
+            self.publish(written);
+        }
+        Ok(written)
+    }
+
+    async fn register(
+        &self,
+        user: &User,
+        job: RegistrationJob,
+    ) -> Result<Result<Registered, RegistrationError>, WriteFailure> {
+        let _writing = self.writing.lock().await;
+        let db = self.db().map_err(write_failure)?;
+        let registered = run_registration(&mut d1::Batch(&db), user, &job, self)
+            .await
+            .map_err(write_failure)?;
+        if let Ok(registered) = &registered {
+            self.publish(&registered.written);
+        }
+        Ok(registered)
+    }
+
+    async fn receive_blob(
+        &self,
+        mut body: Request,
+        declared: u64,
+    ) -> Result<(Vec<u8>, BlobHash, u64), UploadFailure> {
+        let bytes = body
+            .bytes()
+            .await
+            .map_err(|e| UploadFailure::Invalid(format!("reading the body: {e}")))?;
+        let size = bytes.len() as u64;
+        if size != declared {
+            return Err(UploadFailure::Invalid(format!(
+                "the body is {size} bytes, not the {declared} its Content-Length declares"
+            )));
+        }
+        let hash = hex::encode(Sha256::digest(&bytes))
+            .parse()
+            .map_err(|_| UploadFailure::Failed("a SHA-256 is a hash".to_owned()))?;
+        Ok((bytes, hash, size))
+    }
+
+    async fn discard_blob(&self, _upload: Vec<u8>) {}
+
+    async fn place_blob(
+        &self,
+        upload: Vec<u8>,
+        hash: &BlobHash,
+        row: Statement,
+    ) -> Result<(), WriteFailure> {
+        let digest = hash.as_bytes().to_vec();
+        self.bucket()
+            .map_err(write_failure)?
+            .put(hash.to_string(), upload)
+            .sha256(digest)
+            .execute()
+            .await
+            .map_err(write_failure)?;
+        let _writing = self.writing.lock().await;
+        let db = self.db().map_err(write_failure)?;
+        run_statements(&mut d1::Batch(&db), &[row])
+            .await
+            .map_err(write_failure)
+    }
+
+    async fn blob_size(&self, hash: &BlobHash) -> worker::Result<Option<u64>> {
+        Ok(self
+            .bucket()?
+            .head(hash.to_string())
+            .await?
+            .map(|object| object.size()))
+    }
+
+    async fn blob_bytes(
+        &self,
+        hash: &BlobHash,
+        start: u64,
+        len: u64,
+    ) -> worker::Result<EdgeStream> {
+        let object = self
+            .bucket()?
+            .get(hash.to_string())
+            .range(Range::OffsetWithLength {
+                offset: start,
+                length: len,
+            })
+            .execute()
+            .await?
+            .ok_or_else(|| worker::Error::RustError("the blob went away".into()))?;
+        let body = object
+            .body()
+            .ok_or_else(|| worker::Error::RustError("an R2 object without a body".into()))?;
+        Ok(EdgeStream::Blob(body.response_body()?))
+    }
+
+    async fn small_blob(&self, hash: &BlobHash, max: usize) -> Option<Vec<u8>> {
+        let object = self
+            .bucket()
+            .ok()?
+            .get(hash.to_string())
+            .execute()
+            .await
+            .ok()??;
+        if object.size() > max as u64 {
+            return None;
+        }
+        object.body()?.bytes().await.ok()
+    }
+
+    fn subscribe(&self, _user: &User) -> Result<u64, Limited> {
+        let mut streams = self.streams.borrow_mut();
+        streams.retain(Live::is_open);
+        let cap = self.settings.limits.sse_connections_per_user;
+        if cap.is_some_and(|cap| streams.len() >= cap) {
+            return Err(Limited {
+                problem: Problem::new(ProblemType::RateLimited)
+                    .with_detail("too many event streams are open; retry later"),
+                retry_after_secs: 5,
+            });
+        }
+        let id = self.next_stream.get();
+        self.next_stream.set(id + 1);
+        streams.push(Live {
+            id,
+            sender: None,
+            subscriber: None,
+            pending: Vec::new(),
+            last_seq: 0,
+        });
+        Ok(id)
+    }
+
+    fn event_stream(
+        &self,
+        subscription: u64,
+        subscriber: Subscriber,
+        catch_up: Vec<String>,
+        last_seq: u64,
+    ) -> EdgeStream {
+        let (sender, frames) = mpsc::unbounded();
+        for frame in catch_up {
+            let _ = sender.unbounded_send(frame.into_bytes());
+        }
+        let first = {
+            let mut streams = self.streams.borrow_mut();
+            if let Some(live) = streams.iter_mut().find(|live| live.id == subscription) {
+                live.sender = Some(sender);
+                live.subscriber = Some(subscriber);
+                live.last_seq = last_seq;
+                for (seq, stored, client_id) in std::mem::take(&mut live.pending) {
+                    live.send(seq, &stored, client_id);
+                }
+            }
+            streams.len() == 1
+        };
+        if first {
+            let storage = self.state.storage();
+            wasm_bindgen_futures::spawn_local(async move {
+                if let Err(error) = storage.set_alarm(HEARTBEAT_MS).await {
+                    worker::console_error!("could not set the heartbeat alarm: {error}");
+                }
+            });
+        }
+        EdgeStream::Events(frames)
+    }
+
+    fn session_key(&self) -> &SessionKey {
+        static MISSING: std::sync::OnceLock<SessionKey> = std::sync::OnceLock::new();
+        match &self.session_key {
+            Some(key) => key,
+            // Without the secret no session verifies: each key is random.
+            None => MISSING.get_or_init(|| {
+                let mut bytes = [0; 32];
+                getrandom::fill(&mut bytes).expect("the Workers runtime gives randomness");
+                SessionKey::from_bytes(bytes)
+            }),
+        }
+    }
+
+    async fn verify_password(&self, hash: String, password: String) -> bool {
+        verify_password(&hash, &password)
+    }
+}
