@@ -207,8 +207,8 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
-    pub fn rates(&self) -> crate::rate::Rates {
-        crate::rate::Rates {
+    pub fn rates(&self) -> folio_core::service::Rates {
+        folio_core::service::Rates {
             writes_per_app: self.write_rate.0,
             unauthenticated_reads_per_address: self.read_rate.0,
             registrations_per_address: self.register_rate.0,

@@ -123,15 +123,11 @@ impl Host for App {
     }
 
     fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
-        let rates = &self.rates;
-        match rate {
-            Rate::Write(app) => rates.write(app),
-            Rate::AnonymousRead(Some(peer)) => rates.anonymous_read(&peer),
-            Rate::Registration(Some(peer)) => rates.registration(&peer),
-            Rate::SignIn(Some(peer)) => rates.sign_in(&peer),
-            // Every native request has an address.
-            Rate::AnonymousRead(None) | Rate::Registration(None) | Rate::SignIn(None) => Ok(()),
-        }
+        let now = self.clock.now();
+        self.rates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .check(rate, now)
     }
 
     fn with_replay_guard<R>(&self, _user: &User, check: impl FnOnce(&mut ReplayGuard) -> R) -> R {

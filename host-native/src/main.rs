@@ -20,7 +20,6 @@ mod config;
 mod db;
 mod host;
 mod hub;
-mod rate;
 mod schema_command;
 mod server;
 mod tls;

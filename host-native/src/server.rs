@@ -21,7 +21,6 @@ use crate::blobs::BlobStore;
 use crate::clock::Clock;
 use crate::config::{DataDir, ServeOptions, Settings};
 use crate::hub::{Hub, StreamCaps};
-use crate::rate::RateLimits;
 use crate::users::UserCache;
 use crate::writer::Writer;
 use crate::{db, tls, users};
@@ -35,7 +34,7 @@ pub struct App {
     pub hub: Arc<Hub>,
     pub users: UserCache,
     pub replay: Mutex<ReplayGuard>,
-    pub rates: RateLimits,
+    pub rates: Mutex<folio_core::service::RateLimits>,
     /// Signs the consent page's session cookies.
     pub session_key: SessionKey,
     pub blobs: BlobStore,
@@ -129,7 +128,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
             limits,
             version: env!("CARGO_PKG_VERSION").to_owned(),
         },
-        rates: RateLimits::new(options.rates()),
+        rates: Mutex::new(folio_core::service::RateLimits::new(options.rates())),
         session_key: SessionKey::from_bytes(data.session_key()?),
         clock,
         readers,
@@ -272,7 +271,10 @@ async fn upkeep(app: Arc<App>) {
         if let Err(error) = collect_blobs(&app, now).await {
             tracing::warn!(%error, "could not collect expired blobs");
         }
-        app.rates.forget_idle();
+        app.rates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .forget_idle(app.clock.now());
     }
 }
 

@@ -7,7 +7,10 @@ use folio_core::auth::{HeaderLookup, ReplayGuard, SignedRequest};
 use folio_core::consent::{SessionKey, verify_password};
 use folio_core::dialect::Dialect;
 use folio_core::events::{EventId, HEARTBEAT_EVENT, Subscriber, record_event};
-use folio_core::limits::{Limits, header_section_len};
+use folio_core::limits::{
+    DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits,
+    header_section_len,
+};
 use folio_core::model::{BlobHash, ClientId, RecordDate, RecordId};
 use folio_core::problem::{Problem, ProblemType, default_docs_url};
 use folio_core::register::RegistrationError;
@@ -17,8 +20,8 @@ use folio_core::service::writes::{
     run_statements, run_writes,
 };
 use folio_core::service::{
-    self, BodyError, Host, Limited, Note, Rate, Reply, ReplyBody, Settings, UploadFailure, User,
-    WriteFailure,
+    self, BodyError, Host, Limited, Note, Rate, RateLimits, Rates, Reply, ReplyBody, Settings,
+    UploadFailure, User, WriteFailure,
 };
 use folio_core::store::{Statement, user_by_name_sql, users_sql};
 use folio_core::write::WriteError;
@@ -85,6 +88,8 @@ pub struct UserStore {
     settings: Settings,
     session_key: Option<SessionKey>,
     replay: RefCell<ReplayGuard>,
+    /// Counted per object: an address's reads of this user's store.
+    rates: RefCell<RateLimits>,
     /// One write job at a time: the store's one ordered place.
     writing: Mutex<()>,
     streams: RefCell<Vec<Live>>,
@@ -138,18 +143,26 @@ impl DurableObject for UserStore {
             .and_then(|secret| hex::decode(secret.to_string()).ok())
             .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
             .map(SessionKey::from_bytes);
+        let limits = Limits::default();
+        let rates = Rates {
+            writes_per_app: limits.writes_per_app,
+            unauthenticated_reads_per_address: limits.unauthenticated_reads_per_address,
+            registrations_per_address: Some(DEFAULT_REGISTRATIONS_PER_ADDRESS),
+            sign_in_attempts_per_minute: Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
+        };
         UserStore {
             state,
             settings: Settings {
                 dialect: Dialect::default(),
                 docs_url: default_docs_url(&base_url),
                 base_url,
-                limits: Limits::default(),
+                limits,
                 version: env!("CARGO_PKG_VERSION").to_owned(),
             },
             env,
             session_key,
             replay: RefCell::new(ReplayGuard::new(now())),
+            rates: RefCell::new(RateLimits::new(rates)),
             writing: Mutex::new(()),
             streams: RefCell::new(Vec::new()),
             next_stream: Cell::new(0),
@@ -318,9 +331,8 @@ impl Host for UserStore {
         // The runtime drops an unread body.
     }
 
-    fn rate(&self, _rate: Rate<'_>) -> Result<(), Limited> {
-        // Not yet counted on the edge: see the README's exclusions.
-        Ok(())
+    fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
+        self.rates.borrow_mut().check(rate, now())
     }
 
     fn with_replay_guard<R>(&self, _user: &User, check: impl FnOnce(&mut ReplayGuard) -> R) -> R {

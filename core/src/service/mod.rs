@@ -18,12 +18,14 @@ mod blobs;
 mod consent;
 mod events;
 mod host;
+mod rates;
 mod records;
 pub mod store;
 pub mod writes;
 
 pub use auth::Caller;
 pub use host::{BodyError, Host, Limited, Note, Rate, Settings, UploadFailure, User, WriteFailure};
+pub use rates::{RateLimits, Rates};
 
 use std::net::IpAddr;
 
