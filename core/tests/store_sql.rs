@@ -1041,3 +1041,27 @@ mod writes_on_sqlite {
         assert_eq!(store.count("SELECT COUNT(*) FROM versions"), 7);
     }
 }
+
+/// The worker's user object keeps nonces in its own SQLite with these
+/// statements: a nonce is recorded once, and forgotten past the window.
+#[test]
+fn the_nonce_table_records_each_nonce_once_and_forgets_old_ones() {
+    use folio_core::auth::nonce_table;
+    let db = rusqlite::Connection::open_in_memory().expect("an in-memory database");
+    for statement in nonce_table::CREATE {
+        db.execute(statement, []).expect("the nonce table");
+    }
+    let record = |nonce: &str, ts: i64| {
+        let written = db
+            .execute(nonce_table::RECORD, rusqlite::params!["app", nonce, ts])
+            .expect("a nonce");
+        nonce_table::verdict(written)
+    };
+    assert_eq!(record("n1", 1_000), Ok(()));
+    assert!(record("n1", 1_000).is_err(), "a replay");
+    assert_eq!(record("n2", 2_000), Ok(()));
+    db.execute(nonce_table::FORGET, [1_500])
+        .expect("forgetting");
+    assert_eq!(record("n1", 1_000), Ok(()), "forgotten past the window");
+    assert!(record("n2", 2_000).is_err(), "still within the window");
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use folio_core::auth::ReplayGuard;
+use folio_core::auth::ReplayError;
 use folio_core::consent::{SessionKey, verify_password};
 use folio_core::events::{EventId, HEARTBEAT_EVENT, Subscriber, record_event};
 use folio_core::model::{BlobHash, RecordDate, RecordId};
@@ -130,8 +130,20 @@ impl Host for App {
             .check(rate, now)
     }
 
-    fn with_replay_guard<R>(&self, _user: &User, check: impl FnOnce(&mut ReplayGuard) -> R) -> R {
-        check(&mut self.replay.lock().unwrap_or_else(|p| p.into_inner()))
+    fn check_nonce(
+        &self,
+        _user: &User,
+        app: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+        now: RecordDate,
+    ) -> Result<(), ReplayError> {
+        // One guard for the server: it outlives no restart, so it refuses
+        // requests signed before it started (its boot fence).
+        self.replay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .check(app, nonce, ts_ms, now)
     }
 
     async fn write(

@@ -3,7 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use folio_core::auth::{HeaderLookup, ReplayGuard, SignedRequest};
+use folio_core::auth::{HeaderLookup, ReplayError, SignedRequest, nonce_table};
 use folio_core::consent::{SessionKey, verify_password};
 use folio_core::dialect::Dialect;
 use folio_core::events::{EventId, HEARTBEAT_EVENT, Subscriber, record_event};
@@ -87,7 +87,8 @@ pub struct UserStore {
     env: Env,
     settings: Settings,
     session_key: Option<SessionKey>,
-    replay: RefCell<ReplayGuard>,
+    /// Whether the nonce table exists in the object's storage.
+    nonces_ready: Cell<bool>,
     /// Counted per object: an address's reads of this user's store.
     rates: RefCell<RateLimits>,
     /// One write job at a time: the store's one ordered place.
@@ -161,7 +162,7 @@ impl DurableObject for UserStore {
             },
             env,
             session_key,
-            replay: RefCell::new(ReplayGuard::new(now())),
+            nonces_ready: Cell::new(false),
             rates: RefCell::new(RateLimits::new(rates)),
             writing: Mutex::new(()),
             streams: RefCell::new(Vec::new()),
@@ -335,8 +336,39 @@ impl Host for UserStore {
         self.rates.borrow_mut().check(rate, now())
     }
 
-    fn with_replay_guard<R>(&self, _user: &User, check: impl FnOnce(&mut ReplayGuard) -> R) -> R {
-        check(&mut self.replay.borrow_mut())
+    fn check_nonce(
+        &self,
+        _user: &User,
+        app: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+        now: RecordDate,
+    ) -> Result<(), ReplayError> {
+        // In the object's own storage: strongly consistent, and it outlives
+        // an eviction (memory would not).
+        let sql = self.state.storage().sql();
+        let recorded = (|| {
+            if !self.nonces_ready.get() {
+                for statement in nonce_table::CREATE {
+                    sql.exec(statement, None)?;
+                }
+                self.nonces_ready.set(true);
+            }
+            sql.exec(nonce_table::FORGET, vec![nonce_table::cutoff(now).into()])?;
+            let values = vec![
+                app.to_string().into(),
+                nonce.to_owned().into(),
+                ts_ms.into(),
+            ];
+            Ok::<_, worker::Error>(sql.exec(nonce_table::RECORD, values)?.rows_written())
+        })();
+        match recorded {
+            Ok(rows) => nonce_table::verdict(rows),
+            Err(error) => {
+                self.report(&format!("the nonce table: {error}"));
+                Err(ReplayError::Full)
+            }
+        }
     }
 
     async fn write(

@@ -91,6 +91,43 @@ impl ReplayGuard {
     }
 }
 
+/// The replay guard of a host that keeps nonces in its own SQLite storage
+/// (the worker's user object, whose memory does not outlive an eviction):
+/// the table, the statement that records a nonce, and the one that forgets
+/// those past the window. Statement text only; the values are bound.
+pub mod nonce_table {
+    use super::{AuthError, ReplayError, TIMESTAMP_WINDOW_MS};
+    use crate::model::RecordDate;
+
+    /// Create the table and its index, once (one statement each).
+    pub const CREATE: [&str; 2] = [
+        "CREATE TABLE IF NOT EXISTS nonces (app TEXT NOT NULL, nonce TEXT NOT NULL, \
+         ts INTEGER NOT NULL, PRIMARY KEY (app, nonce)) WITHOUT ROWID",
+        "CREATE INDEX IF NOT EXISTS nonces_by_ts ON nonces (ts)",
+    ];
+
+    /// Records `(?1 app, ?2 nonce, ?3 ts in ms)`; writes no row when the app
+    /// used the nonce before.
+    pub const RECORD: &str = "INSERT OR IGNORE INTO nonces (app, nonce, ts) VALUES (?1, ?2, ?3)";
+
+    /// Forgets nonces whose `ts` is before `?1` ([`cutoff`]): a request
+    /// carrying one again is stale anyway.
+    pub const FORGET: &str = "DELETE FROM nonces WHERE ts < ?1";
+
+    /// The `ts` before which nonces are forgotten at `now`.
+    pub fn cutoff(now: RecordDate) -> i64 {
+        now.unix_millis() - TIMESTAMP_WINDOW_MS
+    }
+
+    /// The verdict of [`RECORD`] from the rows it wrote.
+    pub fn verdict(rows_written: usize) -> Result<(), ReplayError> {
+        match rows_written {
+            0 => Err(ReplayError::Auth(AuthError::ReplayedRequest)),
+            _ => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

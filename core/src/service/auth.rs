@@ -131,7 +131,7 @@ impl<H: Host> Context<'_, '_, H> {
     ) -> Result<(), Failure> {
         let now = self.host.now();
         self.host
-            .with_replay_guard(user, |guard| guard.check(app_id, nonce, ts_ms, now))
+            .check_nonce(user, app_id, nonce, ts_ms, now)
             .map_err(|error| match error {
                 ReplayError::Auth(e) => auth(&e),
                 ReplayError::Full => Problem::new(ProblemType::Unavailable)

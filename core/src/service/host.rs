@@ -3,12 +3,12 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use crate::auth::ReplayGuard;
+use crate::auth::ReplayError;
 use crate::consent::SessionKey;
 use crate::dialect::Dialect;
 use crate::events::Subscriber;
 use crate::limits::Limits;
-use crate::model::{BlobHash, Entity, RecordId};
+use crate::model::{BlobHash, Entity, RecordDate, RecordId};
 use crate::problem::Problem;
 use crate::register::RegistrationError;
 use crate::store::Statement;
@@ -187,8 +187,18 @@ pub trait Host: super::writes::JobClock {
     /// Counts one request against `rate`.
     fn rate(&self, rate: Rate<'_>) -> Result<(), Limited>;
 
-    /// Runs `check` on the user's replay guard.
-    fn with_replay_guard<R>(&self, user: &User, check: impl FnOnce(&mut ReplayGuard) -> R) -> R;
+    /// Records a verified request's nonce for `app` in the user's store;
+    /// refuses one seen within the window (PROTOCOL.md §10). Natively a
+    /// [`ReplayGuard`](crate::auth::ReplayGuard) in memory; on the edge the
+    /// user object's own storage ([`nonce_table`](crate::auth::nonce_table)).
+    fn check_nonce(
+        &self,
+        user: &User,
+        app: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+        now: RecordDate,
+    ) -> Result<(), ReplayError>;
 
     /// Runs record writes as one job (core's
     /// [`run_writes`](super::writes::run_writes)) and publishes its events.
