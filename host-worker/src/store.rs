@@ -105,7 +105,8 @@ pub enum EdgeStream {
     Events(mpsc::UnboundedReceiver<Vec<u8>>),
 }
 
-fn now() -> RecordDate {
+/// The current time, as core reads it.
+pub fn now() -> RecordDate {
     let millis = js_sys::Date::now() as i64;
     RecordDate::from_unix_millis(millis)
         .unwrap_or_else(|_| RecordDate::from_unix_ticks(0).expect("the epoch is a date"))
