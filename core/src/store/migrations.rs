@@ -1,7 +1,10 @@
 //! The storage schema, as numbered migrations. A host applies, in order and
 //! each in one transaction, every migration above the version its database
-//! records (`PRAGMA user_version` natively, a `migrations` row on D1), then
-//! records the new version. Migrations are only ever appended.
+//! records, then records the new version: the native host itself, in
+//! `PRAGMA user_version`; for the worker, `wrangler d1 migrations apply`
+//! runs `migrations/*.sql` (these, written out; core's test `d1_migrations`
+//! keeps them equal) and records their file names in `d1_migrations`.
+//! Migrations are only ever appended.
 
 /// One step of the schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
