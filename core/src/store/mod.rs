@@ -9,6 +9,7 @@
 //! and can use for index lookups.
 
 mod list;
+mod literal;
 mod migrations;
 mod read;
 mod users;
@@ -16,6 +17,7 @@ mod version;
 mod write;
 
 pub use list::{ListSql, list_sql};
+pub use literal::LiteralSqlError;
 pub use migrations::{MIGRATIONS, Migration};
 pub use read::{
     event_log_bounds_sql, events_sql, latest_version_sql, linked_sql, prune_events_sql,
