@@ -791,6 +791,95 @@ fn a_new_store_holds_the_built_in_types() {
     );
 }
 
+/// Every row of the tables a write touches, as SQLite returns them.
+fn table_rows(db: &Connection) -> Vec<(&'static str, Vec<rusqlite::types::Value>)> {
+    let mut all = Vec::new();
+    for table in [
+        "users",
+        "versions",
+        "records",
+        "link_index",
+        "events",
+        "blobs",
+    ] {
+        let mut statement = db
+            .prepare(&format!("SELECT * FROM {table} ORDER BY 1, 2, 3"))
+            .expect("a table");
+        let columns = statement.column_count();
+        let rows = statement
+            .query_map([], |row| {
+                (0..columns)
+                    .map(|i| row.get::<_, rusqlite::types::Value>(i))
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .expect("the rows");
+        all.extend(rows.map(|row| (table, row.expect("a row"))));
+    }
+    all
+}
+
+#[test]
+fn statements_as_literal_sql_store_what_bound_parameters_store() {
+    let tricky = "it's \"quoted\" ?1 ?10 -- not a comment /* nor this */ ; Zoë 🗂 \u{2028}\n";
+    let first = version(ID_A, None, json!({"title": tricky}), 1);
+    let second = version(ID_A, Some(&first), json!({"title": "'"}), 2);
+    let links = |record: &Record| index_entries(&schema().validate(record).expect("valid").links);
+    let mut statements = Vec::new();
+    for record in [&first, &second] {
+        statements.extend(version_statements(
+            USER_ID,
+            record,
+            &links(record),
+            Default::default(),
+        ));
+    }
+    // The built-in types (their links' paths hold `$` and `'`), received after them.
+    statements.extend(folio_core::store::seed_statements(USER_ID));
+    let bound = fresh_db();
+    for statement in &statements {
+        run(&bound, &statement.sql, &statement.params);
+    }
+    let literal = fresh_db();
+    let script: String = statements
+        .iter()
+        .map(|statement| statement.to_literal_sql().expect("renders") + ";\n")
+        .collect();
+    literal
+        .execute_batch(&script)
+        .expect("the literal SQL runs");
+    let rows = table_rows(&bound);
+    assert!(
+        rows.len() > 20,
+        "the store holds the versions and their rows"
+    );
+    assert_eq!(table_rows(&literal), rows);
+}
+
+#[test]
+fn integer_literals_are_exact_at_any_magnitude() {
+    let db = fresh_db();
+    for n in [
+        i64::MIN,
+        i64::MIN + 1,
+        -(1 << 53) - 1,
+        -1,
+        0,
+        (1 << 53) + 1,
+        17_900_000_000_000_001,
+        i64::MAX,
+    ] {
+        let statement = folio_core::store::Statement {
+            sql: "SELECT typeof(?1), ?1".to_owned(),
+            params: vec![SqlValue::Integer(n)],
+        };
+        let sql = statement.to_literal_sql().expect("renders");
+        let (kind, value): (String, i64) = db
+            .query_row(&sql, [], |row| Ok((row.get(0)?, row.get(1)?)))
+            .unwrap_or_else(|e| panic!("{e}: {sql}"));
+        assert_eq!((kind.as_str(), value), ("integer", n), "{sql}");
+    }
+}
+
 #[test]
 fn linked_records_are_fetched_by_entity_record_and_version() {
     use folio_core::query::{IncludeLinks, LinkPlan};

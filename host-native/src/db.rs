@@ -3,11 +3,12 @@
 //! `folio_core::store`; this module only binds values and reads rows.
 
 use std::path::Path;
+use std::str::FromStr;
 use std::time::Duration;
 
 use folio_core::respond::VersionRow;
 use folio_core::service::store::Row;
-use folio_core::store::{MIGRATIONS, SqlValue, Statement};
+use folio_core::store::{MIGRATIONS, Migration, SqlValue, Statement};
 use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -61,12 +62,37 @@ pub async fn open_readers(path: &Path, size: u32) -> Result<SqlitePool, DbError>
         .await
 }
 
-/// Applies every migration above the database's `user_version`, each in
-/// one transaction with its new version.
+/// A migrated database in memory, gone with its one connection: a scratch
+/// store that runs writes whose statements are kept elsewhere (`--emit-sql`).
+pub async fn open_scratch() -> Result<SqliteConnection, DbError> {
+    use sqlx::ConnectOptions;
+    let mut conn = SqliteConnectOptions::from_str("sqlite::memory:")?
+        .foreign_keys(true)
+        .connect()
+        .await?;
+    apply_migrations(&mut conn).await?;
+    Ok(conn)
+}
+
+/// Applies every migration above the database's `user_version`, and logs each.
 async fn migrate(conn: &mut SqliteConnection) -> Result<(), DbError> {
+    for migration in apply_migrations(conn).await? {
+        tracing::info!(
+            version = migration.version,
+            name = migration.name,
+            "migrated the database"
+        );
+    }
+    Ok(())
+}
+
+/// Applies every migration above the database's `user_version`, each in
+/// one transaction with its new version; returns those it applied.
+async fn apply_migrations(conn: &mut SqliteConnection) -> Result<Vec<&'static Migration>, DbError> {
     let current: i64 = sqlx::query_scalar("PRAGMA user_version")
         .fetch_one(&mut *conn)
         .await?;
+    let mut applied = Vec::new();
     for migration in MIGRATIONS.iter().filter(|m| i64::from(m.version) > current) {
         let mut sql = String::from("BEGIN IMMEDIATE;\n");
         sql.push_str(migration.sql);
@@ -78,13 +104,9 @@ async fn migrate(conn: &mut SqliteConnection) -> Result<(), DbError> {
             let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
             return Err(error);
         }
-        tracing::info!(
-            version = migration.version,
-            name = migration.name,
-            "migrated the database"
-        );
+        applied.push(migration);
     }
-    Ok(())
+    Ok(applied)
 }
 
 fn arguments(statement: &Statement) -> SqliteArguments<'static> {

@@ -9,8 +9,10 @@
 //! - `auth.rs`: who is asking; `rate.rs`: rate limits.
 //! - `writer.rs`: the single writer and its group commit; `db.rs`: sqlx.
 //! - `hub.rs`: live event fan-out; `blobs.rs`: blob files.
-//! - `users.rs`: users and server-side apps; `config.rs`: the data
-//!   directory and settings; `tls.rs`: certificates; `clock.rs`: time.
+//! - `users.rs`: users and server-side apps; `emit.rs`: the SQL that
+//!   creates them elsewhere (`--emit-sql`, for the worker's D1);
+//!   `config.rs`: the data directory and settings; `tls.rs`: certificates;
+//!   `clock.rs`: time.
 //! - `schema_command.rs`: `folio schema`, for people who write types.
 
 mod api;
@@ -18,6 +20,7 @@ mod blobs;
 mod clock;
 mod config;
 mod db;
+mod emit;
 mod host;
 mod hub;
 mod schema_command;
@@ -26,8 +29,8 @@ mod tls;
 mod users;
 mod writer;
 
-use std::io::Read;
-use std::path::PathBuf;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -77,7 +80,8 @@ enum UserCommand {
         /// The user's entity (a domain name).
         #[arg(long)]
         entity: Entity,
-        /// The base URL written into the Entity record (stored for the data directory).
+        /// The base URL written into the Entity record (stored for the data
+        /// directory; with --emit-sql, required: the worker's URL).
         #[arg(long)]
         base_url: Option<String>,
         /// Read the password from stdin instead of generating one.
@@ -86,6 +90,12 @@ enum UserCommand {
         /// Print one JSON object: `user`, `entity`, `password`.
         #[arg(long)]
         json: bool,
+        /// Write the SQL that creates the user to FILE (`-`: stdout, and the
+        /// usual output goes to stderr) instead of creating it here, for the
+        /// worker: `wrangler d1 execute DB --file FILE`. The data directory
+        /// is not touched. The file holds the password's hash.
+        #[arg(long, value_name = "FILE", requires = "base_url")]
+        emit_sql: Option<PathBuf>,
     },
     /// List the users.
     List,
@@ -97,10 +107,16 @@ enum AppCommand {
     Add {
         #[arg(long)]
         user: String,
+        /// The user's entity: required with --emit-sql (the records name
+        /// it); otherwise, if given, it must be the user's.
+        #[arg(long)]
+        entity: Option<Entity>,
         /// The app's Ed25519 public key, standard base64.
         #[arg(long)]
         public_key: String,
-        /// `read=TYPE,...;write=TYPE,...;subscribe=TYPE,...` (TYPE: a type name or `entity+record_id`).
+        /// `read=TYPE,...;write=TYPE,...;subscribe=TYPE,...` (TYPE: a type name or
+        /// `entity+record_id`). With --emit-sql only built-in types can be named:
+        /// other Type records are in the edge store, which the CLI does not read.
         #[arg(
             long,
             conflicts_with = "full_access",
@@ -116,6 +132,12 @@ enum AppCommand {
         /// Print one JSON object: `app_id`, `authorization_id`, `entity`.
         #[arg(long)]
         json: bool,
+        /// Write the SQL that creates the app to FILE (`-`: stdout, and the
+        /// usual output goes to stderr) instead of creating it here, for a
+        /// user made by `folio user add --emit-sql`. The data directory is
+        /// not touched. The file holds the server's private key for the app.
+        #[arg(long, value_name = "FILE", requires = "entity")]
+        emit_sql: Option<PathBuf>,
     },
     /// List a user's apps and their live authorizations.
     List {
@@ -173,7 +195,51 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(data_dir: PathBuf, command: Command) -> Result<(), Box<dyn std::error::Error>> {
+type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+async fn run(data_dir: PathBuf, command: Command) -> CliResult {
+    let command = match command {
+        Command::User(UserCommand::Add {
+            name,
+            entity,
+            base_url,
+            password_stdin,
+            json,
+            emit_sql: Some(file),
+        }) => {
+            let base_url = base_url.ok_or("--emit-sql needs --base-url: the worker's URL")?;
+            let password = read_password(password_stdin)?;
+            let statements =
+                emit::user_add(&name, &entity, &password, base_url.trim_end_matches('/')).await?;
+            emit::write(
+                &file,
+                &emit::script("folio user add --emit-sql", &statements)?,
+            )?;
+            let shown = (!password_stdin).then_some(password.as_str());
+            let done = "Wrote the SQL that creates";
+            return print_user(&mut report_to(&file), json, done, &name, &entity, shown);
+        }
+        Command::App(AppCommand::Add {
+            user,
+            entity,
+            public_key,
+            scope,
+            full_access: _,
+            name,
+            json,
+            emit_sql: Some(file),
+        }) => {
+            let entity = entity.ok_or("--emit-sql needs --entity: the user's entity")?;
+            let (added, statements) =
+                emit::app_add(&user, &entity, &public_key, scope.as_deref(), &name).await?;
+            emit::write(
+                &file,
+                &emit::script("folio app add --emit-sql", &statements)?,
+            )?;
+            return print_app(&mut report_to(&file), json, &added, &entity);
+        }
+        other => other,
+    };
     let data = DataDir::open(&data_dir)?;
     match command {
         Command::Serve(options) => server::serve(data, *options).await?,
@@ -183,37 +249,20 @@ async fn run(data_dir: PathBuf, command: Command) -> Result<(), Box<dyn std::err
             base_url,
             password_stdin,
             json,
+            emit_sql: _,
         }) => {
             let mut settings = data.settings()?;
             if let Some(base_url) = base_url {
                 settings.base_url = base_url.trim_end_matches('/').to_owned();
                 data.save_settings(&settings)?;
             }
-            let password = if password_stdin {
-                let mut text = String::new();
-                std::io::stdin().read_to_string(&mut text)?;
-                text.trim_end_matches(['\r', '\n']).to_owned()
-            } else {
-                users::generate_password()
-            };
-            if password.is_empty() {
-                return Err("the password is empty".into());
-            }
+            let password = read_password(password_stdin)?;
             let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
             let user =
                 users::add_user(&mut conn, &name, &entity, &password, &settings.base_url).await?;
             let shown = (!password_stdin).then_some(password.as_str());
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"user": user.name, "entity": user.entity, "password": shown})
-                );
-            } else {
-                println!("Created user `{}` at entity `{}`.", user.name, user.entity);
-                if let Some(password) = shown {
-                    println!("Password (shown once): {password}");
-                }
-            }
+            let out = &mut std::io::stdout();
+            print_user(out, json, "Created", &user.name, &user.entity, shown)?;
         }
         Command::User(UserCommand::List) => {
             let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
@@ -223,11 +272,13 @@ async fn run(data_dir: PathBuf, command: Command) -> Result<(), Box<dyn std::err
         }
         Command::App(AppCommand::Add {
             user,
+            entity,
             public_key,
             scope,
             full_access: _,
             name,
             json,
+            emit_sql: _,
         }) => {
             let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
             let found = users::list_users(&mut conn)
@@ -235,24 +286,16 @@ async fn run(data_dir: PathBuf, command: Command) -> Result<(), Box<dyn std::err
                 .into_iter()
                 .find(|u| u.name == user)
                 .ok_or_else(|| format!("no user `{user}`"))?;
+            if let Some(entity) = entity.filter(|entity| *entity != found.entity) {
+                let at = &found.entity;
+                return Err(format!("user `{user}` is at entity `{at}`, not `{entity}`").into());
+            }
             let scope = match scope {
                 Some(text) => Some(users::parse_scope(&mut conn, &found, &text).await?),
                 None => None,
             };
             let added = users::add_app(&mut conn, &found, &public_key, scope, &name).await?;
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "app_id": added.app_id,
-                        "authorization_id": added.authorization_id,
-                        "entity": found.entity,
-                    })
-                );
-            } else {
-                println!("app id: {}", added.app_id);
-                println!("authorization id: {}", added.authorization_id);
-            }
+            print_app(&mut std::io::stdout(), json, &added, &found.entity)?;
         }
         Command::App(AppCommand::List { user, json }) => {
             let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
@@ -299,6 +342,75 @@ async fn run(data_dir: PathBuf, command: Command) -> Result<(), Box<dyn std::err
             println!("revoked {revoked} authorization(s)");
         }
         Command::Schema(_) => unreachable!("handled before the runtime starts"),
+    }
+    Ok(())
+}
+
+/// Where a command that wrote SQL to `file` reports: stderr when the SQL
+/// went to stdout, so that stdout holds SQL alone.
+fn report_to(file: &Path) -> Box<dyn Write> {
+    if file == Path::new("-") {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    }
+}
+
+/// The password of `folio user add`: stdin without its final line break,
+/// or a fresh one.
+fn read_password(from_stdin: bool) -> Result<String, Box<dyn std::error::Error>> {
+    let password = if from_stdin {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        text.trim_end_matches(['\r', '\n']).to_owned()
+    } else {
+        users::generate_password()
+    };
+    if password.is_empty() {
+        return Err("the password is empty".into());
+    }
+    Ok(password)
+}
+
+/// What `folio user add` prints, after `done` (what it did) unless `json`;
+/// `password` only when it was generated.
+fn print_user(
+    out: &mut dyn Write,
+    json: bool,
+    done: &str,
+    name: &str,
+    entity: &Entity,
+    password: Option<&str>,
+) -> CliResult {
+    if json {
+        let object = serde_json::json!({"user": name, "entity": entity, "password": password});
+        writeln!(out, "{object}")?;
+    } else {
+        writeln!(out, "{done} user `{name}` at entity `{entity}`.")?;
+        if let Some(password) = password {
+            writeln!(out, "Password (shown once): {password}")?;
+        }
+    }
+    Ok(())
+}
+
+/// What `folio app add` prints.
+fn print_app(
+    out: &mut dyn Write,
+    json: bool,
+    added: &users::AddedApp,
+    entity: &Entity,
+) -> CliResult {
+    if json {
+        let object = serde_json::json!({
+            "app_id": added.app_id,
+            "authorization_id": added.authorization_id,
+            "entity": entity,
+        });
+        writeln!(out, "{object}")?;
+    } else {
+        writeln!(out, "app id: {}", added.app_id)?;
+        writeln!(out, "authorization id: {}", added.authorization_id)?;
     }
     Ok(())
 }

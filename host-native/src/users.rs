@@ -14,15 +14,16 @@ use folio_core::apps::{
 };
 use folio_core::discovery::entity_content;
 use folio_core::model::{Entity, RecordId, RecordLink};
+use folio_core::service::store::{CommitError, Row, RowError, RowExt, Transaction};
 use folio_core::service::writes::{RecordWrite, run_writes};
 use folio_core::store::{
-    app_authorizations_sql, apps_sql, entity_record_sql, insert_app_sql, insert_user_sql,
-    latest_version_sql, read_version, seed_statements, types_by_name_sql, user_by_name_sql,
-    users_sql,
+    Statement, app_authorizations_sql, apps_sql, entity_record_sql, insert_app_sql,
+    insert_user_sql, insert_user_with_id_sql, latest_version_sql, read_version, seed_statements,
+    types_by_name_sql, user_by_name_sql, users_sql,
 };
 use folio_core::write::{RecordKey, WriteRequest};
 use serde_json::{Value, json};
-use sqlx::{Row, SqliteConnection, SqlitePool};
+use sqlx::{Row as _, SqliteConnection, SqlitePool};
 
 use crate::clock::Clock;
 use crate::db::{self, DbError};
@@ -41,8 +42,19 @@ pub enum ProvisionError {
     Refused(#[from] folio_core::write::WriteError),
     #[error("{0}")]
     Invalid(String),
+    #[error("no Type record named `{name}` in {user}'s store")]
+    UnknownTypeName { name: String, user: String },
+    /// A scope names a type `--emit-sql` cannot link: see `emit::app_add`.
+    #[error(
+        "`{0}` is not a built-in type: with --emit-sql a scope can name only built-in types, \
+         since the SQL is made without reading the edge store that holds any other Type record; \
+         use --full-access, or let the app register and ask for consent"
+    )]
+    NotBuiltInType(String),
     #[error("stored data: {0}")]
     Stored(#[from] folio_core::store::StoredDataError),
+    #[error("stored data: {0}")]
+    Row(#[from] RowError),
 }
 
 fn user_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<User, DbError> {
@@ -111,9 +123,19 @@ pub fn hash_password(password: &str) -> Result<String, ProvisionError> {
         .map_err(|e| ProvisionError::Invalid(e.to_string()))
 }
 
-/// Runs an owner's write on `conn` (inside the caller's transaction).
-async fn owner_write(
-    conn: &mut SqliteConnection,
+/// Runs statements through `tx` at once; answers the rows of the last one.
+async fn commit<T: Transaction<Error = DbError>>(
+    tx: &mut T,
+    statements: &[Statement],
+) -> Result<Vec<Row>, ProvisionError> {
+    tx.commit(statements).await.map_err(|error| match error {
+        CommitError::Conflict(error) | CommitError::Failed(error) => ProvisionError::Db(error),
+    })
+}
+
+/// Runs an owner's write through `tx` (inside the caller's transaction).
+async fn owner_write<T: Transaction<Error = DbError>>(
+    tx: &mut T,
     user: &User,
     request: WriteRequest,
 ) -> Result<folio_core::model::Record, ProvisionError> {
@@ -124,7 +146,7 @@ async fn owner_write(
         },
         origin: Default::default(),
     };
-    match run_writes(&mut Savepoint(conn), user, &[write], &Clock).await {
+    match run_writes(tx, user, &[write], &Clock).await {
         Ok(Ok(written)) => Ok(written.answer.record),
         Ok(Err(error)) => Err(error.into()),
         Err(failure) => Err(WriterError::from(failure).into()),
@@ -135,6 +157,27 @@ fn post(body: &Value) -> Result<WriteRequest, ProvisionError> {
     Ok(WriteRequest::post(body.to_string().as_bytes())?)
 }
 
+/// Refuses a user name that is not one path segment.
+pub fn check_user_name(name: &str) -> Result<(), ProvisionError> {
+    if name.is_empty() || name.contains(['/', '?', '#', '%']) || name.chars().any(char::is_control)
+    {
+        return Err(ProvisionError::Invalid(format!(
+            "`{name}` cannot be a user name: it must be one path segment"
+        )));
+    }
+    Ok(())
+}
+
+/// Which row id a new user gets.
+#[derive(Debug, Clone, Copy)]
+pub enum UserRowId {
+    /// The one SQLite assigns: the native host's own users.
+    Assigned,
+    /// This one: a user made for the edge, whose id is
+    /// [`folio_core::store::user_row_id`] of its name.
+    Chosen(i64),
+}
+
 /// Creates a user with its store (the built-in types) and its public Entity record.
 pub async fn add_user(
     conn: &mut SqliteConnection,
@@ -143,43 +186,62 @@ pub async fn add_user(
     password: &str,
     base_url: &str,
 ) -> Result<User, ProvisionError> {
-    if name.is_empty() || name.contains(['/', '?', '#', '%']) || name.chars().any(char::is_control)
-    {
-        return Err(ProvisionError::Invalid(format!(
-            "`{name}` cannot be a user name: it must be one path segment"
-        )));
-    }
+    check_user_name(name)?;
     let hash = hash_password(password)?;
     sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
-    let result = async {
-        let id: i64 = db::fetch(
-            &mut *conn,
-            &insert_user_sql(name, entity, &hash, Clock.now()),
-        )
-        .await?
-        .first()
-        .ok_or_else(|| ProvisionError::Invalid("the user was not inserted".into()))?
-        .try_get(0)?;
-        db::execute_all(conn, &seed_statements(id)).await?;
-        let user = User {
-            id,
-            name: name.to_owned(),
-            entity: entity.clone(),
-        };
-        owner_write(
-            conn,
-            &user,
-            post(&json!({
-                "type": folio_core::builtin::BuiltinType::Entity.link(),
-                "permissions": {"read": "public"},
-                "content": entity_content(entity, name, base_url, Some(name)),
-            }))?,
-        )
-        .await?;
-        Ok::<_, ProvisionError>(user)
-    }
+    let result = create_user(
+        &mut Savepoint(&mut *conn),
+        name,
+        entity,
+        &hash,
+        base_url,
+        UserRowId::Assigned,
+    )
     .await;
     finish(conn, result).await
+}
+
+/// Writes a user's row, its store's built-in types and its Entity record
+/// through `tx`, inside the caller's transaction. `name` has passed
+/// [`check_user_name`]; `password_hash` is [`hash_password`]'s.
+pub async fn create_user<T: Transaction<Error = DbError>>(
+    tx: &mut T,
+    name: &str,
+    entity: &Entity,
+    password_hash: &str,
+    base_url: &str,
+    row_id: UserRowId,
+) -> Result<User, ProvisionError> {
+    let now = Clock.now();
+    let id = match row_id {
+        UserRowId::Assigned => commit(tx, &[insert_user_sql(name, entity, password_hash, now)])
+            .await?
+            .first()
+            .ok_or_else(|| ProvisionError::Invalid("the user was not inserted".into()))?
+            .integer(0)?,
+        UserRowId::Chosen(id) => {
+            let row = insert_user_with_id_sql(id, name, entity, Some(password_hash), now);
+            commit(tx, &[row]).await?;
+            id
+        }
+    };
+    commit(tx, &seed_statements(id)).await?;
+    let user = User {
+        id,
+        name: name.to_owned(),
+        entity: entity.clone(),
+    };
+    owner_write(
+        tx,
+        &user,
+        post(&json!({
+            "type": folio_core::builtin::BuiltinType::Entity.link(),
+            "permissions": {"read": "public"},
+            "content": entity_content(entity, name, base_url, Some(name)),
+        }))?,
+    )
+    .await?;
+    Ok(user)
 }
 
 /// Commits on success, rolls back on failure.
@@ -235,7 +297,7 @@ pub async fn update_entity_records(
         let result = async {
             let body = json!({"content": wanted, "version": {"parent_hash": record.version.hash}});
             let request = WriteRequest::put(key, body.to_string().as_bytes())?;
-            owner_write(conn, &user, request).await
+            owner_write(&mut Savepoint(&mut *conn), &user, request).await
         }
         .await;
         finish(conn, result).await?;
@@ -296,12 +358,12 @@ async fn resolve_type(
         });
     }
     let rows = db::fetch(&mut *conn, &types_by_name_sql(user.id, name)).await?;
-    let row = rows.first().ok_or_else(|| {
-        ProvisionError::Invalid(format!(
-            "no Type record named `{name}` in {}'s store",
-            user.name
-        ))
-    })?;
+    let row = rows
+        .first()
+        .ok_or_else(|| ProvisionError::UnknownTypeName {
+            name: name.to_owned(),
+            user: user.name.clone(),
+        })?;
     let (entity, id): (String, String) = (row.try_get(0)?, row.try_get(1)?);
     let bad = || ProvisionError::Invalid("a stored Type record has a malformed id".into());
     Ok(RecordLink {
@@ -312,9 +374,24 @@ async fn resolve_type(
 }
 
 /// Creates a server-side app: its App, Credentials and App Authorization
-/// records and its key row, in one transaction.
+/// records and its key row, in one transaction. `scope` `None` is full access.
 pub async fn add_app(
     conn: &mut SqliteConnection,
+    user: &User,
+    public_key: &str,
+    scope: Option<Scope>,
+    name: &str,
+) -> Result<AddedApp, ProvisionError> {
+    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+    let result = create_app(&mut Savepoint(&mut *conn), user, public_key, scope, name).await;
+    finish(conn, result).await
+}
+
+/// Writes an app's App, Credentials and App Authorization records and its
+/// key row through `tx`, inside the caller's transaction. The app's ids and
+/// the server's key pair for it are drawn here.
+pub async fn create_app<T: Transaction<Error = DbError>>(
+    tx: &mut T,
     user: &User,
     public_key: &str,
     scope: Option<Scope>,
@@ -329,49 +406,44 @@ pub async fn add_app(
     let authorization_id = RecordId::from_bytes(rand::random());
     let credentials_id = RecordId::from_bytes(rand::random());
     let server = ServerKeys::from_seed(rand::random());
-    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
-    let result = async {
-        owner_write(
-            conn,
-            user,
-            post(&app_record_body(&app_id, name, "about:blank", &scope))?,
-        )
-        .await?;
-        owner_write(
-            conn,
-            user,
-            post(&credentials_record_body(
-                &credentials_id,
-                &user.entity,
-                &app_id,
-                public_key,
-                &server,
-            ))?,
-        )
-        .await?;
-        owner_write(
-            conn,
-            user,
-            post(&authorization_record_body(
-                &authorization_id,
-                &user.entity,
-                &app_id,
-                &scope,
-            ))?,
-        )
-        .await?;
-        db::execute(
-            &mut *conn,
-            &insert_app_sql(user.id, &app_id, public_key, full_access),
-        )
-        .await?;
-        Ok(AddedApp {
-            app_id,
-            authorization_id,
-        })
-    }
-    .await;
-    finish(conn, result).await
+    owner_write(
+        tx,
+        user,
+        post(&app_record_body(&app_id, name, "about:blank", &scope))?,
+    )
+    .await?;
+    owner_write(
+        tx,
+        user,
+        post(&credentials_record_body(
+            &credentials_id,
+            &user.entity,
+            &app_id,
+            public_key,
+            &server,
+        ))?,
+    )
+    .await?;
+    owner_write(
+        tx,
+        user,
+        post(&authorization_record_body(
+            &authorization_id,
+            &user.entity,
+            &app_id,
+            &scope,
+        ))?,
+    )
+    .await?;
+    commit(
+        tx,
+        &[insert_app_sql(user.id, &app_id, public_key, full_access)],
+    )
+    .await?;
+    Ok(AddedApp {
+        app_id,
+        authorization_id,
+    })
 }
 
 /// One app of a user's store, as `folio app list` shows it.
@@ -453,7 +525,8 @@ pub async fn revoke(
     let result = async {
         for authorization in &authorizations {
             let target = RecordKey::new(user.entity.clone(), *authorization);
-            owner_write(conn, user, WriteRequest::delete(target, b"")?).await?;
+            let request = WriteRequest::delete(target, b"")?;
+            owner_write(&mut Savepoint(&mut *conn), user, request).await?;
         }
         Ok(authorizations.len())
     }

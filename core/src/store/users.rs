@@ -1,5 +1,7 @@
 //! Users and the apps that act for them: the rows outside any record store.
 
+use sha2::{Digest, Sha256};
+
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
 use crate::model::{Entity, RecordDate, RecordId};
 
@@ -17,6 +19,53 @@ pub fn insert_user_sql(
     let sql = format!(
         "INSERT INTO users (name, entity, password_hash, created_at) VALUES ({}, {}, {}, {}) \
          RETURNING id",
+        b.bind(name),
+        b.bind(entity.as_str()),
+        b.bind(password_hash),
+        b.bind(created_at.unix_ticks()),
+    );
+    b.finish(sql)
+}
+
+/// The row id of user `name` on a host where users are made without
+/// reading the database: a positive integer below 2^53, from the first 8
+/// bytes of SHA-256 of the name (UTF-8).
+///
+/// On the edge there is no data directory: `folio user add --emit-sql`
+/// prints the SQL that creates a user, and `folio app add --emit-sql`, run
+/// later on another machine, must name the same user's row without reading
+/// D1. An id that AUTOINCREMENT (or a rowid) assigns is only known once the
+/// row exists; this one is known from the name alone. Below 2^53 it is also
+/// exact as a JavaScript number, which is how D1 hands integers to the
+/// worker. Two names share an id with a chance of about one in 2^53 per
+/// pair; the second insert then fails on the primary key, and nothing is
+/// created.
+///
+/// The native host's own `folio user add` keeps the ids SQLite assigns.
+pub fn user_row_id(name: &str) -> i64 {
+    const BELOW: u64 = 1 << 53;
+    let digest = Sha256::digest(name.as_bytes());
+    let mut first = [0; 8];
+    first.copy_from_slice(&digest[..8]);
+    let id = u64::from_be_bytes(first) % (BELOW - 1) + 1;
+    i64::try_from(id).expect("an id below 2^53 fits an i64")
+}
+
+/// Creates a user whose row id the caller chose (see [`user_row_id`]);
+/// yields no rows. `password_hash` is NULL for a user who cannot sign in
+/// to the consent page. Run [`super::seed_statements`] for that id after it,
+/// in the same transaction.
+pub fn insert_user_with_id_sql(
+    id: i64,
+    name: &str,
+    entity: &Entity,
+    password_hash: Option<&str>,
+    created_at: RecordDate,
+) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "INSERT INTO users (id, name, entity, password_hash, created_at) VALUES ({}, {}, {}, {}, {})",
+        b.bind(id),
         b.bind(name),
         b.bind(entity.as_str()),
         b.bind(password_hash),
@@ -249,3 +298,22 @@ pub fn apps_sql(user_id: i64) -> Statement {
 
 /// Where an App Authorization record links its app.
 const APP_LINK_PATH: &str = "$['content']['app']";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_row_ids_are_positive_below_2_pow_53_and_fixed_by_the_name() {
+        for name in ["", "me", "alice", "Zoë", "a/b"] {
+            let id = user_row_id(name);
+            assert!((1..1 << 53).contains(&id), "{name}: {id}");
+            assert_eq!(user_row_id(name), id);
+        }
+        assert_ne!(user_row_id("alice"), user_row_id("bob"));
+        // SHA-256("me") begins 2744ccd10c7533bd: that modulo 2^53 - 1, plus 1
+        // (worked out apart from this code, with Python).
+        assert_eq!(user_row_id("me"), 1_351_098_136_081_656);
+        assert_eq!(user_row_id("alice"), 6_762_861_930_873_358);
+    }
+}
