@@ -197,6 +197,29 @@ pub async fn prepare_scoped_types(target: &Target) -> Result<(), String> {
     Ctx::new(target)?.scoped_types().await.map(|_| ())
 }
 
+/// Authorizes the scoped app the way a real app is: creates its two Type
+/// records with the full app, registers a fresh app asking to read the
+/// read type and to write and subscribe to the write type, signs in as the
+/// user on the consent page and approves. For a server whose CLI cannot
+/// grant types it has not seen (the edge, provisioned with `--emit-sql`).
+pub async fn authorize_scoped_app(target: &Target) -> Result<AppCredentials, String> {
+    let mut target = target.clone();
+    target.scoped_app.app = target.full_app.clone();
+    let ctx = Ctx::new(&target)?;
+    let types = ctx.scoped_types().await?;
+    let scope = [
+        apps::ScopeItem::of("read", &types.read)?,
+        apps::ScopeItem::of("write", &types.write)?,
+        apps::ScopeItem::of("subscribe", &types.write)?,
+    ];
+    let key = apps::authorize(&ctx, &apps::NewApp::fresh(), &scope, &scope).await?;
+    Ok(AppCredentials {
+        app_id: key.app_id.clone(),
+        authorization_id: key.authorization_id.clone(),
+        private_key: key.private_key(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,11 @@ struct Cli {
     /// the scoped app is authorized (`scoped_app` may hold placeholders).
     #[arg(long)]
     prepare_scoped_types: bool,
+    /// Only authorize a scoped app through registration and the consent
+    /// page (creating its two types first; needs `password`), print its
+    /// credentials as JSON, then exit.
+    #[arg(long)]
+    authorize_scoped_app: bool,
 }
 
 #[tokio::main]
@@ -55,6 +60,18 @@ async fn main() -> ExitCode {
         target.scoped_app.app = target.full_app.clone();
         return match folio_conformance::prepare_scoped_types(&target).await {
             Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("{error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if cli.authorize_scoped_app {
+        return match folio_conformance::authorize_scoped_app(&target).await {
+            Ok(app) => {
+                println!("{}", serde_json::to_string(&app).unwrap_or_default());
+                ExitCode::SUCCESS
+            }
             Err(error) => {
                 eprintln!("{error}");
                 ExitCode::FAILURE

@@ -100,6 +100,11 @@ impl AppKey {
         }
     }
 
+    /// Standard base64 of the 32-byte Ed25519 seed, as a target file holds it.
+    pub fn private_key(&self) -> String {
+        STANDARD.encode(self.key.to_bytes())
+    }
+
     /// Standard base64 of the 32-byte public key.
     pub fn public_key(&self) -> String {
         STANDARD.encode(self.key.verifying_key().as_bytes())

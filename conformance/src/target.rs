@@ -1,6 +1,6 @@
 //! The server under test, as described by the `--target` JSON file.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Where the server is and which credentials the suite may use.
 #[derive(Debug, Clone, Deserialize)]
@@ -38,7 +38,7 @@ fn yes() -> bool {
     true
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct AppCredentials {
     pub app_id: String,
     pub authorization_id: String,

@@ -60,6 +60,29 @@ pub struct RateLimit {
     pub burst: u32,
 }
 
+impl RateLimit {
+    /// A rate as a server's settings write it: `PER_SECOND/BURST` (both
+    /// positive), or `off` for none.
+    pub fn parse_setting(text: &str) -> Result<Option<RateLimit>, String> {
+        if text == "off" {
+            return Ok(None);
+        }
+        let (rate, burst) = text
+            .split_once('/')
+            .ok_or_else(|| format!("`{text}` is not `PER_SECOND/BURST` or `off`"))?;
+        let number = |t: &str| {
+            t.parse::<u32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("`{t}` is not a positive number"))
+        };
+        Ok(Some(RateLimit {
+            per_second: number(rate)?,
+            burst: number(burst)?,
+        }))
+    }
+}
+
 /// The limits in force on one server.
 ///
 /// Start from [`Limits::default`] (PROTOCOL.md §13) and change fields:

@@ -125,22 +125,7 @@ pub fn parse_limit<T: std::str::FromStr>(text: &str) -> Result<OrOff<T>, String>
 
 /// A rate on the command line: `PER_SECOND/BURST`, or `off`.
 pub fn parse_rate(text: &str) -> Result<OrOff<RateLimit>, String> {
-    if text == "off" {
-        return Ok(OrOff(None));
-    }
-    let (rate, burst) = text
-        .split_once('/')
-        .ok_or_else(|| format!("`{text}` is not `PER_SECOND/BURST` or `off`"))?;
-    let number = |t: &str| {
-        t.parse::<u32>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| format!("`{t}` is not a positive number"))
-    };
-    Ok(OrOff(Some(RateLimit {
-        per_second: number(rate)?,
-        burst: number(burst)?,
-    })))
+    RateLimit::parse_setting(text).map(OrOff)
 }
 
 /// `folio serve`'s options.

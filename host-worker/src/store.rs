@@ -8,7 +8,7 @@ use folio_core::consent::{SessionKey, verify_password};
 use folio_core::dialect::Dialect;
 use folio_core::events::{EventId, HEARTBEAT_EVENT, Subscriber, record_event};
 use folio_core::limits::{
-    DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits,
+    DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits, RateLimit,
     header_section_len,
 };
 use folio_core::model::{BlobHash, ClientId, RecordDate, RecordId};
@@ -145,12 +145,39 @@ impl DurableObject for UserStore {
             .and_then(|secret| hex::decode(secret.to_string()).ok())
             .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
             .map(SessionKey::from_bytes);
-        let limits = Limits::default();
+        let rate = |name: &str, default: Option<RateLimit>| match env.var(name) {
+            Err(_) => default,
+            Ok(value) => RateLimit::parse_setting(&value.to_string()).unwrap_or_else(|error| {
+                worker::console_error!("{name}: {error}; using the default");
+                default
+            }),
+        };
+        let limits = Limits {
+            writes_per_app: rate("FOLIO_WRITE_RATE", Limits::default().writes_per_app),
+            unauthenticated_reads_per_address: rate(
+                "FOLIO_READ_RATE",
+                Limits::default().unauthenticated_reads_per_address,
+            ),
+            ..Limits::default()
+        };
+        let sign_ins = match env.var("FOLIO_SIGN_IN_RATE").map(|v| v.to_string()) {
+            Ok(off) if off == "off" => None,
+            Ok(value) => value.parse().ok().filter(|n| *n > 0).or_else(|| {
+                worker::console_error!(
+                    "FOLIO_SIGN_IN_RATE: `{value}` is not a positive number or off"
+                );
+                Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE)
+            }),
+            Err(_) => Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
+        };
         let rates = Rates {
             writes_per_app: limits.writes_per_app,
             unauthenticated_reads_per_address: limits.unauthenticated_reads_per_address,
-            registrations_per_address: Some(DEFAULT_REGISTRATIONS_PER_ADDRESS),
-            sign_in_attempts_per_minute: Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
+            registrations_per_address: rate(
+                "FOLIO_REGISTER_RATE",
+                Some(DEFAULT_REGISTRATIONS_PER_ADDRESS),
+            ),
+            sign_in_attempts_per_minute: sign_ins,
         };
         UserStore {
             state,
@@ -329,8 +356,12 @@ impl Host for UserStore {
         }
     }
 
-    async fn discard(&self, _body: Request) {
-        // The runtime drops an unread body.
+    async fn discard(&self, mut body: Request) {
+        // Read to the end, chunk by chunk: an unread body sent on by the
+        // worker entry fails its stream once this object has answered.
+        if let Ok(mut chunks) = body.stream() {
+            while let Some(Ok(_)) = chunks.next().await {}
+        }
     }
 
     fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {

@@ -182,7 +182,15 @@ pub async fn handle<H: Host>(host: &H, request: Request<'_>, body: H::Body) -> R
     let preflight = request.method == "OPTIONS";
     let head = request.method == "HEAD";
     let settings = host.settings();
-    let mut reply = match dispatch(host, &request, body).await {
+    let mut body = Some(body);
+    let outcome = dispatch(host, &request, &mut body).await;
+    // A body the answer did not read is drained, so that a client still
+    // sending it receives the answer (and a proxy in front is not left
+    // with half a stream).
+    if let Some(body) = body {
+        host.discard(body).await;
+    }
+    let mut reply = match outcome {
         Ok(reply) => reply,
         Err(failure) => {
             let mut reply = Reply::problem(&failure.problem, &settings.docs_url);
@@ -227,16 +235,16 @@ fn internal<H: Host>(host: &H, error: &dyn std::fmt::Display) -> Failure {
     Problem::new(ProblemType::Internal).into()
 }
 
+/// Answers a request; an endpoint that reads the body takes it from `body`.
 async fn dispatch<'r, H: Host>(
     host: &H,
     request: &'r Request<'r>,
-    body: H::Body,
+    body: &mut Option<H::Body>,
 ) -> Outcome<H::Stream> {
     let limits = &host.settings().limits;
     check_request_target(request.target.len(), limits)?;
     check_header_bytes(request.header_bytes, limits)?;
     if request.method == "OPTIONS" {
-        host.discard(body).await;
         let mut reply = Reply::empty(PREFLIGHT_STATUS);
         for (name, value) in host.settings().dialect.preflight_headers() {
             reply.set(name, value);
@@ -284,7 +292,7 @@ async fn dispatch<'r, H: Host>(
         (Endpoint::Discovery, _) => discovery(&cx).await,
         (Endpoint::ErrorType { type_path }, _) => error_type(&type_path),
         (Endpoint::Consent { app, .. }, Some(user)) => {
-            Ok(consent::consent(&cx, &user, app, body).await)
+            Ok(consent::consent(&cx, &user, app, take(body)?).await)
         }
         (Endpoint::NewNotification { .. }, Some(_)) => {
             Err(Problem::new(ProblemType::NotImplemented).into())
@@ -294,11 +302,13 @@ async fn dispatch<'r, H: Host>(
             server_info_json(&host.settings().version, limits),
         )),
         (Endpoint::Records { .. }, Some(user)) if method == Method::Post => {
-            records::post(&cx, &user, body).await
+            records::post(&cx, &user, take(body)?).await
         }
         (Endpoint::Records { .. }, Some(user)) => records::list(&cx, &user).await,
         (Endpoint::Record { record, .. }, Some(user)) => match method {
-            Method::Put | Method::Delete => records::put_or_delete(&cx, &user, record, body).await,
+            Method::Put | Method::Delete => {
+                records::put_or_delete(&cx, &user, record, take(body)?).await
+            }
             _ => records::get(&cx, &user, &record).await,
         },
         (Endpoint::RecordVersions { record, .. }, Some(user)) => {
@@ -316,10 +326,16 @@ async fn dispatch<'r, H: Host>(
             },
             Some(user),
         ) => blobs::download(&cx, &user, &record, version, &blob).await,
-        (Endpoint::NewBlob { .. }, Some(user)) => blobs::upload(&cx, &user, body).await,
+        (Endpoint::NewBlob { .. }, Some(user)) => blobs::upload(&cx, &user, take(body)?).await,
         (Endpoint::Events { .. }, Some(user)) => events::events(&cx, &user).await,
         (_, None) => Err(Problem::new(ProblemType::NotFound).into()),
     }
+}
+
+/// The request's body, for the one endpoint that reads it.
+fn take<B>(body: &mut Option<B>) -> Result<B, Failure> {
+    body.take()
+        .ok_or_else(|| Problem::new(ProblemType::Internal).into())
 }
 
 async fn discovery<H: Host>(cx: &Context<'_, '_, H>) -> Outcome<H::Stream> {

@@ -75,9 +75,11 @@ pub struct Rates {
 #[derive(Debug)]
 pub struct RateLimits {
     writes: Option<Buckets<RecordId>>,
-    reads: Option<Buckets<IpAddr>>,
-    registrations: Option<Buckets<IpAddr>>,
-    sign_ins: Option<Buckets<IpAddr>>,
+    /// Keyed by address; requests whose address the host does not know
+    /// share one bucket (never uncounted).
+    reads: Option<Buckets<Option<IpAddr>>>,
+    registrations: Option<Buckets<Option<IpAddr>>>,
+    sign_ins: Option<Buckets<Option<IpAddr>>>,
 }
 
 impl RateLimits {
@@ -109,16 +111,15 @@ impl RateLimits {
         }
     }
 
-    /// Counts one request against `rate` at `now`. A request without an
-    /// address is not counted against an address's rate.
+    /// Counts one request against `rate` at `now`. Requests without an
+    /// address count together, as if from one address.
     pub fn check(&mut self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
         let now = now.unix_ticks();
         match rate {
             Rate::Write(app) => self.writes.as_mut().map_or(Ok(()), |b| b.check(*app, now)),
-            Rate::AnonymousRead(Some(peer)) => check(&mut self.reads, peer, now),
-            Rate::Registration(Some(peer)) => check(&mut self.registrations, peer, now),
-            Rate::SignIn(Some(peer)) => check(&mut self.sign_ins, peer, now),
-            Rate::AnonymousRead(None) | Rate::Registration(None) | Rate::SignIn(None) => Ok(()),
+            Rate::AnonymousRead(peer) => check(&mut self.reads, peer, now),
+            Rate::Registration(peer) => check(&mut self.registrations, peer, now),
+            Rate::SignIn(peer) => check(&mut self.sign_ins, peer, now),
         }
     }
 
@@ -137,7 +138,11 @@ impl RateLimits {
     }
 }
 
-fn check(buckets: &mut Option<Buckets<IpAddr>>, peer: IpAddr, now: i64) -> Result<(), Limited> {
+fn check(
+    buckets: &mut Option<Buckets<Option<IpAddr>>>,
+    peer: Option<IpAddr>,
+    now: i64,
+) -> Result<(), Limited> {
     buckets.as_mut().map_or(Ok(()), |b| b.check(peer, now))
 }
 
@@ -186,7 +191,7 @@ mod tests {
     }
 
     #[test]
-    fn addresses_count_apart_and_an_unknown_address_is_not_counted() {
+    fn addresses_count_apart_and_unknown_addresses_count_together() {
         let mut limits = limits(1, 1);
         let other = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
         assert!(limits.check(Rate::AnonymousRead(Some(PEER)), at(0)).is_ok());
@@ -200,9 +205,8 @@ mod tests {
                 .check(Rate::AnonymousRead(Some(other)), at(0))
                 .is_ok()
         );
-        for _ in 0..10 {
-            assert!(limits.check(Rate::AnonymousRead(None), at(0)).is_ok());
-        }
+        assert!(limits.check(Rate::AnonymousRead(None), at(0)).is_ok());
+        assert!(limits.check(Rate::AnonymousRead(None), at(0)).is_err());
         // Writes are off in this configuration.
         let app = RecordId::from_bytes([7; 16]);
         for _ in 0..10 {
