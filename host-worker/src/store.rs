@@ -145,6 +145,11 @@ impl DurableObject for UserStore {
             .and_then(|secret| hex::decode(secret.to_string()).ok())
             .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
             .map(SessionKey::from_bytes);
+        if session_key.is_none() {
+            worker::console_error!(
+                "FOLIO_SESSION_KEY is not 64 hex digits: consent-page sessions use a key of this instance only"
+            );
+        }
         let rate = |name: &str, default: Option<RateLimit>| match env.var(name) {
             Err(_) => default,
             Ok(value) => RateLimit::parse_setting(&value.to_string()).unwrap_or_else(|error| {
