@@ -273,6 +273,43 @@ impl Subscriber {
     }
 }
 
+/// A subscriber on its live stream, after its catch-up: the last sequence
+/// it was offered, so that a version it already had (from the catch-up, or
+/// offered twice) is not sent again.
+#[derive(Debug, Clone)]
+pub struct LiveSubscriber {
+    subscriber: Subscriber,
+    last_seq: u64,
+}
+
+impl LiveSubscriber {
+    /// `last_seq`: the last sequence the catch-up read.
+    pub fn new(subscriber: Subscriber, last_seq: u64) -> Self {
+        Self {
+            subscriber,
+            last_seq,
+        }
+    }
+
+    /// The frame to send for the committed version numbered `seq`, if this
+    /// subscriber receives it.
+    pub fn frame(
+        &mut self,
+        seq: u64,
+        record: &Record,
+        entries: &[IndexEntry],
+        written_by: Option<ClientId>,
+    ) -> Option<String> {
+        if seq <= self.last_seq {
+            return None;
+        }
+        self.last_seq = seq;
+        self.subscriber
+            .should_send(record, entries, written_by)
+            .then(|| record_event(EventId::from_sequence(seq), record))
+    }
+}
+
 /// The `record` event of one committed version.
 pub fn record_event(id: EventId, record: &Record) -> String {
     // A `data` field ends at the first CR or LF, so the JSON must be one

@@ -10,8 +10,8 @@ include!("support/record.rs");
 use folio_core::access::{Access, AppGrant};
 use folio_core::events::{
     CatchUpStart, EVENT_RETENTION_MS, EVENT_STREAM_HEADERS, EventId, EventLogBounds, EventsError,
-    HEARTBEAT_EVENT, MAX_CATCH_UP_EVENTS, Subscriber, authorize_events, catch_up_batch,
-    catch_up_start, record_event, retention_cutoff,
+    HEARTBEAT_EVENT, LiveSubscriber, MAX_CATCH_UP_EVENTS, Subscriber, authorize_events,
+    catch_up_batch, catch_up_start, record_event, retention_cutoff,
 };
 use folio_core::model::{
     ClientId, DeletionAction, HexIdError, Link, NoContent, Record, RecordBody, RecordDate,
@@ -484,4 +484,29 @@ fn filters_match_against_the_versions_links() {
     let entries = index_entries(std::slice::from_ref(&label));
     assert!(subscriber.should_send(&private_record(), &entries, None));
     assert!(!subscriber.should_send(&private_record(), &[], None));
+}
+
+#[test]
+fn a_live_subscriber_gets_each_newer_version_once_and_not_its_own_writes() {
+    let record = private_record();
+    let mut live = LiveSubscriber::new(
+        Subscriber {
+            client_id: Some(client_id("0123456789abcdef0123456789abcdef")),
+            ..subscriber(owner("alice.example"))
+        },
+        7,
+    );
+    assert_eq!(
+        live.frame(7, &record, &[], None),
+        None,
+        "the catch-up sent it"
+    );
+    assert_eq!(
+        live.frame(8, &record, &[], None),
+        Some(record_event(EventId::from_sequence(8), &record))
+    );
+    assert_eq!(live.frame(8, &record, &[], None), None, "offered twice");
+    let own = Some(client_id("0123456789abcdef0123456789abcdef"));
+    assert_eq!(live.frame(9, &record, &[], own), None, "its own write");
+    assert!(live.frame(10, &record, &[], None).is_some());
 }

@@ -8,7 +8,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use folio_core::auth::ReplayError;
 use folio_core::consent::{SessionKey, verify_password};
-use folio_core::events::{EventId, HEARTBEAT_EVENT, Subscriber, record_event};
+use folio_core::events::{HEARTBEAT_EVENT, LiveSubscriber, Subscriber};
 use folio_core::model::{BlobHash, RecordDate, RecordId};
 use folio_core::register::RegistrationError;
 use folio_core::service::store::Row;
@@ -243,8 +243,9 @@ impl Host for App {
         subscription: Subscription,
         subscriber: Subscriber,
         catch_up: Vec<String>,
-        mut last_seq: u64,
+        last_seq: u64,
     ) -> Body {
+        let mut live = LiveSubscriber::new(subscriber, last_seq);
         let (frames, body) = mpsc::channel::<Result<Bytes, std::io::Error>>(FRAMES_IN_FLIGHT);
         let heartbeat = Duration::from_millis(self.settings.limits.heartbeat_ms);
         let mut shutdown = self.shutdown.clone();
@@ -259,14 +260,10 @@ impl Host for App {
             loop {
                 let frame = tokio::select! {
                     event = receiver.recv() => match event {
-                        Ok(event) if event.seq <= last_seq => continue,
-                        Ok(event) => {
-                            last_seq = event.seq;
-                            if !subscriber.should_send(&event.record, &event.entries, event.client_id) {
-                                continue;
-                            }
-                            record_event(EventId::from_sequence(event.seq), &event.record)
-                        }
+                        Ok(event) => match live.frame(event.seq, &event.record, &event.entries, event.client_id) {
+                            Some(frame) => frame,
+                            None => continue,
+                        },
                         // Too far behind: end the stream; the client resumes with Last-Event-Id.
                         Err(broadcast::error::RecvError::Lagged(_)) => return,
                         Err(broadcast::error::RecvError::Closed) => return,

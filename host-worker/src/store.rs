@@ -6,7 +6,7 @@ use std::cell::{Cell, RefCell};
 use folio_core::auth::{HeaderLookup, ReplayError, SignedRequest, nonce_table};
 use folio_core::consent::{SessionKey, verify_password};
 use folio_core::dialect::Dialect;
-use folio_core::events::{EventId, HEARTBEAT_EVENT, Subscriber, record_event};
+use folio_core::events::{HEARTBEAT_EVENT, LiveSubscriber, Subscriber};
 use folio_core::limits::{
     DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits, RateLimit,
     header_section_len,
@@ -50,31 +50,24 @@ struct Live {
     id: u64,
     /// Set, with the subscriber, once the catch-up is read; until then the
     /// events committed meanwhile wait in `pending`.
-    sender: Option<mpsc::UnboundedSender<Vec<u8>>>,
-    subscriber: Option<Subscriber>,
+    stream: Option<(mpsc::UnboundedSender<Vec<u8>>, LiveSubscriber)>,
     pending: Vec<(u64, Stored, Option<ClientId>)>,
-    last_seq: u64,
 }
 
 impl Live {
     fn is_open(&self) -> bool {
-        self.sender
+        self.stream
             .as_ref()
-            .is_none_or(|sender| !sender.is_closed())
+            .is_none_or(|(sender, _)| !sender.is_closed())
     }
 
-    /// Sends one event if the subscriber accepts it.
+    /// Sends one event if the subscriber receives it.
     fn send(&mut self, seq: u64, stored: &Stored, client_id: Option<ClientId>) {
-        let (Some(sender), Some(subscriber)) = (&self.sender, &self.subscriber) else {
+        let Some((sender, subscriber)) = &mut self.stream else {
             self.pending.push((seq, stored.clone(), client_id));
             return;
         };
-        if seq <= self.last_seq {
-            return;
-        }
-        self.last_seq = seq;
-        if subscriber.should_send(&stored.record, &stored.entries, client_id) {
-            let frame = record_event(EventId::from_sequence(seq), &stored.record);
+        if let Some(frame) = subscriber.frame(seq, &stored.record, &stored.entries, client_id) {
             let _ = sender.unbounded_send(frame.into_bytes());
         }
     }
@@ -233,7 +226,7 @@ impl DurableObject for UserStore {
     async fn alarm(&self) -> worker::Result<Response> {
         let again = {
             let mut streams = self.streams.borrow_mut();
-            for sender in streams.iter().filter_map(|live| live.sender.as_ref()) {
+            for (sender, _) in streams.iter().filter_map(|live| live.stream.as_ref()) {
                 let _ = sender.unbounded_send(HEARTBEAT_EVENT.as_bytes().to_vec());
             }
             streams.retain(Live::is_open);
@@ -543,10 +536,8 @@ impl Host for UserStore {
         self.next_stream.set(id + 1);
         streams.push(Live {
             id,
-            sender: None,
-            subscriber: None,
+            stream: None,
             pending: Vec::new(),
-            last_seq: 0,
         });
         Ok(id)
     }
@@ -565,9 +556,7 @@ impl Host for UserStore {
         let first = {
             let mut streams = self.streams.borrow_mut();
             if let Some(live) = streams.iter_mut().find(|live| live.id == subscription) {
-                live.sender = Some(sender);
-                live.subscriber = Some(subscriber);
-                live.last_seq = last_seq;
+                live.stream = Some((sender, LiveSubscriber::new(subscriber, last_seq)));
                 for (seq, stored, client_id) in std::mem::take(&mut live.pending) {
                     live.send(seq, &stored, client_id);
                 }
