@@ -60,6 +60,20 @@ pub struct RateLimit {
     pub burst: u32,
 }
 
+/// A count per minute as a server's settings write it (the consent page's
+/// sign-in attempts): a positive number, or `off` for none.
+pub fn parse_per_minute_setting(text: &str) -> Result<Option<u32>, String> {
+    match text {
+        "off" => Ok(None),
+        _ => text
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(Some)
+            .ok_or_else(|| format!("`{text}` is not a positive number or `off`")),
+    }
+}
+
 impl RateLimit {
     /// A rate as a server's settings write it: `PER_SECOND/BURST` (both
     /// positive), or `off` for none.
@@ -307,5 +321,25 @@ mod tests {
         let fields = [("host", "a.example"), ("accept", "*/*")];
         assert_eq!(header_section_len(fields), 4 + 9 + 4 + 6 + 3 + 4);
         assert_eq!(header_section_len(Vec::<(&str, &str)>::new()), 0);
+    }
+
+    #[test]
+    fn rates_and_counts_read_as_settings_write_them() {
+        assert_eq!(
+            RateLimit::parse_setting("50/100"),
+            Ok(Some(RateLimit {
+                per_second: 50,
+                burst: 100
+            }))
+        );
+        assert_eq!(RateLimit::parse_setting("off"), Ok(None));
+        for bad in ["50", "0/10", "10/0", "a/b", "", "-1/2"] {
+            assert!(RateLimit::parse_setting(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_per_minute_setting("10"), Ok(Some(10)));
+        assert_eq!(parse_per_minute_setting("off"), Ok(None));
+        for bad in ["0", "-3", "ten", ""] {
+            assert!(parse_per_minute_setting(bad).is_err(), "{bad:?}");
+        }
     }
 }

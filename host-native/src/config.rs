@@ -123,6 +123,11 @@ pub fn parse_limit<T: std::str::FromStr>(text: &str) -> Result<OrOff<T>, String>
     }
 }
 
+/// Attempts per minute on the command line: a positive number, or `off`.
+pub fn parse_per_minute(text: &str) -> Result<OrOff<u32>, String> {
+    folio_core::limits::parse_per_minute_setting(text).map(OrOff)
+}
+
 /// A rate on the command line: `PER_SECOND/BURST`, or `off`.
 pub fn parse_rate(text: &str) -> Result<OrOff<RateLimit>, String> {
     RateLimit::parse_setting(text).map(OrOff)
@@ -187,7 +192,7 @@ pub struct ServeOptions {
     #[arg(long, value_parser = parse_rate, default_value = "10/20")]
     pub register_rate: OrOff<RateLimit>,
     /// Consent-page sign-in attempts per client address per minute, or `off`.
-    #[arg(long, value_parser = parse_limit::<u32>, default_value = "10")]
+    #[arg(long, value_parser = parse_per_minute, default_value = "10")]
     pub sign_in_rate: OrOff<u32>,
 }
 

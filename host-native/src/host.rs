@@ -58,7 +58,7 @@ impl JobClock for App {
     }
 
     fn fresh_id(&self) -> RecordId {
-        RecordId::from_bytes(rand::random())
+        JobClock::fresh_id(&self.clock)
     }
 }
 

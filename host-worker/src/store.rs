@@ -9,7 +9,7 @@ use folio_core::dialect::Dialect;
 use folio_core::events::{HEARTBEAT_EVENT, LiveSubscriber, Subscriber};
 use folio_core::limits::{
     DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits, RateLimit,
-    header_section_len,
+    header_section_len, parse_per_minute_setting,
 };
 use folio_core::model::{BlobHash, ClientId, RecordDate, RecordId};
 use folio_core::problem::{Problem, ProblemType, default_docs_url};
@@ -158,15 +158,12 @@ impl DurableObject for UserStore {
             ),
             ..Limits::default()
         };
-        let sign_ins = match env.var("FOLIO_SIGN_IN_RATE").map(|v| v.to_string()) {
-            Ok(off) if off == "off" => None,
-            Ok(value) => value.parse().ok().filter(|n| *n > 0).or_else(|| {
-                worker::console_error!(
-                    "FOLIO_SIGN_IN_RATE: `{value}` is not a positive number or off"
-                );
+        let sign_ins = match env.var("FOLIO_SIGN_IN_RATE") {
+            Err(_) => Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
+            Ok(value) => parse_per_minute_setting(&value.to_string()).unwrap_or_else(|error| {
+                worker::console_error!("FOLIO_SIGN_IN_RATE: {error}; using the default");
                 Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE)
             }),
-            Err(_) => Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
         };
         let rates = Rates {
             writes_per_app: limits.writes_per_app,
