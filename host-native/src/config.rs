@@ -158,7 +158,7 @@ pub struct ServeOptions {
     /// `full`: every acknowledged write survives a power loss; `normal`: a crash.
     #[arg(long, env = "FOLIO_DURABILITY", value_enum, default_value = "full")]
     pub durability: Durability,
-    /// Read connections in the pool.
+    /// Read-only connections: how many reads run at once.
     #[arg(long, env = "FOLIO_READERS", default_value_t = 8)]
     pub readers: u32,
     /// Largest JSON body in bytes, or `off`.

@@ -4,16 +4,17 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use folio_core::respond::VersionRow;
 use folio_core::service::store::Row;
 use folio_core::store::{MIGRATIONS, Migration, SqlValue, Statement};
 use sqlx::sqlite::{
-    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Arguments, Row as _, SqliteConnection, SqlitePool};
+use sqlx::{Arguments, ConnectOptions, Row as _, SqliteConnection};
+use tokio::sync::Semaphore;
 
 /// A database failure: always `server/500-internal` to the client, logged in full.
 pub type DbError = sqlx::Error;
@@ -42,30 +43,90 @@ fn options(path: &Path, durability: Durability) -> SqliteConnectOptions {
         })
         .foreign_keys(true)
         .busy_timeout(BUSY_TIMEOUT)
+        // Savepoints journal the pages they change; in memory, not in a
+        // temporary file written page by page (one per job of a batch).
+        .pragma("temp_store", "memory")
         .statement_cache_capacity(256)
 }
 
 /// The one connection that writes, with the schema migrated.
 pub async fn open_writer(path: &Path, durability: Durability) -> Result<SqliteConnection, DbError> {
-    use sqlx::ConnectOptions;
     let mut conn = options(path, durability).connect().await?;
     migrate(&mut conn).await?;
     Ok(conn)
 }
 
-/// A pool of read-only connections.
-pub async fn open_readers(path: &Path, size: u32) -> Result<SqlitePool, DbError> {
-    SqlitePoolOptions::new()
-        .max_connections(size)
-        .min_connections(1)
-        .connect_with(options(path, Durability::Normal).read_only(true))
-        .await
+/// The read-only connections, each lent to one query at a time.
+///
+/// Not sqlx's pool: it pings a connection's worker thread when it lends
+/// the connection and again when it takes it back, so each query cost
+/// three round trips between threads instead of one. A read-only
+/// connection outside a transaction needs neither check: a query dropped
+/// half-way resets its statement, and SQLite reports a broken connection
+/// on the next query.
+pub struct Readers {
+    idle: Mutex<Vec<SqliteConnection>>,
+    /// One permit per idle connection.
+    available: Semaphore,
+}
+
+impl Readers {
+    /// Opens `size` read-only connections.
+    pub async fn open(path: &Path, size: u32) -> Result<Self, DbError> {
+        let options = options(path, Durability::Normal).read_only(true);
+        let mut idle = Vec::new();
+        for _ in 0..size.max(1) {
+            idle.push(options.connect().await?);
+        }
+        Ok(Self {
+            available: Semaphore::new(idle.len()),
+            idle: Mutex::new(idle),
+        })
+    }
+
+    /// Waits for an idle connection.
+    async fn lease(&self) -> Lease<'_> {
+        // The semaphore is never closed, so acquiring only waits.
+        let permit = self.available.acquire().await.ok();
+        let conn = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        Lease {
+            readers: self,
+            conn,
+            _permit: permit,
+        }
+    }
+}
+
+/// A connection lent out; it goes back when the lease drops, even if the
+/// query's future was dropped half-way.
+struct Lease<'a> {
+    readers: &'a Readers,
+    conn: Option<SqliteConnection>,
+    _permit: Option<tokio::sync::SemaphorePermit<'a>>,
+}
+
+impl Lease<'_> {
+    fn conn(&mut self) -> Result<&mut SqliteConnection, DbError> {
+        // A permit always finds a connection: one permit per idle connection.
+        self.conn.as_mut().ok_or(sqlx::Error::PoolClosed)
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.readers
+                .idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(conn);
+        }
+    }
 }
 
 /// A migrated database in memory, gone with its one connection: a scratch
 /// store that runs writes whose statements are kept elsewhere (`--emit-sql`).
 pub async fn open_scratch() -> Result<SqliteConnection, DbError> {
-    use sqlx::ConnectOptions;
     let mut conn = SqliteConnectOptions::from_str("sqlite::memory:")?
         .foreign_keys(true)
         .connect()
@@ -123,10 +184,10 @@ fn arguments(statement: &Statement) -> SqliteArguments<'static> {
     args
 }
 
-/// Where a statement runs: the writer's connection, or the read pool.
+/// Where a statement runs: the writer's connection, or a reader.
 pub enum On<'a> {
     Conn(&'a mut SqliteConnection),
-    Pool(&'a SqlitePool),
+    Readers(&'a Readers),
 }
 
 impl<'a> From<&'a mut SqliteConnection> for On<'a> {
@@ -135,9 +196,9 @@ impl<'a> From<&'a mut SqliteConnection> for On<'a> {
     }
 }
 
-impl<'a> From<&'a SqlitePool> for On<'a> {
-    fn from(pool: &'a SqlitePool) -> Self {
-        On::Pool(pool)
+impl<'a> From<&'a Readers> for On<'a> {
+    fn from(readers: &'a Readers) -> Self {
+        On::Readers(readers)
     }
 }
 
@@ -146,7 +207,7 @@ pub async fn execute<'a>(on: impl Into<On<'a>>, statement: &Statement) -> Result
     let query = sqlx::query_with(&statement.sql, arguments(statement));
     let done = match on.into() {
         On::Conn(conn) => query.execute(conn).await?,
-        On::Pool(pool) => query.execute(pool).await?,
+        On::Readers(readers) => query.execute(readers.lease().await.conn()?).await?,
     };
     Ok(done.rows_affected())
 }
@@ -159,7 +220,7 @@ pub async fn fetch<'a>(
     let query = sqlx::query_with(&statement.sql, arguments(statement));
     match on.into() {
         On::Conn(conn) => query.fetch_all(conn).await,
-        On::Pool(pool) => query.fetch_all(pool).await,
+        On::Readers(readers) => query.fetch_all(readers.lease().await.conn()?).await,
     }
 }
 

@@ -14,7 +14,7 @@ use folio_core::dialect::Dialect;
 use folio_core::events::retention_cutoff;
 use folio_core::problem::default_docs_url;
 use folio_core::store::{blob_held_sql, delete_blob_sql, expired_blobs_sql, prune_events_sql};
-use sqlx::{Row, SqlitePool};
+use sqlx::Row;
 use tokio::sync::watch;
 
 use crate::blobs::BlobStore;
@@ -29,7 +29,7 @@ use crate::{db, tls, users};
 pub struct App {
     pub settings: folio_core::service::Settings,
     pub clock: Clock,
-    pub readers: SqlitePool,
+    pub readers: db::Readers,
     pub writer: Writer,
     pub hub: Arc<Hub>,
     pub users: UserCache,
@@ -115,7 +115,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         per_user: limits.sse_connections_per_user,
     }));
     let (writer, writer_thread) = Writer::start(writer_conn, clock, Arc::clone(&hub))?;
-    let readers = db::open_readers(&data.database(), options.readers).await?;
+    let readers = db::Readers::open(&data.database(), options.readers).await?;
     let (stop, shutdown) = watch::channel(false);
     let app = Arc::new(App {
         settings: folio_core::service::Settings {
@@ -150,11 +150,15 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
             source,
         })?;
     listener.set_nonblocking(true)?;
-    let mut server = axum_server::from_tcp_rustls(
-        listener,
+    // TCP_NODELAY: an answer goes out when written, not after the client's
+    // delayed ACK of the previous segment (tens of milliseconds a request).
+    let tls = axum_server::tls_rustls::RustlsAcceptor::new(
         axum_server::tls_rustls::RustlsConfig::from_config(tls_config),
-    )?
-    .handle(handle.clone());
+    )
+    .acceptor(axum_server::accept::NoDelayAcceptor);
+    let mut server = axum_server::from_tcp(listener)?
+        .acceptor(tls)
+        .handle(handle.clone());
     // The server's own limits answer with problem+json; hyper's must be higher.
     server
         .http_builder()

@@ -23,7 +23,7 @@ use folio_core::store::{
 };
 use folio_core::write::{RecordKey, WriteRequest};
 use serde_json::{Value, json};
-use sqlx::{Row as _, SqliteConnection, SqlitePool};
+use sqlx::{Row as _, SqliteConnection};
 
 use crate::clock::Clock;
 use crate::db::{self, DbError};
@@ -85,7 +85,7 @@ pub struct UserCache {
 }
 
 impl UserCache {
-    pub async fn get(&self, pool: &SqlitePool, name: &str) -> Result<Option<User>, DbError> {
+    pub async fn get(&self, readers: &db::Readers, name: &str) -> Result<Option<User>, DbError> {
         if let Some(user) = self
             .by_name
             .read()
@@ -94,7 +94,7 @@ impl UserCache {
         {
             return Ok(Some(user.clone()));
         }
-        let rows = db::fetch(pool, &user_by_name_sql(name)).await?;
+        let rows = db::fetch(readers, &user_by_name_sql(name)).await?;
         let Some(row) = rows.first() else {
             return Ok(None);
         };

