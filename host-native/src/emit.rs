@@ -20,7 +20,7 @@ use folio_core::store::{
     LiteralSqlError, Statement, event_seq_sql, insert_user_with_id_sql, latest_version_sql,
     seed_statements, user_row_id,
 };
-use sqlx::SqliteConnection;
+use rusqlite::Connection;
 
 use crate::clock::Clock;
 use crate::db;
@@ -89,8 +89,8 @@ pub async fn user_add(
     users::check_user_name(name)?;
     let hash = users::hash_password(password)?;
     let id = user_row_id(name);
-    let mut scratch = db::open_scratch().await?;
-    let mut recording = Recording::new(Savepoint(&mut scratch), id);
+    let scratch = db::open_scratch()?;
+    let mut recording = Recording::new(Savepoint(&scratch), id);
     users::create_user(
         &mut recording,
         name,
@@ -125,7 +125,7 @@ pub async fn app_add(
         name: user_name.to_owned(),
         entity: entity.clone(),
     };
-    let mut scratch = db::open_scratch().await?;
+    let scratch = db::open_scratch()?;
     let mut seed = vec![insert_user_with_id_sql(
         user.id,
         user_name,
@@ -134,28 +134,22 @@ pub async fn app_add(
         Clock.now(),
     )];
     seed.extend(seed_statements(user.id));
-    db::execute_all(&mut scratch, &seed).await?;
+    db::execute_all(&scratch, &seed)?;
     let scope = match scope {
-        Some(text) => Some(built_in_scope(&mut scratch, &user, text).await?),
+        Some(text) => Some(built_in_scope(&scratch, &user, text)?),
         None => None,
     };
-    let mut recording = Recording::new(Savepoint(&mut scratch), user.id);
+    let mut recording = Recording::new(Savepoint(&scratch), user.id);
     let added = users::create_app(&mut recording, &user, public_key, scope, app_name).await?;
     Ok((added, recording.into_statements()))
 }
 
 /// Parses a scope on the scratch store, where only built-in types resolve.
-async fn built_in_scope(
-    scratch: &mut SqliteConnection,
-    user: &User,
-    text: &str,
-) -> Result<Scope, ProvisionError> {
-    let scope = users::parse_scope(scratch, user, text)
-        .await
-        .map_err(|error| match error {
-            ProvisionError::UnknownTypeName { name, .. } => ProvisionError::NotBuiltInType(name),
-            other => other,
-        })?;
+fn built_in_scope(scratch: &Connection, user: &User, text: &str) -> Result<Scope, ProvisionError> {
+    let scope = users::parse_scope(scratch, user, text).map_err(|error| match error {
+        ProvisionError::UnknownTypeName { name, .. } => ProvisionError::NotBuiltInType(name),
+        other => other,
+    })?;
     for link in scope
         .read
         .iter()
@@ -163,7 +157,7 @@ async fn built_in_scope(
         .chain(&scope.subscribe)
     {
         let statement = latest_version_sql(user.id, &link.entity, &link.record_id);
-        if db::fetch(&mut *scratch, &statement).await?.is_empty() {
+        if db::fetch(scratch, &statement)?.is_empty() {
             return Err(ProvisionError::NotBuiltInType(format!(
                 "{}+{}",
                 link.entity, link.record_id

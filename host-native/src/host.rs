@@ -90,11 +90,11 @@ impl Host for App {
     }
 
     async fn users(&self) -> Result<Vec<User>, HostError> {
-        Ok(crate::users::list_users(&self.readers).await?)
+        Ok(self.readers.with(crate::users::list_users).await?)
     }
 
     async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, HostError> {
-        Ok(db::fetch_rows(&self.readers, statement).await?)
+        Ok(self.readers.fetch(statement).await?)
     }
 
     async fn read_body(&self, body: Body, max: usize) -> Result<Vec<u8>, BodyError> {

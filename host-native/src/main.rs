@@ -7,7 +7,7 @@
 //! - `server.rs`: `folio serve`: listeners, shared state, shutdown, upkeep.
 //! - `api.rs`: every request, routed by core; `stream.rs`: event streams.
 //! - `auth.rs`: who is asking; `rate.rs`: rate limits.
-//! - `writer.rs`: the single writer and its group commit; `db.rs`: sqlx.
+//! - `writer.rs`: the single writer and its group commit; `db.rs`: SQLite (rusqlite).
 //! - `hub.rs`: live event fan-out; `blobs.rs`: blob files.
 //! - `users.rs`: users and server-side apps; `emit.rs`: the SQL that
 //!   creates them elsewhere (`--emit-sql`, for the worker's D1);
@@ -257,16 +257,16 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
                 data.save_settings(&settings)?;
             }
             let password = read_password(password_stdin)?;
-            let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
             let user =
-                users::add_user(&mut conn, &name, &entity, &password, &settings.base_url).await?;
+                users::add_user(&conn, &name, &entity, &password, &settings.base_url).await?;
             let shown = (!password_stdin).then_some(password.as_str());
             let out = &mut std::io::stdout();
             print_user(out, json, "Created", &user.name, &user.entity, shown)?;
         }
         Command::User(UserCommand::List) => {
-            let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
-            for user in users::list_users(&mut conn).await? {
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
+            for user in users::list_users(&conn)? {
                 println!("{}\t{}", user.name, user.entity);
             }
         }
@@ -280,9 +280,8 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             json,
             emit_sql: _,
         }) => {
-            let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
-            let found = users::list_users(&mut conn)
-                .await?
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
+            let found = users::list_users(&conn)?
                 .into_iter()
                 .find(|u| u.name == user)
                 .ok_or_else(|| format!("no user `{user}`"))?;
@@ -291,20 +290,19 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
                 return Err(format!("user `{user}` is at entity `{at}`, not `{entity}`").into());
             }
             let scope = match scope {
-                Some(text) => Some(users::parse_scope(&mut conn, &found, &text).await?),
+                Some(text) => Some(users::parse_scope(&conn, &found, &text)?),
                 None => None,
             };
-            let added = users::add_app(&mut conn, &found, &public_key, scope, &name).await?;
+            let added = users::add_app(&conn, &found, &public_key, scope, &name).await?;
             print_app(&mut std::io::stdout(), json, &added, &found.entity)?;
         }
         Command::App(AppCommand::List { user, json }) => {
-            let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
-            let found = users::list_users(&mut conn)
-                .await?
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
+            let found = users::list_users(&conn)?
                 .into_iter()
                 .find(|u| u.name == user)
                 .ok_or_else(|| format!("no user `{user}`"))?;
-            let apps = users::list_apps(&mut conn, &found).await?;
+            let apps = users::list_apps(&conn, &found)?;
             if json {
                 println!("{}", serde_json::to_string(&apps)?);
             } else {
@@ -329,11 +327,11 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             }
         }
         Command::App(AppCommand::Revoke { id, user }) => {
-            let mut conn = db::open_writer(&data.database(), db::Durability::Full).await?;
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
             let mut revoked = 0;
-            for found in users::list_users(&mut conn).await? {
+            for found in users::list_users(&conn)? {
                 if user.as_ref().is_none_or(|name| *name == found.name) {
-                    revoked += users::revoke(&mut conn, &found, &id).await?;
+                    revoked += users::revoke(&conn, &found, &id).await?;
                 }
             }
             if revoked == 0 {

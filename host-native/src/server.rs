@@ -13,8 +13,8 @@ use folio_core::consent::SessionKey;
 use folio_core::dialect::Dialect;
 use folio_core::events::retention_cutoff;
 use folio_core::problem::default_docs_url;
+use folio_core::service::store::RowExt;
 use folio_core::store::{blob_held_sql, delete_blob_sql, expired_blobs_sql, prune_events_sql};
-use sqlx::Row;
 use tokio::sync::watch;
 
 use crate::blobs::BlobStore;
@@ -53,7 +53,7 @@ pub enum ServeError {
         source: std::io::Error,
     },
     #[error("database: {0}")]
-    Db(#[from] sqlx::Error),
+    Db(#[from] db::DbError),
     #[error("tls: {0}")]
     Tls(#[from] tls::TlsError),
     #[error("{0}")]
@@ -77,16 +77,16 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         }
     }
     let base_url = settings.base_url.clone();
-    let mut writer_conn = db::open_writer(&data.database(), options.durability).await?;
+    let writer_conn = db::open_writer(&data.database(), options.durability)?;
 
     // First start: a user `me` at `localhost`, with its password printed once.
-    if users::list_users(&mut writer_conn).await?.is_empty() {
+    if users::list_users(&writer_conn)?.is_empty() {
         let password = users::generate_password();
         let entity = "localhost".parse().expect("`localhost` is an entity name");
-        users::add_user(&mut writer_conn, "me", &entity, &password, &base_url).await?;
+        users::add_user(&writer_conn, "me", &entity, &password, &base_url).await?;
         println!("Created user `me` at entity `localhost`. Its password (shown once): {password}");
     }
-    let updated = users::update_entity_records(&mut writer_conn, &base_url).await?;
+    let updated = users::update_entity_records(&writer_conn, &base_url).await?;
     if updated > 0 {
         tracing::info!(updated, %base_url, "wrote Entity records for the new base URL");
     }
@@ -115,7 +115,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         per_user: limits.sse_connections_per_user,
     }));
     let (writer, writer_thread) = Writer::start(writer_conn, clock, Arc::clone(&hub))?;
-    let readers = db::Readers::open(&data.database(), options.readers).await?;
+    let readers = db::Readers::open(&data.database(), options.readers)?;
     let (stop, shutdown) = watch::channel(false);
     let app = Arc::new(App {
         settings: folio_core::service::Settings {
@@ -286,20 +286,22 @@ async fn collect_blobs(
     app: &App,
     now: folio_core::model::RecordDate,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    for row in db::fetch(&app.readers, &expired_blobs_sql(now)).await? {
-        let (user_id, hash): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
+    for row in app.readers.fetch(&expired_blobs_sql(now)).await? {
+        let (user_id, hash) = (row.integer(0)?, row.text(1)?);
         let _placing = app.blobs.lock().await;
         app.writer
-            .execute(vec![delete_blob_sql(user_id, &hash)])
+            .execute(vec![delete_blob_sql(user_id, hash)])
             .await?;
-        let held: i64 = db::fetch(&app.readers, &blob_held_sql(&hash))
+        let held = app
+            .readers
+            .fetch(&blob_held_sql(hash))
             .await?
             .first()
-            .map(|row| row.try_get(0))
+            .map(|row| row.integer(0))
             .transpose()?
             .unwrap_or(1);
         if held == 0 {
-            app.blobs.remove(&hash).await?;
+            app.blobs.remove(hash).await?;
             tracing::info!(%hash, "collected an expired blob");
         }
     }

@@ -22,8 +22,8 @@ use folio_core::store::{
     types_by_name_sql, user_by_name_sql, users_sql,
 };
 use folio_core::write::{RecordKey, WriteRequest};
+use rusqlite::Connection;
 use serde_json::{Value, json};
-use sqlx::{Row as _, SqliteConnection};
 
 use crate::clock::Clock;
 use crate::db::{self, DbError};
@@ -57,24 +57,20 @@ pub enum ProvisionError {
     Row(#[from] RowError),
 }
 
-fn user_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<User, DbError> {
-    let entity: String = row.try_get(2)?;
+fn user_from_row(row: &rusqlite::Row<'_>) -> Result<User, DbError> {
+    let entity: String = row.get(2)?;
     Ok(User {
-        id: row.try_get(0)?,
-        name: row.try_get(1)?,
-        entity: entity
-            .parse()
-            .map_err(|_| DbError::Decode("a stored entity is not an entity name".into()))?,
+        id: row.get(0)?,
+        name: row.get(1)?,
+        entity: entity.parse().map_err(|error| {
+            DbError::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(error))
+        })?,
     })
 }
 
 /// Every user, by name.
-pub async fn list_users<'a>(on: impl Into<db::On<'a>>) -> Result<Vec<User>, DbError> {
-    db::fetch(on, &users_sql())
-        .await?
-        .iter()
-        .map(user_from_row)
-        .collect()
+pub fn list_users(conn: &Connection) -> Result<Vec<User>, DbError> {
+    db::query(conn, &users_sql(), user_from_row)
 }
 
 /// The users a server knows, cached: users are never removed, so a hit
@@ -94,11 +90,13 @@ impl UserCache {
         {
             return Ok(Some(user.clone()));
         }
-        let rows = db::fetch(readers, &user_by_name_sql(name)).await?;
-        let Some(row) = rows.first() else {
+        let statement = user_by_name_sql(name);
+        let found = readers
+            .with(|conn| db::query(conn, &statement, user_from_row))
+            .await?;
+        let Some(user) = found.into_iter().next() else {
             return Ok(None);
         };
-        let user = user_from_row(row)?;
         self.by_name
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -180,7 +178,7 @@ pub enum UserRowId {
 
 /// Creates a user with its store (the built-in types) and its public Entity record.
 pub async fn add_user(
-    conn: &mut SqliteConnection,
+    conn: &Connection,
     name: &str,
     entity: &Entity,
     password: &str,
@@ -188,9 +186,9 @@ pub async fn add_user(
 ) -> Result<User, ProvisionError> {
     check_user_name(name)?;
     let hash = hash_password(password)?;
-    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+    conn.execute_batch("BEGIN IMMEDIATE")?;
     let result = create_user(
-        &mut Savepoint(&mut *conn),
+        &mut Savepoint(conn),
         name,
         entity,
         &hash,
@@ -198,7 +196,7 @@ pub async fn add_user(
         UserRowId::Assigned,
     )
     .await;
-    finish(conn, result).await
+    finish(conn, result)
 }
 
 /// Writes a user's row, its store's built-in types and its Entity record
@@ -245,17 +243,14 @@ pub async fn create_user<T: Transaction<Error = DbError>>(
 }
 
 /// Commits on success, rolls back on failure.
-async fn finish<T>(
-    conn: &mut SqliteConnection,
-    result: Result<T, ProvisionError>,
-) -> Result<T, ProvisionError> {
+fn finish<T>(conn: &Connection, result: Result<T, ProvisionError>) -> Result<T, ProvisionError> {
     match result {
         Ok(value) => {
-            sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+            conn.execute_batch("COMMIT")?;
             Ok(value)
         }
         Err(error) => {
-            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+            let _ = conn.execute_batch("ROLLBACK");
             Err(error)
         }
     }
@@ -264,14 +259,13 @@ async fn finish<T>(
 /// Writes a new version of each user's Entity record whose endpoints name
 /// another base URL than `base_url` (PROTOCOL.md §12).
 pub async fn update_entity_records(
-    conn: &mut SqliteConnection,
+    conn: &Connection,
     base_url: &str,
 ) -> Result<usize, ProvisionError> {
-    let users = list_users(&mut *conn).await?;
+    let users = list_users(conn)?;
     let mut updated = 0;
     for user in users {
-        let rows =
-            db::fetch_versions(&mut *conn, &entity_record_sql(user.id, &user.entity), 0).await?;
+        let rows = db::fetch_versions(conn, &entity_record_sql(user.id, &user.entity), 0)?;
         let Some((record, links)) = rows.first() else {
             continue;
         };
@@ -289,7 +283,7 @@ pub async fn update_entity_records(
         if content.as_value() == &wanted {
             continue;
         }
-        sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+        conn.execute_batch("BEGIN IMMEDIATE")?;
         let key = RecordKey {
             entity: record.author.entity.clone(),
             record_id: record.id,
@@ -297,10 +291,10 @@ pub async fn update_entity_records(
         let result = async {
             let body = json!({"content": wanted, "version": {"parent_hash": record.version.hash}});
             let request = WriteRequest::put(key, body.to_string().as_bytes())?;
-            owner_write(&mut Savepoint(&mut *conn), &user, request).await
+            owner_write(&mut Savepoint(conn), &user, request).await
         }
         .await;
-        finish(conn, result).await?;
+        finish(conn, result)?;
         updated += 1;
     }
     Ok(updated)
@@ -315,11 +309,7 @@ pub struct AddedApp {
 
 /// Parses `read=TYPE,...;write=TYPE,...;subscribe=TYPE,...`; a TYPE is
 /// `entity+record_id` or the name of a Type record in the user's store.
-pub async fn parse_scope(
-    conn: &mut SqliteConnection,
-    user: &User,
-    text: &str,
-) -> Result<Scope, ProvisionError> {
+pub fn parse_scope(conn: &Connection, user: &User, text: &str) -> Result<Scope, ProvisionError> {
     let mut scope = Scope::default();
     for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
         let (kind, types) = part.split_once('=').ok_or_else(|| {
@@ -338,17 +328,13 @@ pub async fn parse_scope(
             }
         };
         for name in types.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            list.push(resolve_type(conn, user, name).await?);
+            list.push(resolve_type(conn, user, name)?);
         }
     }
     Ok(scope)
 }
 
-async fn resolve_type(
-    conn: &mut SqliteConnection,
-    user: &User,
-    name: &str,
-) -> Result<RecordLink, ProvisionError> {
+fn resolve_type(conn: &Connection, user: &User, name: &str) -> Result<RecordLink, ProvisionError> {
     if let Some((entity, id)) = name.split_once('+') {
         let invalid = || ProvisionError::Invalid(format!("`{name}` is not `entity+record_id`"));
         return Ok(RecordLink {
@@ -357,14 +343,14 @@ async fn resolve_type(
             record_id: id.parse().map_err(|_| invalid())?,
         });
     }
-    let rows = db::fetch(&mut *conn, &types_by_name_sql(user.id, name)).await?;
+    let rows = db::fetch(conn, &types_by_name_sql(user.id, name))?;
     let row = rows
         .first()
         .ok_or_else(|| ProvisionError::UnknownTypeName {
             name: name.to_owned(),
             user: user.name.clone(),
         })?;
-    let (entity, id): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+    let (entity, id) = (row.text(0)?, row.text(1)?);
     let bad = || ProvisionError::Invalid("a stored Type record has a malformed id".into());
     Ok(RecordLink {
         entity: entity.parse().map_err(|_| bad())?,
@@ -376,15 +362,15 @@ async fn resolve_type(
 /// Creates a server-side app: its App, Credentials and App Authorization
 /// records and its key row, in one transaction. `scope` `None` is full access.
 pub async fn add_app(
-    conn: &mut SqliteConnection,
+    conn: &Connection,
     user: &User,
     public_key: &str,
     scope: Option<Scope>,
     name: &str,
 ) -> Result<AddedApp, ProvisionError> {
-    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
-    let result = create_app(&mut Savepoint(&mut *conn), user, public_key, scope, name).await;
-    finish(conn, result).await
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = create_app(&mut Savepoint(conn), user, public_key, scope, name).await;
+    finish(conn, result)
 }
 
 /// Writes an app's App, Credentials and App Authorization records and its
@@ -457,19 +443,15 @@ pub struct ListedApp {
 }
 
 /// The apps of a user's store, with their live authorizations.
-pub async fn list_apps(
-    conn: &mut SqliteConnection,
-    user: &User,
-) -> Result<Vec<ListedApp>, ProvisionError> {
+pub fn list_apps(conn: &Connection, user: &User) -> Result<Vec<ListedApp>, ProvisionError> {
     let mut apps = Vec::new();
-    for row in db::fetch(&mut *conn, &apps_sql(user.id)).await? {
-        let app_id: String = row.try_get(0)?;
-        let full_access: i64 = row.try_get(2)?;
+    for row in db::fetch(conn, &apps_sql(user.id))? {
+        let app_id = row.text(0)?;
+        let full_access = row.integer(2)?;
         let app_id: RecordId = app_id.parse().map_err(|_| {
             ProvisionError::Invalid(format!("a stored app id `{app_id}` is not an id"))
         })?;
-        let name = records(conn, &latest_version_sql(user.id, &user.entity, &app_id))
-            .await?
+        let name = records(conn, &latest_version_sql(user.id, &user.entity, &app_id))?
             .first()
             .and_then(|app| {
                 app.content()?
@@ -481,8 +463,7 @@ pub async fn list_apps(
         let authorization_ids = records(
             conn,
             &app_authorizations_sql(user.id, &user.entity, &app_id),
-        )
-        .await?
+        )?
         .iter()
         .map(|record| record.id)
         .collect();
@@ -499,18 +480,17 @@ pub async fn list_apps(
 /// Revokes an app at once: deletes the App Authorization record `id`, or
 /// every live one of the app whose id is `id`. Returns how many it deleted.
 pub async fn revoke(
-    conn: &mut SqliteConnection,
+    conn: &Connection,
     user: &User,
     id: &RecordId,
 ) -> Result<usize, ProvisionError> {
     let mut authorizations: Vec<RecordId> =
-        records(conn, &app_authorizations_sql(user.id, &user.entity, id))
-            .await?
+        records(conn, &app_authorizations_sql(user.id, &user.entity, id))?
             .iter()
             .map(|record| record.id)
             .collect();
     if authorizations.is_empty() {
-        let latest = records(conn, &latest_version_sql(user.id, &user.entity, id)).await?;
+        let latest = records(conn, &latest_version_sql(user.id, &user.entity, id))?;
         if latest.first().is_some_and(|record| {
             !record.is_tombstone()
                 && folio_core::access::is_type(
@@ -521,25 +501,24 @@ pub async fn revoke(
             authorizations.push(*id);
         }
     }
-    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+    conn.execute_batch("BEGIN IMMEDIATE")?;
     let result = async {
         for authorization in &authorizations {
             let target = RecordKey::new(user.entity.clone(), *authorization);
             let request = WriteRequest::delete(target, b"")?;
-            owner_write(&mut Savepoint(&mut *conn), user, request).await?;
+            owner_write(&mut Savepoint(conn), user, request).await?;
         }
         Ok(authorizations.len())
     }
     .await;
-    finish(conn, result).await
+    finish(conn, result)
 }
 
-async fn records(
-    conn: &mut SqliteConnection,
+fn records(
+    conn: &Connection,
     statement: &folio_core::store::Statement,
 ) -> Result<Vec<folio_core::model::Record>, ProvisionError> {
-    db::fetch_versions(&mut *conn, statement, 0)
-        .await?
+    db::fetch_versions(conn, statement, 0)?
         .iter()
         .map(|(record, links)| Ok(read_version(record, links)?.0))
         .collect()

@@ -19,7 +19,7 @@ use folio_core::service::writes::{
 };
 use folio_core::store::Statement;
 use folio_core::write::WriteError;
-use sqlx::SqliteConnection;
+use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::Clock;
@@ -80,9 +80,11 @@ pub struct Writer {
 
 impl Writer {
     /// Starts the writer on `conn`, on a thread of its own (with its own
-    /// single-threaded runtime): writes never wait for request handling.
+    /// single-threaded runtime): writes never wait for request handling,
+    /// and the writer's statements run on the thread that owns the
+    /// connection, one after another, without a hop between threads.
     pub fn start(
-        conn: SqliteConnection,
+        conn: Connection,
         clock: Clock,
         hub: Arc<Hub>,
     ) -> std::io::Result<(Self, std::thread::JoinHandle<()>)> {
@@ -139,57 +141,44 @@ impl JobClock for Clock {
 }
 
 /// The writer's connection inside a job's savepoint, as core's driver
-/// reads and commits through it.
-pub struct Savepoint<'c>(pub &'c mut SqliteConnection);
+/// reads and commits through it. Its futures never wait: each statement
+/// runs on the spot.
+pub struct Savepoint<'c>(pub &'c Connection);
 
 impl Fetch for Savepoint<'_> {
     type Error = DbError;
 
     async fn fetch(&mut self, statement: &Statement) -> Result<Vec<Row>, DbError> {
-        db::fetch_rows(&mut *self.0, statement).await
+        db::fetch(self.0, statement)
     }
 }
 
 impl Transaction for Savepoint<'_> {
     async fn commit(&mut self, statements: &[Statement]) -> Result<Vec<Row>, CommitError<DbError>> {
-        let conn = &mut *self.0;
+        let conn = self.0;
         let failed = |error: DbError| match db::is_constraint(&error) {
             true => CommitError::Conflict(error),
             false => CommitError::Failed(error),
         };
-        sqlx::raw_sql("SAVEPOINT job_commit")
-            .execute(&mut *conn)
-            .await
+        conn.execute_batch("SAVEPOINT job_commit")
             .map_err(CommitError::Failed)?;
-        let result = async {
-            let Some((last, rest)) = statements.split_last() else {
-                return Ok(Vec::new());
-            };
-            db::execute_all(&mut *conn, rest).await?;
-            db::fetch_rows(&mut *conn, last).await
-        }
-        .await;
+        let result = match statements.split_last() {
+            None => Ok(Vec::new()),
+            Some((last, rest)) => db::execute_all(conn, rest).and_then(|()| db::fetch(conn, last)),
+        };
         let end = match result {
             Ok(_) => "RELEASE job_commit",
             Err(_) => "ROLLBACK TO job_commit; RELEASE job_commit",
         };
-        sqlx::raw_sql(end)
-            .execute(&mut *conn)
-            .await
-            .map_err(CommitError::Failed)?;
+        conn.execute_batch(end).map_err(CommitError::Failed)?;
         result.map_err(failed)
     }
 }
 
-async fn run(
-    mut conn: SqliteConnection,
-    mut jobs: mpsc::Receiver<Job>,
-    clock: Clock,
-    hub: Arc<Hub>,
-) {
+async fn run(conn: Connection, mut jobs: mpsc::Receiver<Job>, clock: Clock, hub: Arc<Hub>) {
     let mut batch = Vec::with_capacity(MAX_WRITES_PER_COMMIT);
     while jobs.recv_many(&mut batch, MAX_WRITES_PER_COMMIT).await > 0 {
-        commit_batch(&mut conn, std::mem::take(&mut batch), &clock, &hub).await;
+        commit_batch(&conn, std::mem::take(&mut batch), &clock, &hub).await;
     }
     tracing::info!("the writer stopped: no more writes");
 }
@@ -223,7 +212,7 @@ impl Done {
     }
 }
 
-async fn run_job(conn: &mut SqliteConnection, job: Job, clock: &Clock) -> Done {
+async fn run_job(conn: &Connection, job: Job, clock: &Clock) -> Done {
     let mut tx = Savepoint(conn);
     match job {
         Job::Writes(user, writes, reply) => {
@@ -241,19 +230,24 @@ async fn run_job(conn: &mut SqliteConnection, job: Job, clock: &Clock) -> Done {
     }
 }
 
-async fn commit_batch(conn: &mut SqliteConnection, batch: Vec<Job>, clock: &Clock, hub: &Hub) {
-    if let Err(error) = sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await {
+async fn commit_batch(conn: &Connection, batch: Vec<Job>, clock: &Clock, hub: &Hub) {
+    if let Err(error) = conn.execute_batch("BEGIN IMMEDIATE") {
         tracing::error!(%error, "could not begin a write transaction");
+        let message = error.to_string();
         for job in batch {
-            fail(job, || WriterError::Db(sqlx::Error::PoolClosed));
+            fail(job, || {
+                WriterError::Job(format!("beginning a transaction: {message}"))
+            });
         }
         return;
     }
     let mut done = Vec::with_capacity(batch.len());
     for job in batch {
-        if let Err(error) = sqlx::raw_sql("SAVEPOINT w").execute(&mut *conn).await {
+        if let Err(error) = conn.execute_batch("SAVEPOINT w") {
             tracing::error!(%error, "could not open a savepoint");
-            fail(job, || WriterError::Db(sqlx::Error::WorkerCrashed));
+            fail(job, || {
+                WriterError::Job(format!("opening a savepoint: {error}"))
+            });
             continue;
         }
         let outcome = run_job(conn, job, clock).await;
@@ -261,17 +255,17 @@ async fn commit_batch(conn: &mut SqliteConnection, batch: Vec<Job>, clock: &Cloc
             true => "RELEASE w",
             false => "ROLLBACK TO w; RELEASE w",
         };
-        if let Err(error) = sqlx::raw_sql(end).execute(&mut *conn).await {
+        if let Err(error) = conn.execute_batch(end) {
             tracing::error!(%error, "could not end a savepoint");
         }
         done.push(outcome);
     }
-    let committed = sqlx::raw_sql("COMMIT").execute(&mut *conn).await;
+    let committed = conn.execute_batch("COMMIT");
     if let Err(error) = &committed {
         tracing::error!(%error, "a group commit failed");
-        let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+        let _ = conn.execute_batch("ROLLBACK");
     }
-    let lost = || WriterError::Db(sqlx::Error::WorkerCrashed);
+    let lost = || WriterError::Job("the group commit failed; nothing was stored".to_owned());
     for outcome in done {
         match outcome {
             Done::Writes(reply, user_id, result) => {
