@@ -66,6 +66,69 @@ pub fn open_writer(path: &Path, durability: Durability) -> Result<Connection, Db
     Ok(conn)
 }
 
+/// How often the checkpointer copies committed pages from the WAL into the
+/// database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+
+/// Copies committed pages from the WAL into the database file, on a thread
+/// of its own. SQLite's automatic checkpoint would run inside the writer's
+/// commit that crosses 1,000 pages, and at FULL wait there for the
+/// database file's fsync, with every queued write behind it; a passive
+/// checkpoint beside the writer takes no lock the writer or a reader waits
+/// for. Stops (after a last checkpoint) when it is dropped.
+pub struct Checkpointer {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    /// The checkpointer's connection; takes the checkpoints off `writer`.
+    pub fn connect(
+        path: &Path,
+        durability: Durability,
+        writer: &Connection,
+    ) -> Result<Connection, DbError> {
+        let conn = open(path, durability, false)?;
+        writer.pragma_update(None, "wal_autocheckpoint", 0)?;
+        Ok(conn)
+    }
+
+    /// Starts the thread on [`Checkpointer::connect`]'s connection.
+    pub fn start(conn: Connection) -> std::io::Result<Self> {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("folio-checkpoint".to_owned())
+            .spawn(move || {
+                loop {
+                    let last = !matches!(
+                        stopped.recv_timeout(CHECKPOINT_EVERY),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                    );
+                    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    if let Err(error) = done {
+                        tracing::warn!(%error, "a WAL checkpoint failed");
+                    }
+                    if last {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The read-only connections, each lent to one query at a time.
 ///
 /// A query runs on the thread that asks for it, to the end: a read of the

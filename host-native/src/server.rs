@@ -114,6 +114,11 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         per_server: limits.sse_connections_per_server,
         per_user: limits.sse_connections_per_user,
     }));
+    let checkpointer = db::Checkpointer::start(db::Checkpointer::connect(
+        &data.database(),
+        options.durability,
+        &writer_conn,
+    )?)?;
     let (writer, writer_thread) = Writer::start(writer_conn, clock, Arc::clone(&hub))?;
     let readers = db::Readers::open(&data.database(), options.readers)?;
     let (stop, shutdown) = watch::channel(false);
@@ -210,7 +215,11 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     // The last handle to the writer goes with the state: it commits what is
     // queued, then stops.
     drop(app);
-    let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+    let _ = tokio::task::spawn_blocking(move || {
+        let _ = writer_thread.join();
+        drop(checkpointer);
+    })
+    .await;
     tracing::info!("stopped");
     Ok(())
 }

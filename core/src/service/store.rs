@@ -1,7 +1,7 @@
 //! The storage a host gives the service: statements in, rows out.
 //!
 //! Both hosts run the same statements (from [`crate::store`]); the native
-//! host on SQLite through sqlx, the worker on D1. A row is a list of values
+//! host on SQLite through rusqlite, the worker on D1. A row is a list of values
 //! in the statement's column order.
 
 use std::fmt;

@@ -1,6 +1,6 @@
 //! The storage design both hosts share: the SQL schema (as migrations) and
 //! the text of every query, with its parameters. The native host runs them
-//! on SQLite through sqlx, the worker on D1; neither writes SQL of its own.
+//! on SQLite through rusqlite, the worker on D1; neither writes SQL of its own.
 //!
 //! No value from a request is ever spliced into SQL text: values are bound
 //! as parameters. D1 allows at most 100 bound parameters per statement, so
