@@ -72,7 +72,8 @@ impl Measured {
     }
 }
 
-/// Microseconds from 1 µs to 10 minutes, three significant digits.
+/// Microseconds up to 10 minutes, three significant digits; 0 is recorded
+/// as 0 (the lowest value told apart from it is 1 µs).
 pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("constant histogram bounds are valid")
 }

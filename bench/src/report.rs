@@ -65,12 +65,15 @@ pub struct Row {
     pub workload: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub round: Option<usize>,
+    /// Connections sending requests (for `sse`, the connections the writer
+    /// opened).
     pub concurrency: usize,
     /// Requests answered as expected (deliveries, for `sse`).
     pub ok: u64,
     pub errors: u64,
     pub seconds: f64,
-    /// Answers a second (writes a second, for `sse`).
+    /// Answers a second (for `sse`, writes answered a second: the rate the
+    /// writer achieved, from the first write to the last answer).
     pub per_second: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
@@ -79,6 +82,12 @@ pub struct Row {
     pub server_peak_rss_mib: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subscribers: Option<usize>,
+    /// Writes due during the delivery test (`seconds` times the rate asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writes_due: Option<u64>,
+    /// Writes answered `200` during the delivery test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub missed: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -103,6 +112,8 @@ impl Row {
             server_cpu_seconds: 0.0,
             server_peak_rss_mib: 0.0,
             subscribers: None,
+            writes_due: None,
+            writes: None,
             missed: None,
             first_error: None,
         }
@@ -119,12 +130,14 @@ impl Row {
     }
 
     pub fn with_delivery(mut self, delivery: &Delivery, usage: Usage) -> Self {
-        self.concurrency = 1;
+        self.concurrency = delivery.writer_connections;
         self.ok = delivery.delivered;
         self.errors = delivery.write_errors + delivery.connect_errors as u64;
         self.seconds = delivery.elapsed.as_secs_f64();
         self.per_second = delivery.writes as f64 / self.seconds.max(f64::EPSILON);
         self.subscribers = Some(delivery.subscribers);
+        self.writes_due = Some(delivery.writes_due);
+        self.writes = Some(delivery.writes);
         self.missed = Some(delivery.missed);
         self.first_error = delivery.first_error.clone();
         self.latencies(&delivery.latency);
@@ -170,7 +183,9 @@ pub fn line(row: &Row) -> String {
     let mut notes = String::new();
     if let (Some(subscribers), Some(missed)) = (row.subscribers, row.missed) {
         notes = format!(
-            "{subscribers} subscribers, {} delivered, {missed} missed",
+            "{subscribers} subscribers, {} of {} writes answered, {} delivered, {missed} missed",
+            row.writes.unwrap_or(0),
+            row.writes_due.unwrap_or(0),
             row.ok
         );
     }

@@ -1,23 +1,30 @@
-//! Live delivery under load: N subscribers hold event streams open while one
-//! writer creates records at a fixed rate; the delay measured is from the
-//! write's `200` reaching the writer to the event reaching each subscriber.
+//! Live delivery under load: N subscribers hold event streams open while a
+//! writer creates records at a fixed rate (each write on its own task, so a
+//! slow answer does not hold back the next write); the delay measured is
+//! from the write's `200` reaching the writer to the event reaching each
+//! subscriber.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use hdrhistogram::Histogram;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 use crate::drive::latency_histogram;
 use crate::http::{Conn, Endpoint};
 
-/// How long after the last write the subscribers may still receive it.
-const DRAIN: Duration = Duration::from_secs(3);
+/// How long after the last answer the subscribers may still receive events;
+/// the wait ends sooner once every subscriber has had the event of every
+/// answered write.
+const DRAIN: Duration = Duration::from_secs(5);
+/// How often the drain looks whether every event has come.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
 /// Subscribers connect this many at a time.
 const CONNECTING_AT_ONCE: usize = 64;
 
@@ -138,21 +145,38 @@ pub struct Delivery {
     pub subscribers: usize,
     pub connect_errors: usize,
     pub first_error: Option<String>,
+    /// Writes due in `duration` at the rate asked.
+    pub writes_due: u64,
     /// Writes answered `200`.
     pub writes: u64,
     pub write_errors: u64,
+    /// Connections the writer opened: more than one when a write was still
+    /// waiting for its answer when the next one was due.
+    pub writer_connections: usize,
+    /// From the first write to the last write's answer: `writes / elapsed`
+    /// is the write rate achieved, which is below the rate asked when the
+    /// server could not take the writes as fast.
     pub elapsed: Duration,
     /// Events that reached a subscriber for a write it should see.
     pub delivered: u64,
     /// Writes times subscribers, less what was delivered.
     pub missed: u64,
-    /// From the write's `200` to the event, microseconds (0 when the event
-    /// arrived first).
+    /// From the write's `200` reaching the writer to the event reaching the
+    /// subscriber, microseconds. An event that arrived before the write's
+    /// answer (PocketBase sends its events before it answers) counts as 0,
+    /// not as a negative delay.
     pub latency: Histogram<u64>,
 }
 
 /// Connects `subscribers`, writes at `rate` per second for `duration`, and
 /// measures every delivery.
+///
+/// Write number `n` is due `n / rate` seconds after the first, whatever the
+/// server's answer time: each write runs on its own task, on a connection
+/// no other write is waiting on (opened when none is free), so a server
+/// slower to answer than `1 / rate` still gets the writes at the rate.
+/// Writes not started by the end of `duration` (at most
+/// [`MAX_WRITES_IN_FLIGHT`] wait for their answers at once) are not made.
 pub async fn measure<F: Feed>(
     feed: Arc<F>,
     writer: &Endpoint,
@@ -165,8 +189,10 @@ pub async fn measure<F: Feed>(
         subscribers: 0,
         connect_errors: 0,
         first_error: None,
+        writes_due: 0,
         writes: 0,
         write_errors: 0,
+        writer_connections: 0,
         elapsed: Duration::ZERO,
         delivered: 0,
         missed: 0,
@@ -184,71 +210,209 @@ pub async fn measure<F: Feed>(
     }
     collect_streams(&mut pending, &mut streams, &mut delivery).await;
     delivery.subscribers = streams.len();
+    let inboxes: Vec<Inbox> = (0..streams.len()).map(|_| Inbox::default()).collect();
     let readers: Vec<_> = streams
         .into_iter()
-        .map(|stream| {
+        .zip(&inboxes)
+        .map(|(stream, inbox)| {
             let feed = feed.clone();
             let stopped = stopped.clone();
-            tokio::spawn(read_events(feed, stream, stopped))
+            tokio::spawn(read_events(feed, stream, stopped, inbox.clone()))
         })
         .collect();
 
-    // The writer: one record every 1/rate s, on one kept-alive connection.
-    let mut acked: HashMap<Vec<u8>, Instant> = HashMap::new();
-    let start = Instant::now();
-    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate.max(1))));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut conn = None;
-    let mut seq = 0;
-    while start.elapsed() < duration {
-        ticks.tick().await;
-        let connection = match &mut conn {
-            Some(connection) => connection,
-            None => match writer.connect().await {
-                Ok(connection) => conn.insert(connection),
-                Err(error) => {
-                    delivery.write_errors += 1;
-                    delivery.first_error.get_or_insert(error);
-                    continue;
-                }
-            },
-        };
-        seq += 1;
-        match feed.write(connection, seq).await {
-            Ok(id) => {
-                acked.insert(id.into_bytes(), Instant::now());
-            }
-            Err(error) => {
-                delivery.write_errors += 1;
-                delivery.first_error.get_or_insert(error);
-                conn = None;
-            }
-        }
+    let written = write_at_rate(feed.clone(), writer, rate, duration).await;
+    delivery.writes_due = written.due;
+    delivery.writes = written.acked.len() as u64;
+    delivery.write_errors = written.errors;
+    delivery.writer_connections = written.connections;
+    delivery.elapsed = written.elapsed;
+    if let Some(error) = written.first_error {
+        delivery.first_error.get_or_insert(error);
     }
-    delivery.writes = acked.len() as u64;
-    delivery.elapsed = start.elapsed();
-    tokio::time::sleep(DRAIN).await;
+    let expected = delivery.writes * delivery.subscribers as u64;
+    let drain_until = Instant::now() + DRAIN;
+    let mut counted = vec![Counted::default(); inboxes.len()];
+    while count_delivered(&inboxes, &mut counted, &written.acked) < expected
+        && Instant::now() < drain_until
+    {
+        tokio::time::sleep(DRAIN_POLL).await;
+    }
     let _ = stop.send(true);
 
-    for reader in readers {
-        let Ok((receipts, error)) = reader.await else {
-            continue;
-        };
-        if let Some(error) = error {
+    for (reader, inbox) in readers.into_iter().zip(&inboxes) {
+        if let Ok(Some(error)) = reader.await {
             delivery.first_error.get_or_insert(error);
         }
+        let receipts = std::mem::take(&mut *inbox.lock().unwrap_or_else(PoisonError::into_inner));
         let mut seen = 0;
         for (id, at) in receipts {
-            if let Some(written) = acked.get(&id) {
+            if let Some(answered) = written.acked.get(&id) {
                 seen += 1;
-                let delay = at.saturating_duration_since(*written);
-                let _ = delivery.latency.record((delay.as_micros() as u64).max(1));
+                // An event ahead of the answer is a delay of 0.
+                let delay = at.saturating_duration_since(*answered);
+                let _ = delivery.latency.record(delay.as_micros() as u64);
             }
         }
         delivery.delivered += seen;
         delivery.missed += delivery.writes.saturating_sub(seen);
     }
     delivery
+}
+
+/// One subscriber's record events so far: each one's record id and when it came.
+type Inbox = Arc<Mutex<Vec<(Vec<u8>, Instant)>>>;
+
+/// How far the drain has looked into one inbox, and how many of the events
+/// there were for answered writes.
+#[derive(Clone, Copy, Default)]
+struct Counted {
+    looked: usize,
+    delivered: u64,
+}
+
+/// Events received so far for answered writes, over every inbox; looks only
+/// at what came since the last call.
+fn count_delivered(
+    inboxes: &[Inbox],
+    counted: &mut [Counted],
+    acked: &HashMap<Vec<u8>, Instant>,
+) -> u64 {
+    let mut total = 0;
+    for (inbox, counted) in inboxes.iter().zip(counted) {
+        let receipts = inbox.lock().unwrap_or_else(PoisonError::into_inner);
+        let new = &receipts[counted.looked..];
+        counted.delivered += new.iter().filter(|(id, _)| acked.contains_key(id)).count() as u64;
+        counted.looked = receipts.len();
+        total += counted.delivered;
+    }
+    total
+}
+
+/// At most this many writes wait for their answers at once (and so at most
+/// this many writer connections): past it the server is not keeping up, and
+/// the writes fall behind the rate instead of piling up.
+pub const MAX_WRITES_IN_FLIGHT: usize = 32;
+
+/// How long one write may wait for its answer before it counts as an error:
+/// long enough for a server that answers a few writes a second to work
+/// through [`MAX_WRITES_IN_FLIGHT`] of them, so a slow server shows as a low
+/// rate rather than as errors.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the writer did.
+struct Written {
+    /// Writes on the schedule before the end of `duration`.
+    due: u64,
+    /// Each answered write's record id and when its `200` came.
+    acked: HashMap<Vec<u8>, Instant>,
+    errors: u64,
+    first_error: Option<String>,
+    connections: usize,
+    elapsed: Duration,
+}
+
+/// Idle writer connections, shared by the write tasks.
+type Idle = Arc<Mutex<Vec<Conn>>>;
+
+/// Starts one write every `1 / rate` s until `duration` is over, each on its
+/// own task, then waits for every answer.
+async fn write_at_rate<F: Feed>(
+    feed: Arc<F>,
+    writer: &Endpoint,
+    rate: u32,
+    duration: Duration,
+) -> Written {
+    let rate = f64::from(rate.max(1));
+    let idle: Idle = Arc::new(Mutex::new(Vec::new()));
+    let in_flight = Arc::new(Semaphore::new(MAX_WRITES_IN_FLIGHT));
+    let connections = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let deadline = start + duration;
+    // Write `n` is due at `n / rate` s, for every such time before the end
+    // (the margin keeps float error from adding one at the very end).
+    let due = (duration.as_secs_f64() * rate - 1e-6).ceil().max(1.0) as u64;
+    let mut tasks = Vec::with_capacity(due as usize);
+    for seq in 0..due {
+        // On the fixed schedule, however long the earlier writes took.
+        let at = start + Duration::from_secs_f64(seq as f64 / rate);
+        tokio::time::sleep_until(at.into()).await;
+        let Ok(Ok(permit)) =
+            tokio::time::timeout_at(deadline.into(), in_flight.clone().acquire_owned()).await
+        else {
+            break;
+        };
+        let (feed, writer, idle, connections) = (
+            feed.clone(),
+            writer.clone(),
+            idle.clone(),
+            connections.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let _permit = permit;
+            let answered = tokio::time::timeout(
+                WRITE_TIMEOUT,
+                write_once(&*feed, &writer, &idle, &connections, seq + 1),
+            )
+            .await;
+            answered
+                .unwrap_or_else(|_| Err(format!("a write had no answer within {WRITE_TIMEOUT:?}")))
+        }));
+    }
+    let mut written = Written {
+        due,
+        acked: HashMap::with_capacity(tasks.len()),
+        errors: 0,
+        first_error: None,
+        connections: 0,
+        elapsed: Duration::ZERO,
+    };
+    let mut last_answer = start;
+    for task in tasks {
+        match task.await {
+            Ok(Ok((id, answered))) => {
+                last_answer = last_answer.max(answered);
+                written.acked.insert(id.into_bytes(), answered);
+            }
+            Ok(Err(error)) => {
+                written.errors += 1;
+                written.first_error.get_or_insert(error);
+            }
+            Err(error) => {
+                written.errors += 1;
+                written.first_error.get_or_insert(error.to_string());
+            }
+        }
+    }
+    written.connections = connections.load(Ordering::Relaxed);
+    written.elapsed = last_answer.duration_since(start);
+    written
+}
+
+/// One write on an idle connection (or a new one); the record's id and when
+/// its answer came. The connection goes back to the idle ones unless it failed.
+async fn write_once<F: Feed>(
+    feed: &F,
+    writer: &Endpoint,
+    idle: &Idle,
+    connections: &AtomicUsize,
+    seq: u64,
+) -> Result<(String, Instant), String> {
+    let reused = idle.lock().map(|mut idle| idle.pop()).unwrap_or(None);
+    let mut conn = match reused {
+        Some(conn) => conn,
+        None => {
+            let conn = writer.connect().await?;
+            connections.fetch_add(1, Ordering::Relaxed);
+            conn
+        }
+    };
+    let id = feed.write(&mut conn, seq).await?;
+    let answered = Instant::now();
+    if let Ok(mut idle) = idle.lock() {
+        idle.push(conn);
+    }
+    Ok((id, answered))
 }
 
 async fn collect_streams(
@@ -271,25 +435,29 @@ async fn collect_streams(
     }
 }
 
-/// Reads one stream until told to stop: each record event's id and when it came.
+/// Reads one stream into `inbox` until told to stop; the error that ended
+/// it early, if one did.
 async fn read_events<F: Feed>(
     feed: Arc<F>,
     mut stream: EventStream,
     mut stopped: watch::Receiver<bool>,
-) -> (Vec<(Vec<u8>, Instant)>, Option<String>) {
-    let mut receipts = Vec::new();
+    inbox: Inbox,
+) -> Option<String> {
     loop {
         tokio::select! {
-            _ = stopped.changed() => return (receipts, None),
+            _ = stopped.changed() => return None,
             frame = stream.next() => match frame {
                 Ok(Some(frame)) => {
                     let at = Instant::now();
                     if let Some(id) = feed.record_id(&frame.event, &frame.data) {
-                        receipts.push((id.to_vec(), at));
+                        inbox
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push((id.to_vec(), at));
                     }
                 }
-                Ok(None) => return (receipts, Some("an event stream ended early".to_owned())),
-                Err(error) => return (receipts, Some(error)),
+                Ok(None) => return Some("an event stream ended early".to_owned()),
+                Err(error) => return Some(error),
             }
         }
     }
@@ -315,5 +483,17 @@ mod tests {
             (frame.event.as_str(), first_id(&frame.data)),
             ("notes", Some(&b"q"[..]))
         );
+    }
+
+    #[test]
+    fn an_event_ahead_of_the_answer_is_a_delay_of_zero() {
+        let received = Instant::now();
+        let answered = received + Duration::from_millis(3);
+        let mut latency = latency_histogram();
+        let delay = received.saturating_duration_since(answered);
+        latency
+            .record(delay.as_micros() as u64)
+            .expect("0 is within the bounds");
+        assert_eq!((latency.min(), latency.max()), (0, 0));
     }
 }
