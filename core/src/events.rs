@@ -28,6 +28,7 @@
 //! (`request/429-rate-limited` with `Retry-After` beyond them).
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use crate::access::Access;
 use crate::http::NO_CACHE;
@@ -273,6 +274,46 @@ impl Subscriber {
     }
 }
 
+/// A committed version as the live streams receive it.
+///
+/// Its `record` frame is the same for every subscriber (the event id is the
+/// version's sequence), so it is made once, by the first subscriber that
+/// receives the version, and shared by the rest: a version reaching N
+/// subscribers is serialized once, not N times.
+#[derive(Debug)]
+pub struct LiveVersion {
+    pub seq: u64,
+    pub record: Record,
+    pub entries: Vec<IndexEntry>,
+    /// The client whose write committed it (`X-Svc-Client-Id`), if named.
+    pub written_by: Option<ClientId>,
+    frame: OnceLock<Arc<str>>,
+}
+
+impl LiveVersion {
+    pub fn new(
+        seq: u64,
+        record: Record,
+        entries: Vec<IndexEntry>,
+        written_by: Option<ClientId>,
+    ) -> Self {
+        Self {
+            seq,
+            record,
+            entries,
+            written_by,
+            frame: OnceLock::new(),
+        }
+    }
+
+    /// The version's `record` frame.
+    pub fn frame(&self) -> Arc<str> {
+        self.frame
+            .get_or_init(|| record_event(EventId::from_sequence(self.seq), &self.record).into())
+            .clone()
+    }
+}
+
 /// A subscriber on its live stream, after its catch-up: the last sequence
 /// it was offered, so that a version it already had (from the catch-up, or
 /// offered twice) is not sent again.
@@ -291,22 +332,16 @@ impl LiveSubscriber {
         }
     }
 
-    /// The frame to send for the committed version numbered `seq`, if this
-    /// subscriber receives it.
-    pub fn frame(
-        &mut self,
-        seq: u64,
-        record: &Record,
-        entries: &[IndexEntry],
-        written_by: Option<ClientId>,
-    ) -> Option<String> {
-        if seq <= self.last_seq {
+    /// The frame to send for a committed version, if this subscriber
+    /// receives it.
+    pub fn frame(&mut self, version: &LiveVersion) -> Option<Arc<str>> {
+        if version.seq <= self.last_seq {
             return None;
         }
-        self.last_seq = seq;
+        self.last_seq = version.seq;
         self.subscriber
-            .should_send(record, entries, written_by)
-            .then(|| record_event(EventId::from_sequence(seq), record))
+            .should_send(&version.record, &version.entries, version.written_by)
+            .then(|| version.frame())
     }
 }
 

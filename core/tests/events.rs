@@ -10,8 +10,8 @@ include!("support/record.rs");
 use folio_core::access::{Access, AppGrant};
 use folio_core::events::{
     CatchUpStart, EVENT_RETENTION_MS, EVENT_STREAM_HEADERS, EventId, EventLogBounds, EventsError,
-    HEARTBEAT_EVENT, LiveSubscriber, MAX_CATCH_UP_EVENTS, Subscriber, authorize_events,
-    catch_up_batch, catch_up_start, record_event, retention_cutoff,
+    HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, MAX_CATCH_UP_EVENTS, Subscriber,
+    authorize_events, catch_up_batch, catch_up_start, record_event, retention_cutoff,
 };
 use folio_core::model::{
     ClientId, DeletionAction, HexIdError, Link, NoContent, Record, RecordBody, RecordDate,
@@ -489,6 +489,7 @@ fn filters_match_against_the_versions_links() {
 #[test]
 fn a_live_subscriber_gets_each_newer_version_once_and_not_its_own_writes() {
     let record = private_record();
+    let version = |seq, written_by| LiveVersion::new(seq, record.clone(), Vec::new(), written_by);
     let mut live = LiveSubscriber::new(
         Subscriber {
             client_id: Some(client_id("0123456789abcdef0123456789abcdef")),
@@ -496,17 +497,29 @@ fn a_live_subscriber_gets_each_newer_version_once_and_not_its_own_writes() {
         },
         7,
     );
+    assert_eq!(live.frame(&version(7, None)), None, "the catch-up sent it");
     assert_eq!(
-        live.frame(7, &record, &[], None),
-        None,
-        "the catch-up sent it"
+        live.frame(&version(8, None)).as_deref(),
+        Some(record_event(EventId::from_sequence(8), &record).as_str())
     );
-    assert_eq!(
-        live.frame(8, &record, &[], None),
-        Some(record_event(EventId::from_sequence(8), &record))
-    );
-    assert_eq!(live.frame(8, &record, &[], None), None, "offered twice");
+    assert_eq!(live.frame(&version(8, None)), None, "offered twice");
     let own = Some(client_id("0123456789abcdef0123456789abcdef"));
-    assert_eq!(live.frame(9, &record, &[], own), None, "its own write");
-    assert!(live.frame(10, &record, &[], None).is_some());
+    assert_eq!(live.frame(&version(9, own)), None, "its own write");
+    assert!(live.frame(&version(10, None)).is_some());
+}
+
+#[test]
+fn a_live_version_is_framed_once_for_all_its_subscribers() {
+    let version = LiveVersion::new(3, private_record(), Vec::new(), None);
+    let mut first = LiveSubscriber::new(subscriber(owner("alice.example")), 0);
+    let mut second = LiveSubscriber::new(subscriber(owner("alice.example")), 0);
+    let (a, b) = (first.frame(&version), second.frame(&version));
+    let (Some(a), Some(b)) = (a, b) else {
+        panic!("both subscribers receive the version");
+    };
+    assert!(std::sync::Arc::ptr_eq(&a, &b), "one frame, shared");
+    assert_eq!(
+        &*a,
+        record_event(EventId::from_sequence(3), &private_record())
+    );
 }

@@ -9,20 +9,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use folio_core::events::SUBSCRIBER_QUEUE_LEN;
-use folio_core::model::{ClientId, Record};
+use folio_core::events::{LiveVersion, SUBSCRIBER_QUEUE_LEN};
 use folio_core::problem::{Problem, ProblemType};
-use folio_core::query::IndexEntry;
 use tokio::sync::broadcast;
-
-/// One committed version, as streams receive it.
-#[derive(Debug)]
-pub struct LiveEvent {
-    pub seq: u64,
-    pub record: Record,
-    pub entries: Vec<IndexEntry>,
-    pub client_id: Option<ClientId>,
-}
 
 /// The caps on open streams (PROTOCOL.md §13); `None` switches one off.
 #[derive(Debug, Clone, Copy)]
@@ -33,7 +22,7 @@ pub struct StreamCaps {
 
 #[derive(Default)]
 struct Channels {
-    users: HashMap<i64, (broadcast::Sender<Arc<LiveEvent>>, usize)>,
+    users: HashMap<i64, (broadcast::Sender<Arc<LiveVersion>>, usize)>,
     open: usize,
 }
 
@@ -47,7 +36,7 @@ pub struct Hub {
 pub struct Subscription {
     hub: Arc<Hub>,
     user_id: i64,
-    pub receiver: broadcast::Receiver<Arc<LiveEvent>>,
+    pub receiver: broadcast::Receiver<Arc<LiveVersion>>,
 }
 
 /// How long a client refused by a connection cap should wait.
@@ -68,7 +57,7 @@ impl Hub {
     }
 
     /// Sends a committed version to the user's open streams.
-    pub fn publish(&self, user_id: i64, event: Arc<LiveEvent>) {
+    pub fn publish(&self, user_id: i64, event: Arc<LiveVersion>) {
         if let Some((sender, _)) = self.lock().users.get(&user_id) {
             // No receiver left is fine: the stream just closed.
             let _ = sender.send(event);

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use folio_core::events::LiveVersion;
 use folio_core::model::RecordId;
 use folio_core::register::RegistrationError;
 use folio_core::service::User;
@@ -24,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::Clock;
 use crate::db::{self, DbError};
-use crate::hub::{Hub, LiveEvent};
+use crate::hub::Hub;
 
 /// How many jobs one transaction takes at most.
 pub const MAX_WRITES_PER_COMMIT: usize = 256;
@@ -304,12 +305,12 @@ fn publish(hub: &Hub, user_id: i64, mut written: Written) -> Written {
     for (version, seq) in std::mem::take(&mut written.versions) {
         hub.publish(
             user_id,
-            Arc::new(LiveEvent {
+            Arc::new(LiveVersion::new(
                 seq,
-                record: version.record,
-                entries: version.entries,
-                client_id: written.client_id,
-            }),
+                version.record,
+                version.entries,
+                written.client_id,
+            )),
         );
     }
     written

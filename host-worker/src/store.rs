@@ -2,22 +2,23 @@
 //! requests outside any store), and the host of core's service there.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use folio_core::auth::{HeaderLookup, ReplayError, SignedRequest, nonce_table};
 use folio_core::consent::{SessionKey, verify_password};
 use folio_core::dialect::Dialect;
-use folio_core::events::{HEARTBEAT_EVENT, LiveSubscriber, Subscriber};
+use folio_core::events::{HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, Subscriber};
 use folio_core::limits::{
     DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits, RateLimit,
     header_section_len, parse_per_minute_setting,
 };
-use folio_core::model::{BlobHash, ClientId, RecordDate, RecordId};
+use folio_core::model::{BlobHash, RecordDate, RecordId};
 use folio_core::problem::{Problem, ProblemType, default_docs_url};
 use folio_core::register::RegistrationError;
 use folio_core::service::store::{Row, RowExt};
 use folio_core::service::writes::{
-    JobClock, RecordWrite, Registered, RegistrationJob, Stored, Written, run_registration,
-    run_statements, run_writes,
+    JobClock, RecordWrite, Registered, RegistrationJob, Written, run_registration, run_statements,
+    run_writes,
 };
 use folio_core::service::{
     self, BodyError, Host, Limited, Note, Rate, RateLimits, Rates, Reply, ReplyBody, Settings,
@@ -51,7 +52,7 @@ struct Live {
     /// Set, with the subscriber, once the catch-up is read; until then the
     /// events committed meanwhile wait in `pending`.
     stream: Option<(mpsc::UnboundedSender<Vec<u8>>, LiveSubscriber)>,
-    pending: Vec<(u64, Stored, Option<ClientId>)>,
+    pending: Vec<Rc<LiveVersion>>,
 }
 
 impl Live {
@@ -62,13 +63,13 @@ impl Live {
     }
 
     /// Sends one event if the subscriber receives it.
-    fn send(&mut self, seq: u64, stored: &Stored, client_id: Option<ClientId>) {
+    fn send(&mut self, version: &Rc<LiveVersion>) {
         let Some((sender, subscriber)) = &mut self.stream else {
-            self.pending.push((seq, stored.clone(), client_id));
+            self.pending.push(Rc::clone(version));
             return;
         };
-        if let Some(frame) = subscriber.frame(seq, &stored.record, &stored.entries, client_id) {
-            let _ = sender.unbounded_send(frame.into_bytes());
+        if let Some(frame) = subscriber.frame(version) {
+            let _ = sender.unbounded_send(frame.as_bytes().to_vec());
         }
     }
 }
@@ -118,8 +119,15 @@ impl UserStore {
     fn publish(&self, written: &Written) {
         let mut streams = self.streams.borrow_mut();
         for (stored, seq) in &written.versions {
+            // One frame for every stream that receives the version.
+            let version = Rc::new(LiveVersion::new(
+                *seq,
+                stored.record.clone(),
+                stored.entries.clone(),
+                written.client_id,
+            ));
             for live in streams.iter_mut() {
-                live.send(*seq, stored, written.client_id);
+                live.send(&version);
             }
         }
         streams.retain(Live::is_open);
@@ -554,8 +562,8 @@ impl Host for UserStore {
             let mut streams = self.streams.borrow_mut();
             if let Some(live) = streams.iter_mut().find(|live| live.id == subscription) {
                 live.stream = Some((sender, LiveSubscriber::new(subscriber, last_seq)));
-                for (seq, stored, client_id) in std::mem::take(&mut live.pending) {
-                    live.send(seq, &stored, client_id);
+                for version in std::mem::take(&mut live.pending) {
+                    live.send(&version);
                 }
             }
             streams.len() == 1
