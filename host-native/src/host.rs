@@ -8,7 +8,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use folio_core::auth::ReplayError;
 use folio_core::consent::{SessionKey, verify_password};
-use folio_core::events::{HEARTBEAT_EVENT, LiveSubscriber, Subscriber};
+use folio_core::events::{HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, Subscriber};
 use folio_core::model::{BlobHash, RecordDate, RecordId};
 use folio_core::register::RegistrationError;
 use folio_core::service::store::Row;
@@ -41,6 +41,49 @@ pub enum HostError {
 /// that the client, still sending, receives the problem+json instead of a
 /// reset connection. A larger body is cut off.
 const MAX_DRAINED_BYTES: usize = 16 << 20;
+
+/// A `record` frame shared by every stream that sends it, as a body chunk.
+struct SharedFrame(std::sync::Arc<str>);
+
+impl AsRef<[u8]> for SharedFrame {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+/// The most bytes of frames [`coalesce`] puts in one chunk.
+const MAX_COALESCED_BYTES: usize = 64 * 1024;
+
+/// `first` and the frames already waiting behind it, in one chunk of at
+/// most [`MAX_COALESCED_BYTES`] (past the frame that crosses it): a stream
+/// that fell behind catches up with one write instead of one per event.
+/// `None` when the stream fell too far behind, or the hub closed.
+fn coalesce(
+    receiver: &mut broadcast::Receiver<std::sync::Arc<LiveVersion>>,
+    live: &mut LiveSubscriber,
+    first: std::sync::Arc<str>,
+) -> Option<Bytes> {
+    let mut chunk: Option<bytes::BytesMut> = None;
+    let mut size = first.len();
+    while size < MAX_COALESCED_BYTES {
+        match receiver.try_recv() {
+            Ok(version) => {
+                if let Some(frame) = live.frame(&version) {
+                    chunk
+                        .get_or_insert_with(|| bytes::BytesMut::from(first.as_bytes()))
+                        .extend_from_slice(frame.as_bytes());
+                    size += frame.len();
+                }
+            }
+            Err(broadcast::error::TryRecvError::Empty) => break,
+            Err(_) => return None,
+        }
+    }
+    Some(match chunk {
+        Some(chunk) => chunk.freeze(),
+        None => Bytes::from_owner(SharedFrame(first)),
+    })
+}
 
 /// How many frames may wait for a slow client socket.
 const FRAMES_IN_FLIGHT: usize = 16;
@@ -257,23 +300,31 @@ impl Host for App {
                     return;
                 }
             }
+            let silence = tokio::time::sleep(heartbeat);
+            tokio::pin!(silence);
             loop {
-                let frame = tokio::select! {
+                let chunk = tokio::select! {
                     event = receiver.recv() => match event {
-                        Ok(event) => match live.frame(event.seq, &event.record, &event.entries, event.client_id) {
-                            Some(frame) => frame,
+                        Ok(version) => match live.frame(&version) {
+                            Some(frame) => match coalesce(&mut receiver, &mut live, frame) {
+                                Some(chunk) => chunk,
+                                None => return,
+                            },
                             None => continue,
                         },
                         // Too far behind: end the stream; the client resumes with Last-Event-Id.
                         Err(broadcast::error::RecvError::Lagged(_)) => return,
                         Err(broadcast::error::RecvError::Closed) => return,
                     },
-                    () = tokio::time::sleep(heartbeat) => HEARTBEAT_EVENT.to_owned(),
+                    () = &mut silence => Bytes::from_static(HEARTBEAT_EVENT.as_bytes()),
                     _ = shutdown.wait_for(|stopped| *stopped) => return,
                 };
-                if frames.send(Ok(Bytes::from(frame))).await.is_err() {
+                if frames.send(Ok(chunk)).await.is_err() {
                     return;
                 }
+                silence
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + heartbeat);
             }
         });
         Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(body))
