@@ -37,6 +37,10 @@ use clap::{Parser, Subcommand};
 use config::{DataDir, ServeOptions};
 use folio_core::model::Entity;
 
+/// mimalloc, not the system allocator: see host-native/Cargo.toml.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "folio",
