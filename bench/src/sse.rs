@@ -92,14 +92,12 @@ impl EventStream {
 
 /// Where the first blank line is: `(end of the block, length of the separator)`.
 fn frame_end(buffer: &[u8]) -> Option<(usize, usize)> {
-    let lf = buffer
-        .windows(2)
-        .position(|w| w == b"\n\n")
-        .map(|at| (at, 2));
-    let crlf = buffer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|at| (at, 4));
+    let lf = memchr::memmem::find(buffer, b"\n\n").map(|at| (at, 2));
+    // Folio ends lines with LF alone: look for CRLF only where there is a CR.
+    let crlf = match memchr::memchr(b'\r', buffer) {
+        Some(_) => memchr::memmem::find(buffer, b"\r\n\r\n").map(|at| (at, 4)),
+        None => None,
+    };
     match (lf, crlf) {
         (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
         (a, b) => a.or(b),
@@ -135,8 +133,8 @@ fn parse_frame(block: &[u8]) -> Frame {
 /// The value of the first `"id":"…"` in a JSON text, without parsing it all.
 pub fn first_id(data: &[u8]) -> Option<&[u8]> {
     const KEY: &[u8] = b"\"id\":\"";
-    let start = data.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
-    let length = data[start..].iter().position(|&byte| byte == b'"')?;
+    let start = memchr::memmem::find(data, KEY)? + KEY.len();
+    let length = memchr::memchr(b'"', &data[start..])?;
     Some(&data[start..start + length])
 }
 
