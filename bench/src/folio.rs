@@ -653,8 +653,8 @@ impl Feed for FolioFeed {
             .ok_or_else(|| "a write's answer has no record id".to_owned())
     }
 
-    fn record_id<'a>(&self, event: &str, data: &'a [u8]) -> Option<&'a [u8]> {
-        (event == "record").then(|| first_id(data)).flatten()
+    fn record_id<'a>(&self, event: &[u8], data: &'a [u8]) -> Option<&'a [u8]> {
+        (event == b"record").then(|| first_id(data)).flatten()
     }
 }
 

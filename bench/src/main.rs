@@ -10,6 +10,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use folio_load::report::{self, Row};
 use folio_load::{Durability, Options, Step};
 
+/// mimalloc, as in the server (bench/Cargo.toml says why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "folio-load",

@@ -362,7 +362,7 @@ impl Feed for PocketBaseFeed {
             .next()
             .await?
             .ok_or("the realtime stream ended before PB_CONNECT")?;
-        let hello: Value = serde_json::from_slice(&connect.data)
+        let hello: Value = serde_json::from_slice(&connect.data())
             .map_err(|error| format!("PB_CONNECT data: {error}"))?;
         let client_id = text(&hello, "clientId")?;
         call(
@@ -394,9 +394,9 @@ impl Feed for PocketBaseFeed {
         text(&record, "id")
     }
 
-    fn record_id<'a>(&self, event: &str, data: &'a [u8]) -> Option<&'a [u8]> {
+    fn record_id<'a>(&self, event: &[u8], data: &'a [u8]) -> Option<&'a [u8]> {
         // `{"action":"create","record":{…,"id":"…",…}}`
-        (event == "notes").then(|| first_id(data)).flatten()
+        (event == b"notes").then(|| first_id(data)).flatten()
     }
 }
 

@@ -56,16 +56,23 @@ impl BuiltinType {
     }
 
     /// Its fixed record id.
-    pub fn record_id(self) -> RecordId {
-        let hex = match self {
-            BuiltinType::Type => "4f1f0a1c9a6b4d0e8a3c2b7d5e6f7a81",
-            BuiltinType::Entity => "6c2d8e4f0a1b4c3d9e8f7a6b5c4d3e21",
-            BuiltinType::App => "8a7b6c5d4e3f4a2b9c1d0e8f7a6b5c42",
-            BuiltinType::AppAuthorization => "9b8c7d6e5f4a4b3c8d2e1f0a9b8c7d63",
-            BuiltinType::Credentials => "1c2d3e4f5a6b4c7d8e9f0a1b2c3d4e84",
-        };
-        hex.parse()
-            .expect("built-in ids are 32 lowercase hex characters")
+    ///
+    /// A constant, decoded when the crate is compiled: access checks compare
+    /// every record's type with these, on every read and every live event.
+    pub const fn record_id(self) -> RecordId {
+        const TYPE: RecordId = RecordId::from_hex_const("4f1f0a1c9a6b4d0e8a3c2b7d5e6f7a81");
+        const ENTITY: RecordId = RecordId::from_hex_const("6c2d8e4f0a1b4c3d9e8f7a6b5c4d3e21");
+        const APP: RecordId = RecordId::from_hex_const("8a7b6c5d4e3f4a2b9c1d0e8f7a6b5c42");
+        const APP_AUTHORIZATION: RecordId =
+            RecordId::from_hex_const("9b8c7d6e5f4a4b3c8d2e1f0a9b8c7d63");
+        const CREDENTIALS: RecordId = RecordId::from_hex_const("1c2d3e4f5a6b4c7d8e9f0a1b2c3d4e84");
+        match self {
+            BuiltinType::Type => TYPE,
+            BuiltinType::Entity => ENTITY,
+            BuiltinType::App => APP,
+            BuiltinType::AppAuthorization => APP_AUTHORIZATION,
+            BuiltinType::Credentials => CREDENTIALS,
+        }
     }
 
     fn content_json(self) -> &'static str {

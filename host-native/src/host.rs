@@ -8,7 +8,9 @@ use axum::body::Body;
 use bytes::Bytes;
 use folio_core::auth::ReplayError;
 use folio_core::consent::{SessionKey, verify_password};
-use folio_core::events::{HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, Subscriber};
+use folio_core::events::{
+    HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveSubscriber, LiveVersion, Subscriber,
+};
 use folio_core::model::{BlobHash, RecordDate, RecordId};
 use folio_core::register::RegistrationError;
 use folio_core::service::store::Row;
@@ -20,7 +22,7 @@ use folio_core::store::Statement;
 use folio_core::write::WriteError;
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 use crate::blobs::UploadError;
 use crate::db;
@@ -85,8 +87,52 @@ fn coalesce(
     })
 }
 
-/// How many frames may wait for a slow client socket.
-const FRAMES_IN_FLIGHT: usize = 16;
+/// An open event stream after its catch-up, polled by the connection that
+/// sends it: a committed version goes from the hub's channel to the socket
+/// without a task or a queue of its own in between.
+struct LiveStream {
+    receiver: broadcast::Receiver<std::sync::Arc<LiveVersion>>,
+    /// The stream's place in the hub, given back when the body is dropped.
+    _subscription: Subscription,
+    live: LiveSubscriber,
+    heartbeat: Duration,
+    /// No chunk leaves before this (see [`LIVE_FLUSH_INTERVAL_MS`]).
+    next_flush: tokio::time::Instant,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl LiveStream {
+    /// The next chunk to send: the frames of the versions this subscriber
+    /// receives, or a heartbeat after [`LiveStream::heartbeat`] of silence.
+    /// `None` ends the stream: the server is shutting down, or the stream
+    /// fell too far behind (the client resumes with `Last-Event-Id`).
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        let silence = tokio::time::sleep(self.heartbeat);
+        tokio::pin!(silence);
+        let first = loop {
+            tokio::select! {
+                event = self.receiver.recv() => match event {
+                    Ok(version) => match self.live.frame(&version) {
+                        Some(frame) => break frame,
+                        None => continue,
+                    },
+                    Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => {
+                        return None;
+                    }
+                },
+                () = &mut silence => return Some(Bytes::from_static(HEARTBEAT_EVENT.as_bytes())),
+                _ = self.shutdown.wait_for(|stopped| *stopped) => return None,
+            }
+        };
+        // A stream that has just sent waits out the interval, and sends
+        // what came meanwhile in the same chunk.
+        tokio::time::sleep_until(self.next_flush).await;
+        let chunk = coalesce(&mut self.receiver, &mut self.live, first)?;
+        self.next_flush =
+            tokio::time::Instant::now() + Duration::from_millis(LIVE_FLUSH_INTERVAL_MS);
+        Some(chunk)
+    }
+}
 
 fn write_failure(error: WriterError) -> WriteFailure {
     match error {
@@ -288,46 +334,20 @@ impl Host for App {
         catch_up: Vec<String>,
         last_seq: u64,
     ) -> Body {
-        let mut live = LiveSubscriber::new(subscriber, last_seq);
-        let (frames, body) = mpsc::channel::<Result<Bytes, std::io::Error>>(FRAMES_IN_FLIGHT);
-        let heartbeat = Duration::from_millis(self.settings.limits.heartbeat_ms);
-        let mut shutdown = self.shutdown.clone();
-        let mut receiver = subscription.receiver.resubscribe();
-        tokio::spawn(async move {
-            let _subscription = subscription;
-            for frame in catch_up {
-                if frames.send(Ok(Bytes::from(frame))).await.is_err() {
-                    return;
-                }
-            }
-            let silence = tokio::time::sleep(heartbeat);
-            tokio::pin!(silence);
-            loop {
-                let chunk = tokio::select! {
-                    event = receiver.recv() => match event {
-                        Ok(version) => match live.frame(&version) {
-                            Some(frame) => match coalesce(&mut receiver, &mut live, frame) {
-                                Some(chunk) => chunk,
-                                None => return,
-                            },
-                            None => continue,
-                        },
-                        // Too far behind: end the stream; the client resumes with Last-Event-Id.
-                        Err(broadcast::error::RecvError::Lagged(_)) => return,
-                        Err(broadcast::error::RecvError::Closed) => return,
-                    },
-                    () = &mut silence => Bytes::from_static(HEARTBEAT_EVENT.as_bytes()),
-                    _ = shutdown.wait_for(|stopped| *stopped) => return,
-                };
-                if frames.send(Ok(chunk)).await.is_err() {
-                    return;
-                }
-                silence
-                    .as_mut()
-                    .reset(tokio::time::Instant::now() + heartbeat);
-            }
+        let stream = LiveStream {
+            receiver: subscription.receiver.resubscribe(),
+            _subscription: subscription,
+            live: LiveSubscriber::new(subscriber, last_seq),
+            heartbeat: Duration::from_millis(self.settings.limits.heartbeat_ms),
+            next_flush: tokio::time::Instant::now(),
+            shutdown: self.shutdown.clone(),
+        };
+        let catch_up = futures_util::stream::iter(catch_up.into_iter().map(Bytes::from));
+        let live = futures_util::stream::unfold(stream, |mut stream| async move {
+            let chunk = stream.next_chunk().await?;
+            Some((chunk, stream))
         });
-        Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(body))
+        Body::from_stream(catch_up.chain(live).map(Ok::<_, std::convert::Infallible>))
     }
 
     fn session_key(&self) -> &SessionKey {
