@@ -70,6 +70,18 @@ pub fn open_writer(path: &Path, durability: Durability) -> Result<Connection, Db
 /// database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
+/// How many frames the WAL may hold before the writer restarts it.
+///
+/// Under a steady stream of commits the checkpointer never finds the WAL
+/// wholly copied at the moment a write begins, and only then does SQLite
+/// start the WAL again from its first frame: left alone, the WAL grows for
+/// as long as the writes go on (3.3 GB after a minute of creates, each
+/// commit's frames appended to fresh pages of the file). Past this length
+/// the checkpointer asks the writer to checkpoint between two batches,
+/// which leaves nothing to copy when the next batch begins, so that batch
+/// writes from the start of the WAL. 32 MiB of 4 KiB pages.
+pub const WAL_RESTART_FRAMES: i64 = 8_192;
+
 /// Copies committed pages from the WAL into the database file, on a thread
 /// of its own. SQLite's automatic checkpoint would run inside the writer's
 /// commit that crosses 1,000 pages, and at FULL wait there for the
@@ -79,6 +91,32 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 pub struct Checkpointer {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Set by the checkpointer when the WAL is past [`WAL_RESTART_FRAMES`];
+/// taken by the writer, which then restarts the WAL ([`restart_wal`]).
+#[derive(Clone, Default)]
+pub struct WalRestart(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl WalRestart {
+    fn ask(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a restart was asked for since the last call.
+    pub fn take(&self) -> bool {
+        self.0.swap(false, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A passive checkpoint on the writer's connection, outside a transaction:
+/// the checkpointer has copied most of the WAL already, and once this
+/// copies the rest (what no reader still needs), the writer's next
+/// transaction starts the WAL again from its first frame.
+pub fn restart_wal(writer: &Connection) {
+    if let Err(error) = writer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+        tracing::warn!(%error, "a WAL checkpoint before restarting the WAL failed");
+    }
 }
 
 impl Checkpointer {
@@ -93,8 +131,9 @@ impl Checkpointer {
         Ok(conn)
     }
 
-    /// Starts the thread on [`Checkpointer::connect`]'s connection.
-    pub fn start(conn: Connection) -> std::io::Result<Self> {
+    /// Starts the thread on [`Checkpointer::connect`]'s connection; it asks
+    /// `restart` of the writer when the WAL has grown too long.
+    pub fn start(conn: Connection, restart: WalRestart) -> std::io::Result<Self> {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("folio-checkpoint".to_owned())
@@ -104,9 +143,14 @@ impl Checkpointer {
                         stopped.recv_timeout(CHECKPOINT_EVERY),
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout)
                     );
-                    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-                    if let Err(error) = done {
-                        tracing::warn!(%error, "a WAL checkpoint failed");
+                    // (busy, frames in the WAL, frames copied)
+                    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                        row.get::<_, i64>(1)
+                    });
+                    match done {
+                        Ok(frames) if frames > WAL_RESTART_FRAMES => restart.ask(),
+                        Ok(_) => {}
+                        Err(error) => tracing::warn!(%error, "a WAL checkpoint failed"),
                     }
                     if last {
                         return;

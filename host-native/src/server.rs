@@ -114,12 +114,12 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         per_server: limits.sse_connections_per_server,
         per_user: limits.sse_connections_per_user,
     }));
-    let checkpointer = db::Checkpointer::start(db::Checkpointer::connect(
-        &data.database(),
-        options.durability,
-        &writer_conn,
-    )?)?;
-    let (writer, writer_thread) = Writer::start(writer_conn, clock, Arc::clone(&hub))?;
+    let wal_restart = db::WalRestart::default();
+    let checkpointer = db::Checkpointer::start(
+        db::Checkpointer::connect(&data.database(), options.durability, &writer_conn)?,
+        wal_restart.clone(),
+    )?;
+    let (writer, writer_thread) = Writer::start(writer_conn, clock, Arc::clone(&hub), wal_restart)?;
     let readers = db::Readers::open(&data.database(), options.readers)?;
     let (stop, shutdown) = watch::channel(false);
     let app = Arc::new(App {

@@ -24,7 +24,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::Clock;
-use crate::db::{self, DbError};
+use crate::db::{self, DbError, WalRestart};
 use crate::hub::Hub;
 
 /// How many jobs one transaction takes at most.
@@ -88,6 +88,7 @@ impl Writer {
         conn: Connection,
         clock: Clock,
         hub: Arc<Hub>,
+        wal_restart: WalRestart,
     ) -> std::io::Result<(Self, std::thread::JoinHandle<()>)> {
         let (jobs, receiver) = mpsc::channel(WRITE_QUEUE_LEN);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -95,7 +96,7 @@ impl Writer {
             .build()?;
         let thread = std::thread::Builder::new()
             .name("folio-writer".to_owned())
-            .spawn(move || runtime.block_on(run(conn, receiver, clock, hub)))?;
+            .spawn(move || runtime.block_on(run(conn, receiver, clock, hub, wal_restart)))?;
         Ok((Writer { jobs }, thread))
     }
 
@@ -176,10 +177,19 @@ impl Transaction for Savepoint<'_> {
     }
 }
 
-async fn run(conn: Connection, mut jobs: mpsc::Receiver<Job>, clock: Clock, hub: Arc<Hub>) {
+async fn run(
+    conn: Connection,
+    mut jobs: mpsc::Receiver<Job>,
+    clock: Clock,
+    hub: Arc<Hub>,
+    wal_restart: WalRestart,
+) {
     let mut batch = Vec::with_capacity(MAX_WRITES_PER_COMMIT);
     while jobs.recv_many(&mut batch, MAX_WRITES_PER_COMMIT).await > 0 {
         commit_batch(&conn, std::mem::take(&mut batch), &clock, &hub).await;
+        if wal_restart.take() {
+            db::restart_wal(&conn);
+        }
     }
     tracing::info!("the writer stopped: no more writes");
 }
