@@ -33,6 +33,14 @@ pub struct IndexEntry {
 /// The first key of each kind, and the first after it: `kind:` ≤ key < `kind;`.
 pub(crate) const TAG_KEYS: (&str, &str) = ("t:", "t;");
 pub(crate) const RECORD_KEYS: (&str, &str) = ("r:", "r;");
+pub(crate) const BLOB_KEYS: (&str, &str) = ("b:", "b;");
+
+impl IndexEntry {
+    /// Whether the entry is a blob's (`b:<hash>`).
+    pub fn is_blob(&self) -> bool {
+        self.key.starts_with(BLOB_KEYS.0)
+    }
+}
 
 /// The index entries of one version, sorted and each once, from the links
 /// its validation found (envelope and content; a tombstone's `no_content`).
@@ -63,7 +71,7 @@ pub fn index_entries(links: &[FoundLink]) -> Vec<IndexEntry> {
             }
             Link::Tag(tag) => add(path, tag_key(tag.as_str())),
             Link::Blob(blob) => {
-                add(path, format!("b:{}", blob.hash));
+                add(path, format!("{}{}", BLOB_KEYS.0, blob.hash));
                 add(
                     &format!("{path}['type']"),
                     tag_key(blob.media_type.as_str()),

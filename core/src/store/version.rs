@@ -93,14 +93,18 @@ pub fn version_statements(
     );
     statements.push(b.finish(sql));
 
-    let mut b = Binder::default();
-    let row = format!(
-        "(SELECT row FROM records WHERE user_id = {} AND author = {} AND record_id = {})",
-        b.bind(user_id),
-        b.bind(author),
-        b.bind(record_id.as_str()),
-    );
-    statements.push(b.finish(format!("DELETE FROM link_index WHERE record_row = {row}")));
+    // A first version's record is new (one first version per record, by
+    // `versions_one_child`): it has no entries to replace.
+    if record.version.parent_hash.is_some() {
+        let mut b = Binder::default();
+        let row = format!(
+            "(SELECT row FROM records WHERE user_id = {} AND author = {} AND record_id = {})",
+            b.bind(user_id),
+            b.bind(author),
+            b.bind(record_id.as_str()),
+        );
+        statements.push(b.finish(format!("DELETE FROM link_index WHERE record_row = {row}")));
+    }
 
     let mut b = Binder::default();
     let user = b.bind(user_id);
@@ -118,14 +122,16 @@ pub fn version_statements(
     statements.push(b.finish(sql));
 
     // A blob a record links is no longer collected.
-    let mut b = Binder::default();
-    let sql = format!(
-        "UPDATE blobs SET expires_at = NULL WHERE user_id = {} AND expires_at IS NOT NULL \
-         AND 'b:' || hash IN (SELECT json_extract(value, '$[1]') FROM json_each({}))",
-        b.bind(user_id),
-        b.bind(links.as_str()),
-    );
-    statements.push(b.finish(sql));
+    if entries.iter().any(IndexEntry::is_blob) {
+        let mut b = Binder::default();
+        let sql = format!(
+            "UPDATE blobs SET expires_at = NULL WHERE user_id = {} AND expires_at IS NOT NULL \
+             AND 'b:' || hash IN (SELECT json_extract(value, '$[1]') FROM json_each({}))",
+            b.bind(user_id),
+            b.bind(links.as_str()),
+        );
+        statements.push(b.finish(sql));
+    }
 
     let mut b = Binder::default();
     let user = b.bind(user_id);
