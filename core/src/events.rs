@@ -60,7 +60,9 @@ pub const MAX_CONNECTIONS_PER_USER: usize = 64;
 /// to 2,000 streams, one write per version is 200,000 writes a second,
 /// which saturates a core, and the delays grow without bound. The interval
 /// bounds the writes to `1000 / LIVE_FLUSH_INTERVAL_MS` a stream a second,
-/// at the price of at most that much added delay.
+/// at the price of at most that much added delay. The native host applies
+/// it to each stream; on the edge the runtime owns the sockets, and the
+/// worker hands each frame to it as it comes.
 pub const LIVE_FLUSH_INTERVAL_MS: u64 = 50;
 
 /// How many events may wait for one subscriber before it is disconnected.
