@@ -26,7 +26,7 @@ use tokio::sync::broadcast;
 
 use crate::blobs::UploadError;
 use crate::db;
-use crate::hub::{CAP_RETRY_AFTER_SECS, Subscription};
+use crate::hub::{CAP_RETRY_AFTER_SECS, StreamPlace, Subscription};
 use crate::server::App;
 use crate::writer::WriterError;
 
@@ -92,8 +92,8 @@ fn coalesce(
 /// without a task or a queue of its own in between.
 struct LiveStream {
     receiver: broadcast::Receiver<std::sync::Arc<LiveVersion>>,
-    /// The stream's place in the hub, given back when the body is dropped.
-    _subscription: Subscription,
+    /// Given back when the body is dropped.
+    _place: StreamPlace,
     live: LiveSubscriber,
     heartbeat: Duration,
     /// No chunk leaves before this (see [`LIVE_FLUSH_INTERVAL_MS`]).
@@ -132,6 +132,30 @@ impl LiveStream {
             tokio::time::Instant::now() + Duration::from_millis(LIVE_FLUSH_INTERVAL_MS);
         Some(chunk)
     }
+}
+
+/// An event stream's body: the catch-up frames, then the live ones.
+fn live_body(
+    subscription: Subscription,
+    live: LiveSubscriber,
+    catch_up: Vec<String>,
+    heartbeat: Duration,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Body {
+    let stream = LiveStream {
+        receiver: subscription.receiver,
+        _place: subscription.place,
+        live,
+        heartbeat,
+        next_flush: tokio::time::Instant::now(),
+        shutdown,
+    };
+    let catch_up = futures_util::stream::iter(catch_up.into_iter().map(Bytes::from));
+    let live = futures_util::stream::unfold(stream, |mut stream| async move {
+        let chunk = stream.next_chunk().await?;
+        Some((chunk, stream))
+    });
+    Body::from_stream(catch_up.chain(live).map(Ok::<_, std::convert::Infallible>))
 }
 
 fn write_failure(error: WriterError) -> WriteFailure {
@@ -334,20 +358,13 @@ impl Host for App {
         catch_up: Vec<String>,
         last_seq: u64,
     ) -> Body {
-        let stream = LiveStream {
-            receiver: subscription.receiver.resubscribe(),
-            _subscription: subscription,
-            live: LiveSubscriber::new(subscriber, last_seq),
-            heartbeat: Duration::from_millis(self.settings.limits.heartbeat_ms),
-            next_flush: tokio::time::Instant::now(),
-            shutdown: self.shutdown.clone(),
-        };
-        let catch_up = futures_util::stream::iter(catch_up.into_iter().map(Bytes::from));
-        let live = futures_util::stream::unfold(stream, |mut stream| async move {
-            let chunk = stream.next_chunk().await?;
-            Some((chunk, stream))
-        });
-        Body::from_stream(catch_up.chain(live).map(Ok::<_, std::convert::Infallible>))
+        live_body(
+            subscription,
+            LiveSubscriber::new(subscriber, last_seq),
+            catch_up,
+            Duration::from_millis(self.settings.limits.heartbeat_ms),
+            self.shutdown.clone(),
+        )
     }
 
     fn session_key(&self) -> &SessionKey {
@@ -359,5 +376,69 @@ impl Host for App {
         tokio::task::spawn_blocking(move || verify_password(&hash, &password))
             .await
             .unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use folio_core::access::Access;
+    use folio_core::builtin::BuiltinType;
+    use folio_core::model::RecordDate;
+    use folio_core::query::EventsQuery;
+
+    use super::*;
+    use crate::hub::{Hub, StreamCaps};
+
+    /// The hub hands a stream every version published after its place was
+    /// taken: one committed while the catch-up is read is sent live, and
+    /// one the catch-up already read is not sent again.
+    #[tokio::test]
+    async fn a_version_committed_during_the_catch_up_is_sent_once() {
+        let hub = Arc::new(Hub::new(StreamCaps {
+            per_server: None,
+            per_user: None,
+        }));
+        let subscription = hub.subscribe(1).expect("no caps");
+        let record = BuiltinType::Entity.record().clone();
+        for seq in [6, 7] {
+            hub.publish(
+                1,
+                Arc::new(LiveVersion::new(seq, record.clone(), Vec::new(), None)),
+            );
+        }
+        let subscriber = Subscriber::new(
+            Access::Owner {
+                entity: "localhost".parse().expect("an entity"),
+            },
+            None,
+            EventsQuery {
+                min: RecordDate::from_unix_ticks(0).expect("a date"),
+                filters: Vec::new(),
+                include_deleted: false,
+            },
+        );
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        // The catch-up read the store up to sequence 6.
+        let catch_up = vec![folio_core::events::HEARTBEAT_EVENT.to_owned()];
+        let body = live_body(
+            subscription,
+            LiveSubscriber::new(subscriber, 6),
+            catch_up,
+            Duration::from_secs(60),
+            shutdown,
+        );
+        let mut chunks = body.into_data_stream();
+        let first = chunks.next().await.expect("the catch-up").expect("a chunk");
+        assert_eq!(first, HEARTBEAT_EVENT.as_bytes());
+        let live = tokio::time::timeout(Duration::from_secs(5), chunks.next())
+            .await
+            .expect("the live version without waiting for another")
+            .expect("a chunk")
+            .expect("a chunk");
+        let text = std::str::from_utf8(&live).expect("UTF-8");
+        assert!(text.starts_with("id: 7\nevent: record\n"), "{text}");
+        assert_eq!(text.matches("event: record").count(), 1, "{text}");
     }
 }

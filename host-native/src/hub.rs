@@ -32,11 +32,20 @@ pub struct Hub {
     caps: StreamCaps,
 }
 
-/// An open stream's place in the hub; dropping it closes the place.
+/// An open stream in the hub: its place, and the versions published since
+/// it was taken.
 pub struct Subscription {
+    pub place: StreamPlace,
+    /// Receives every version published after [`Hub::subscribe`], so that
+    /// what is committed while the catch-up is read waits here.
+    pub receiver: broadcast::Receiver<Arc<LiveVersion>>,
+}
+
+/// An open stream's place among the user's and the server's streams
+/// (counted against the caps); dropping it gives the place back.
+pub struct StreamPlace {
     hub: Arc<Hub>,
     user_id: i64,
-    pub receiver: broadcast::Receiver<Arc<LiveVersion>>,
 }
 
 /// How long a client refused by a connection cap should wait.
@@ -82,14 +91,16 @@ impl Hub {
         entry.1 += 1;
         let receiver = entry.0.subscribe();
         Ok(Subscription {
-            hub: Arc::clone(self),
-            user_id,
+            place: StreamPlace {
+                hub: Arc::clone(self),
+                user_id,
+            },
             receiver,
         })
     }
 }
 
-impl Drop for Subscription {
+impl Drop for StreamPlace {
     fn drop(&mut self) {
         let mut channels = self.hub.lock();
         channels.open = channels.open.saturating_sub(1);
