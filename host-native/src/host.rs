@@ -53,38 +53,46 @@ impl AsRef<[u8]> for SharedFrame {
     }
 }
 
-/// The most bytes of frames [`coalesce`] puts in one chunk.
-const MAX_COALESCED_BYTES: usize = 64 * 1024;
+/// The most bytes of frames one chunk gathers (past the frame that
+/// crosses it); a full chunk leaves without waiting out the flush interval.
+const MAX_CHUNK_BYTES: usize = 64 * 1024;
 
-/// `first` and the frames already waiting behind it, in one chunk of at
-/// most [`MAX_COALESCED_BYTES`] (past the frame that crosses it): a stream
-/// that fell behind catches up with one write instead of one per event.
-/// `None` when the stream fell too far behind, or the hub closed.
-fn coalesce(
-    receiver: &mut broadcast::Receiver<std::sync::Arc<LiveVersion>>,
-    live: &mut LiveSubscriber,
+/// The frames of one write to a stream: the first shared as it is (the
+/// usual case, a version after a quiet spell), more copied into one buffer.
+struct Chunk {
     first: std::sync::Arc<str>,
-) -> Option<Bytes> {
-    let mut chunk: Option<bytes::BytesMut> = None;
-    let mut size = first.len();
-    while size < MAX_COALESCED_BYTES {
-        match receiver.try_recv() {
-            Ok(version) => {
-                if let Some(frame) = live.frame(&version) {
-                    chunk
-                        .get_or_insert_with(|| bytes::BytesMut::from(first.as_bytes()))
-                        .extend_from_slice(frame.as_bytes());
-                    size += frame.len();
-                }
-            }
-            Err(broadcast::error::TryRecvError::Empty) => break,
-            Err(_) => return None,
+    more: Option<bytes::BytesMut>,
+    len: usize,
+}
+
+impl Chunk {
+    fn new(first: std::sync::Arc<str>) -> Self {
+        let len = first.len();
+        Self {
+            first,
+            more: None,
+            len,
         }
     }
-    Some(match chunk {
-        Some(chunk) => chunk.freeze(),
-        None => Bytes::from_owner(SharedFrame(first)),
-    })
+
+    fn push(&mut self, frame: &str) {
+        let first = &self.first;
+        self.more
+            .get_or_insert_with(|| bytes::BytesMut::from(first.as_bytes()))
+            .extend_from_slice(frame.as_bytes());
+        self.len += frame.len();
+    }
+
+    fn is_full(&self) -> bool {
+        self.len >= MAX_CHUNK_BYTES
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self.more {
+            Some(more) => more.freeze(),
+            None => Bytes::from_owner(SharedFrame(self.first)),
+        }
+    }
 }
 
 /// An open event stream after its catch-up, polled by the connection that
@@ -96,41 +104,78 @@ struct LiveStream {
     _place: StreamPlace,
     live: LiveSubscriber,
     heartbeat: Duration,
-    /// No chunk leaves before this (see [`LIVE_FLUSH_INTERVAL_MS`]).
+    /// No chunk leaves before this, unless it is full (see
+    /// [`LIVE_FLUSH_INTERVAL_MS`]).
     next_flush: tokio::time::Instant,
     shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
+/// Why a stream ends: the server is shutting down, or the stream fell more
+/// than the hub's queue behind (the client resumes with `Last-Event-Id`).
+struct StreamEnd;
+
 impl LiveStream {
     /// The next chunk to send: the frames of the versions this subscriber
     /// receives, or a heartbeat after [`LiveStream::heartbeat`] of silence.
-    /// `None` ends the stream: the server is shutting down, or the stream
-    /// fell too far behind (the client resumes with `Last-Event-Id`).
+    /// `None` ends the stream ([`StreamEnd`]).
     async fn next_chunk(&mut self) -> Option<Bytes> {
         let silence = tokio::time::sleep(self.heartbeat);
         tokio::pin!(silence);
         let first = loop {
             tokio::select! {
-                event = self.receiver.recv() => match event {
-                    Ok(version) => match self.live.frame(&version) {
-                        Some(frame) => break frame,
-                        None => continue,
-                    },
-                    Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => {
-                        return None;
-                    }
+                frame = next_frame(&mut self.receiver, &mut self.live) => match frame.ok()? {
+                    Some(frame) => break frame,
+                    None => continue,
                 },
                 () = &mut silence => return Some(Bytes::from_static(HEARTBEAT_EVENT.as_bytes())),
                 _ = self.shutdown.wait_for(|stopped| *stopped) => return None,
             }
         };
-        // A stream that has just sent waits out the interval, and sends
-        // what came meanwhile in the same chunk.
-        tokio::time::sleep_until(self.next_flush).await;
-        let chunk = coalesce(&mut self.receiver, &mut self.live, first)?;
+        // A stream that has just sent waits out the interval, gathering
+        // what comes meanwhile into the same chunk; it keeps taking from
+        // the hub's queue while it waits, so the wait never makes it lag.
+        let mut chunk = Chunk::new(first);
+        let flush = tokio::time::sleep_until(self.next_flush);
+        tokio::pin!(flush);
+        while !chunk.is_full() {
+            tokio::select! {
+                biased;
+                () = &mut flush => break,
+                frame = next_frame(&mut self.receiver, &mut self.live) => {
+                    if let Some(frame) = frame.ok()? {
+                        chunk.push(&frame);
+                    }
+                }
+            }
+        }
+        // And what is already waiting, without waiting for more.
+        while !chunk.is_full() {
+            match self.receiver.try_recv() {
+                Ok(version) => {
+                    if let Some(frame) = self.live.frame(&version) {
+                        chunk.push(&frame);
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Empty) => break,
+                Err(_) => return None,
+            }
+        }
         self.next_flush =
             tokio::time::Instant::now() + Duration::from_millis(LIVE_FLUSH_INTERVAL_MS);
-        Some(chunk)
+        Some(chunk.into_bytes())
+    }
+}
+
+/// The next committed version's frame, if `live` receives it.
+async fn next_frame(
+    receiver: &mut broadcast::Receiver<std::sync::Arc<LiveVersion>>,
+    live: &mut LiveSubscriber,
+) -> Result<Option<std::sync::Arc<str>>, StreamEnd> {
+    match receiver.recv().await {
+        Ok(version) => Ok(live.frame(&version)),
+        Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => {
+            Err(StreamEnd)
+        }
     }
 }
 
@@ -391,6 +436,70 @@ mod tests {
     use super::*;
     use crate::hub::{Hub, StreamCaps};
 
+    fn subscriber() -> Subscriber {
+        Subscriber::new(
+            Access::Owner {
+                entity: "localhost".parse().expect("an entity"),
+            },
+            None,
+            EventsQuery {
+                min: RecordDate::from_unix_ticks(0).expect("a date"),
+                filters: Vec::new(),
+                include_deleted: false,
+            },
+        )
+    }
+
+    fn publish(hub: &Hub, seq: u64) {
+        let record = BuiltinType::Entity.record().clone();
+        hub.publish(1, Arc::new(LiveVersion::new(seq, record, Vec::new(), None)));
+    }
+
+    /// A stream waiting out its flush interval keeps taking versions from
+    /// the hub: a burst of more than the hub's queue holds, published
+    /// during the wait, is sent, not a reason to drop the stream.
+    #[tokio::test]
+    async fn a_burst_during_the_flush_interval_is_sent_whole() {
+        let hub = Arc::new(Hub::new(StreamCaps {
+            per_server: None,
+            per_user: None,
+        }));
+        let subscription = hub.subscribe(1).expect("no caps");
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let body = live_body(
+            subscription,
+            LiveSubscriber::new(subscriber(), 0),
+            Vec::new(),
+            Duration::from_secs(60),
+            shutdown,
+        );
+        let burst = 3 * folio_core::events::SUBSCRIBER_QUEUE_LEN as u64;
+        let reader = tokio::spawn(async move {
+            let mut chunks = body.into_data_stream();
+            let mut events = 0;
+            while events < 1 + burst {
+                let chunk = tokio::time::timeout(Duration::from_secs(5), chunks.next())
+                    .await
+                    .expect("the events without a stall")
+                    .expect("the stream goes on")
+                    .expect("a chunk");
+                events += std::str::from_utf8(&chunk)
+                    .expect("UTF-8")
+                    .matches("event: record")
+                    .count() as u64;
+            }
+            events
+        });
+        publish(&hub, 1);
+        // The first version leaves at once; the burst comes during the wait after it.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        for seq in 2..=1 + burst {
+            publish(&hub, seq);
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(reader.await.expect("the reader"), 1 + burst);
+    }
+
     /// The hub hands a stream every version published after its place was
     /// taken: one committed while the catch-up is read is sent live, and
     /// one the catch-up already read is not sent again.
@@ -401,30 +510,15 @@ mod tests {
             per_user: None,
         }));
         let subscription = hub.subscribe(1).expect("no caps");
-        let record = BuiltinType::Entity.record().clone();
         for seq in [6, 7] {
-            hub.publish(
-                1,
-                Arc::new(LiveVersion::new(seq, record.clone(), Vec::new(), None)),
-            );
+            publish(&hub, seq);
         }
-        let subscriber = Subscriber::new(
-            Access::Owner {
-                entity: "localhost".parse().expect("an entity"),
-            },
-            None,
-            EventsQuery {
-                min: RecordDate::from_unix_ticks(0).expect("a date"),
-                filters: Vec::new(),
-                include_deleted: false,
-            },
-        );
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         // The catch-up read the store up to sequence 6.
         let catch_up = vec![folio_core::events::HEARTBEAT_EVENT.to_owned()];
         let body = live_body(
             subscription,
-            LiveSubscriber::new(subscriber, 6),
+            LiveSubscriber::new(subscriber(), 6),
             catch_up,
             Duration::from_secs(60),
             shutdown,
