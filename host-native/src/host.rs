@@ -450,6 +450,13 @@ mod tests {
         )
     }
 
+    fn uncapped_hub() -> Arc<Hub> {
+        Arc::new(Hub::new(StreamCaps {
+            per_server: None,
+            per_user: None,
+        }))
+    }
+
     fn publish(hub: &Hub, seq: u64) {
         let record = BuiltinType::Entity.record().clone();
         hub.publish(1, Arc::new(LiveVersion::new(seq, record, Vec::new(), None)));
@@ -460,10 +467,7 @@ mod tests {
     /// during the wait, is sent, not a reason to drop the stream.
     #[tokio::test]
     async fn a_burst_during_the_flush_interval_is_sent_whole() {
-        let hub = Arc::new(Hub::new(StreamCaps {
-            per_server: None,
-            per_user: None,
-        }));
+        let hub = uncapped_hub();
         let subscription = hub.subscribe(1).expect("no caps");
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         let body = live_body(
@@ -505,10 +509,7 @@ mod tests {
     /// one the catch-up already read is not sent again.
     #[tokio::test]
     async fn a_version_committed_during_the_catch_up_is_sent_once() {
-        let hub = Arc::new(Hub::new(StreamCaps {
-            per_server: None,
-            per_user: None,
-        }));
+        let hub = uncapped_hub();
         let subscription = hub.subscribe(1).expect("no caps");
         for seq in [6, 7] {
             publish(&hub, seq);
