@@ -134,30 +134,20 @@ impl LiveStream {
         // A stream that has just sent waits out the interval, gathering
         // what comes meanwhile into the same chunk; it keeps taking from
         // the hub's queue while it waits, so the wait never makes it lag.
+        // Frames are polled first: at the deadline, whatever is already
+        // waiting still joins the chunk.
         let mut chunk = Chunk::new(first);
         let flush = tokio::time::sleep_until(self.next_flush);
         tokio::pin!(flush);
         while !chunk.is_full() {
             tokio::select! {
                 biased;
-                () = &mut flush => break,
                 frame = next_frame(&mut self.receiver, &mut self.live) => {
                     if let Some(frame) = frame.ok()? {
                         chunk.push(frame);
                     }
                 }
-            }
-        }
-        // And what is already waiting, without waiting for more.
-        while !chunk.is_full() {
-            match self.receiver.try_recv() {
-                Ok(version) => {
-                    if let Some(frame) = self.live.frame(&version) {
-                        chunk.push(frame);
-                    }
-                }
-                Err(broadcast::error::TryRecvError::Empty) => break,
-                Err(_) => return None,
+                () = &mut flush => break,
             }
         }
         self.next_flush =
