@@ -4,13 +4,12 @@
 //! from the write's `200` reaching the writer to the event reaching each
 //! subscriber.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-
-use std::borrow::Cow;
 
 use bytes::{Buf, BytesMut};
 use hdrhistogram::Histogram;

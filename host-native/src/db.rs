@@ -70,6 +70,10 @@ pub fn open_writer(path: &Path, durability: Durability) -> Result<Connection, Db
 /// database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
+/// The checkpoint both the checkpointer and the writer run: it copies what
+/// no reader still needs and never waits for a lock.
+const PASSIVE_CHECKPOINT: &str = "PRAGMA wal_checkpoint(PASSIVE)";
+
 /// How many frames the WAL may hold before the writer restarts it.
 ///
 /// Under a steady stream of commits the checkpointer never finds the WAL
@@ -114,7 +118,7 @@ impl WalRestart {
 /// copies the rest (what no reader still needs), the writer's next
 /// transaction starts the WAL again from its first frame.
 pub fn restart_wal(writer: &Connection) {
-    if let Err(error) = writer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+    if let Err(error) = writer.query_row(PASSIVE_CHECKPOINT, [], |_| Ok(())) {
         tracing::warn!(%error, "a WAL checkpoint before restarting the WAL failed");
     }
 }
@@ -144,9 +148,7 @@ impl Checkpointer {
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout)
                     );
                     // (busy, frames in the WAL, frames copied)
-                    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-                        row.get::<_, i64>(1)
-                    });
+                    let done = conn.query_row(PASSIVE_CHECKPOINT, [], |row| row.get::<_, i64>(1));
                     match done {
                         Ok(frames) if frames > WAL_RESTART_FRAMES => restart.ask(),
                         Ok(_) => {}
