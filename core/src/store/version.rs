@@ -97,22 +97,14 @@ pub fn version_statements(
     // `versions_one_child`): it has no entries to replace.
     if record.version.parent_hash.is_some() {
         let mut b = Binder::default();
-        let row = format!(
-            "(SELECT row FROM records WHERE user_id = {} AND author = {} AND record_id = {})",
-            b.bind(user_id),
-            b.bind(author),
-            b.bind(record_id.as_str()),
-        );
+        let user = b.bind(user_id);
+        let row = record_row(&mut b, &user, author, &record_id);
         statements.push(b.finish(format!("DELETE FROM link_index WHERE record_row = {row}")));
     }
 
     let mut b = Binder::default();
     let user = b.bind(user_id);
-    let row = format!(
-        "(SELECT row FROM records WHERE user_id = {user} AND author = {} AND record_id = {})",
-        b.bind(author),
-        b.bind(record_id.as_str()),
-    );
+    let row = record_row(&mut b, &user, author, &record_id);
     let sql = format!(
         "INSERT INTO link_index (record_row, user_id, path, key) \
          SELECT {row}, {user}, json_extract(value, '$[0]'), json_extract(value, '$[1]') \
@@ -150,6 +142,16 @@ pub fn version_statements(
     );
     statements.push(b.finish(sql));
     statements
+}
+
+/// The `records` row of one record, as a subquery; `user` is the user id's
+/// placeholder, already bound in `b`.
+fn record_row(b: &mut Binder, user: &str, author: &str, record_id: &str) -> String {
+    format!(
+        "(SELECT row FROM records WHERE user_id = {user} AND author = {} AND record_id = {})",
+        b.bind(author),
+        b.bind(record_id),
+    )
 }
 
 /// `versions.parent_hash`: the parent, or `''` for a first version.
