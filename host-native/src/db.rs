@@ -67,12 +67,8 @@ pub fn open_writer(path: &Path, durability: Durability) -> Result<Connection, Db
 }
 
 /// How often the checkpointer copies committed pages from the WAL into the
-/// database file. A checkpoint copies each page once, however often the
-/// commits since the last one changed it, and at FULL syncs the database
-/// file: under a stream of creates, once a second took 6–10% more creates
-/// than every 250 ms (and every 50 ms 7.5% fewer), for a WAL that still
-/// restarts past [`WAL_RESTART_FRAMES`].
-const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+/// database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 /// The checkpoint both the checkpointer and the writer run: it copies what
 /// no reader still needs and never waits for a lock.
