@@ -5,9 +5,10 @@
 //!
 //! - `main.rs`: the command line.
 //! - `server.rs`: `folio serve`: listeners, shared state, shutdown, upkeep.
-//! - `api.rs`: every request, routed by core; `stream.rs`: event streams.
-//! - `auth.rs`: who is asking; `rate.rs`: rate limits.
-//! - `writer.rs`: the single writer and its group commit; `db.rs`: SQLite (rusqlite).
+//! - `api.rs`: every request, to core's service; `host.rs`: core's host
+//!   (reads, writes, nonces, rate limits, event streams).
+//! - `writer.rs`: the single writer and its group commit; `db.rs`: SQLite
+//!   (rusqlite).
 //! - `hub.rs`: live event fan-out; `blobs.rs`: blob files.
 //! - `users.rs`: users and server-side apps; `emit.rs`: the SQL that
 //!   creates them elsewhere (`--emit-sql`, for the worker's D1);
