@@ -5,11 +5,12 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
+use folio_conformance::client::{nonce, now_ms};
 use folio_conformance::context::{Ctx, record_link, type_value, version_link};
 use folio_conformance::dates::record_date;
 use folio_conformance::signer::{AppKey, Layout, SVC, SignedTarget};
@@ -509,27 +510,6 @@ fn list_target(records: &str, filter: &str, sorted: bool) -> String {
         }
     }
     url[url::Position::BeforePath..url::Position::AfterQuery].to_owned()
-}
-
-/// A fresh nonce per request: a process-wide counter from a random start
-/// below 2^32, as exactly 10 hex digits (the longest nonce Folio takes),
-/// which it fills for 2^39 requests. No two requests of a run share one,
-/// and none can equal a nonce of the conformance client that makes the
-/// fixture (8 random hex digits): Folio refuses a second use of a nonce as
-/// a replay, and the counter's range would otherwise take one of those
-/// once in about a thousand runs.
-fn nonce() -> String {
-    static START: OnceLock<u64> = OnceLock::new();
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let start = *START.get_or_init(|| u64::from(rand::random::<u32>()));
-    format!("{:010x}", start + NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as i64)
-        .unwrap_or_default()
 }
 
 /// The `Authorization` header for one request.

@@ -3,8 +3,8 @@
 //! `Retry-After` unless told not to, and hands back the whole response.
 
 use std::error::Error;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -28,9 +28,23 @@ pub fn now_ms() -> i64 {
         .unwrap_or_default()
 }
 
-/// A fresh nonce: 8 lowercase hex characters.
+/// How long [`nonce`]'s nonces are: the longest Folio takes.
+pub const NONCE_LEN: usize = 10;
+
+/// A fresh nonce: a process-wide counter from a random start below 2^32, as
+/// [`NONCE_LEN`] lowercase hex digits, which it fills for 2^39 requests. No
+/// two requests of a process share one, however many clients send them (the
+/// load tool sends millions): Folio refuses a nonce's second use as a replay,
+/// and random nonces of 32 bits would meet again within a few ten thousand.
 pub fn nonce() -> String {
-    hex::encode(rand::random::<[u8; 4]>())
+    static START: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let start = *START.get_or_init(|| u64::from(rand::random::<u32>()));
+    format!(
+        "{:0width$x}",
+        start + NEXT.fetch_add(1, Ordering::Relaxed),
+        width = NONCE_LEN
+    )
 }
 
 /// A fresh record id: 32 lowercase hex characters.

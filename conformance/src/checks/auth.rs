@@ -182,13 +182,18 @@ async fn long_nonce(ctx: &Ctx) -> CheckResult {
         &[],
         Layout::WithAlgorithmLine,
         now_ms(),
-        &format!("{}abc", nonce()),
+        &format!("{}a", nonce()),
     );
     expect_probe_problem(ctx, header, MALFORMED_AUTHORIZATION).await
 }
 
 async fn ten_character_nonce(ctx: &Ctx) -> CheckResult {
-    let nonce = format!("{}ab", nonce());
+    let nonce = nonce();
+    if nonce.len() != 10 {
+        return Err(format!(
+            "the client's nonce {nonce} is not 10 characters long"
+        ));
+    }
     let header = sign_call(
         &probe(ctx)?,
         &ctx.full,
