@@ -2,6 +2,7 @@
 //! writer, blob files, the hub's event streams, governor's rate buckets,
 //! the wall clock and the OS's randomness.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -45,7 +46,7 @@ pub enum HostError {
 const MAX_DRAINED_BYTES: usize = 16 << 20;
 
 /// A `record` frame shared by every stream that sends it, as a body chunk.
-struct SharedFrame(std::sync::Arc<str>);
+struct SharedFrame(Arc<str>);
 
 impl AsRef<[u8]> for SharedFrame {
     fn as_ref(&self) -> &[u8] {
@@ -62,19 +63,19 @@ const MAX_CHUNK_BYTES: usize = 64 * 1024;
 /// wait out the interval held a third more memory), then one frame goes
 /// out as it is, several in one buffer.
 struct Chunk {
-    frames: Vec<std::sync::Arc<str>>,
+    frames: Vec<Arc<str>>,
     len: usize,
 }
 
 impl Chunk {
-    fn new(first: std::sync::Arc<str>) -> Self {
+    fn new(first: Arc<str>) -> Self {
         Self {
             len: first.len(),
             frames: vec![first],
         }
     }
 
-    fn push(&mut self, frame: std::sync::Arc<str>) {
+    fn push(&mut self, frame: Arc<str>) {
         self.len += frame.len();
         self.frames.push(frame);
     }
@@ -99,7 +100,7 @@ impl Chunk {
 /// sends it: a committed version goes from the hub's channel to the socket
 /// without a task or a queue of its own in between.
 struct LiveStream {
-    receiver: broadcast::Receiver<std::sync::Arc<LiveVersion>>,
+    receiver: broadcast::Receiver<Arc<LiveVersion>>,
     /// Given back when the body is dropped.
     _place: StreamPlace,
     live: LiveSubscriber,
@@ -158,9 +159,9 @@ impl LiveStream {
 
 /// The next committed version's frame, if `live` receives it.
 async fn next_frame(
-    receiver: &mut broadcast::Receiver<std::sync::Arc<LiveVersion>>,
+    receiver: &mut broadcast::Receiver<Arc<LiveVersion>>,
     live: &mut LiveSubscriber,
-) -> Result<Option<std::sync::Arc<str>>, StreamEnd> {
+) -> Result<Option<Arc<str>>, StreamEnd> {
     match receiver.recv().await {
         Ok(version) => Ok(live.frame(&version)),
         Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => {
@@ -416,8 +417,6 @@ impl Host for App {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use folio_core::access::Access;
     use folio_core::builtin::BuiltinType;
     use folio_core::model::RecordDate;
