@@ -33,6 +33,7 @@
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::http::BlobAudience;
 use crate::limits::{Limits, check_body_len};
@@ -89,6 +90,82 @@ pub fn check_upload_length(content_length: Option<u64>, limits: &Limits) -> Resu
     })?;
     check_body_len(len, limits.blob_bytes)?;
     Ok(len)
+}
+
+/// An upload as it arrives: counts and hashes each chunk the host reads,
+/// and holds it to exactly the declared length (PROTOCOL.md §9). The host
+/// stops reading at the first refusal, so a body longer than declared is
+/// never kept past its declared length.
+#[derive(Debug, Clone)]
+pub struct UploadMeter {
+    declared: u64,
+    received: u64,
+    hasher: Sha256,
+}
+
+/// What an upload held, once its meter saw the whole of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    pub hash: BlobHash,
+    pub size: u64,
+}
+
+/// An upload that is not the length it declared: `request/400-invalid-body`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the body is {received} bytes, not the {declared} its Content-Length declares")]
+pub struct LengthMismatch {
+    pub declared: u64,
+    /// What had arrived when the meter refused it (at least one byte past
+    /// `declared`, or all of a short body).
+    pub received: u64,
+}
+
+impl From<&LengthMismatch> for Problem {
+    fn from(error: &LengthMismatch) -> Self {
+        Problem::new(ProblemType::InvalidBody).with_detail(error.to_string())
+    }
+}
+
+impl UploadMeter {
+    /// A meter for an upload of `declared` bytes (from
+    /// [`check_upload_length`]).
+    pub fn new(declared: u64) -> Self {
+        UploadMeter {
+            declared,
+            received: 0,
+            hasher: Sha256::new(),
+        }
+    }
+
+    /// Takes the next chunk; refuses the upload once it passes its
+    /// declared length.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), LengthMismatch> {
+        self.received = self.received.saturating_add(chunk.len() as u64);
+        if self.received > self.declared {
+            return Err(self.mismatch());
+        }
+        self.hasher.update(chunk);
+        Ok(())
+    }
+
+    /// The upload's hash and size, once the body has ended: refused if it
+    /// ended short of its declared length.
+    pub fn finish(self) -> Result<Received, LengthMismatch> {
+        if self.received != self.declared {
+            return Err(self.mismatch());
+        }
+        Ok(Received {
+            hash: BlobHash::from_bytes(self.hasher.finalize().into()),
+            size: self.received,
+        })
+    }
+
+    fn mismatch(&self) -> LengthMismatch {
+        LengthMismatch {
+            declared: self.declared,
+            received: self.received,
+        }
+    }
 }
 
 /// The answer to an upload: `{"hash", "size", "expires_at"}`, the date in

@@ -78,6 +78,61 @@ pub const SUBSCRIBER_QUEUE_LEN: usize = 64;
 // The queue length's reason to be, checked where it is stated.
 const _: () = assert!(SUBSCRIBER_QUEUE_LEN < MAX_CATCH_UP_EVENTS);
 
+/// How long a client refused by a stream cap should wait before it
+/// tries again (`Retry-After`).
+pub const STREAM_CAP_RETRY_AFTER_SECS: u64 = 5;
+
+/// The caps on open event streams (PROTOCOL.md §13); `None` switches one
+/// off. A host counts its open streams and asks [`StreamCaps::admit`]
+/// before it opens another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamCaps {
+    pub per_server: Option<usize>,
+    pub per_user: Option<usize>,
+}
+
+impl StreamCaps {
+    /// The caps of `limits`.
+    pub fn of(limits: &crate::limits::Limits) -> Self {
+        StreamCaps {
+            per_server: limits.sse_connections_per_server,
+            per_user: limits.sse_connections_per_user,
+        }
+    }
+
+    /// Whether one more stream may open when the server holds
+    /// `open_on_server` and the user `open_for_user` (a host that keeps
+    /// one user's streams only, as the edge's user object does, passes
+    /// `None` for the server).
+    pub fn admit(
+        &self,
+        open_on_server: Option<usize>,
+        open_for_user: usize,
+    ) -> Result<(), StreamsFull> {
+        let server_full = self
+            .per_server
+            .zip(open_on_server)
+            .is_some_and(|(cap, open)| open >= cap);
+        let user_full = self.per_user.is_some_and(|cap| open_for_user >= cap);
+        match server_full || user_full {
+            true => Err(StreamsFull),
+            false => Ok(()),
+        }
+    }
+}
+
+/// A stream refused by a cap: `request/429-rate-limited`, with
+/// [`STREAM_CAP_RETRY_AFTER_SECS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("too many event streams are open; retry later")]
+pub struct StreamsFull;
+
+impl From<&StreamsFull> for Problem {
+    fn from(full: &StreamsFull) -> Self {
+        Problem::new(ProblemType::RateLimited).with_detail(full.to_string())
+    }
+}
+
 /// The media type of an events stream.
 pub const EVENT_STREAM_CONTENT_TYPE: &str = "text/event-stream";
 

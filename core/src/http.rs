@@ -41,12 +41,40 @@ impl Dialect {
     }
 }
 
-/// Where a plain-HTTP request is sent instead (308, PROTOCOL.md: only
-/// HTTPS): the same URL with the `https` scheme. `None` for a request that
-/// came over HTTPS, or when `plain_allowed` (local development).
+/// The status of the answer that sends a plain-HTTP request to HTTPS: a
+/// permanent redirect that keeps the method and body.
+pub const HTTPS_REDIRECT_STATUS: u16 = 308;
+
+/// Where a plain-HTTP request is sent instead ([`HTTPS_REDIRECT_STATUS`],
+/// PROTOCOL.md: only HTTPS): the same URL with the `https` scheme, on the
+/// default port. `None` for a request that came over HTTPS, or when
+/// `plain_allowed` (local development).
 pub fn https_redirect(url: &str, plain_allowed: bool) -> Option<String> {
     let rest = url.strip_prefix("http://")?;
-    (!plain_allowed).then(|| format!("https://{rest}"))
+    let (authority, target) = match rest.find('/') {
+        Some(at) => rest.split_at(at),
+        None => (rest, "/"),
+    };
+    (!plain_allowed).then(|| https_location(Some(authority), target, 443))
+}
+
+/// The HTTPS URL for a plain-HTTP request of `target` to `authority` (its
+/// `Host`, perhaps with a port, which is dropped): the same host on
+/// `https_port`, named only when it is not 443. A request without a
+/// `Host` goes to `localhost`.
+pub fn https_location(authority: Option<&str>, target: &str, https_port: u16) -> String {
+    let host = authority.map_or("localhost", |authority| {
+        match authority.rsplit_once(':') {
+            // An IPv6 literal's colons are inside its brackets.
+            Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+            _ => authority,
+        }
+    });
+    let target = if target.starts_with('/') { target } else { "/" };
+    match https_port {
+        443 => format!("https://{host}{target}"),
+        port => format!("https://{host}:{port}{target}"),
+    }
 }
 
 /// Who a blob download is for, which decides how long and where it may be cached.
@@ -131,7 +159,7 @@ mod tests {
 
 #[cfg(test)]
 mod https_tests {
-    use super::https_redirect;
+    use super::{https_location, https_redirect};
 
     #[test]
     fn plain_http_is_sent_to_https_unless_allowed() {
@@ -141,5 +169,27 @@ mod https_tests {
         );
         assert_eq!(https_redirect("http://127.0.0.1:8787/", true), None);
         assert_eq!(https_redirect("https://folio.example/", false), None);
+        assert_eq!(
+            https_redirect("http://folio.example:80", false).as_deref(),
+            Some("https://folio.example/")
+        );
+    }
+
+    #[test]
+    fn the_location_names_the_https_port_unless_it_is_the_default() {
+        assert_eq!(
+            https_location(Some("localhost:8080"), "/a?b=1", 8443),
+            "https://localhost:8443/a?b=1"
+        );
+        assert_eq!(
+            https_location(Some("folio.example"), "/", 443),
+            "https://folio.example/"
+        );
+        assert_eq!(
+            https_location(Some("[::1]:8080"), "/x", 443),
+            "https://[::1]/x"
+        );
+        assert_eq!(https_location(Some("[::1]"), "/x", 443), "https://[::1]/x");
+        assert_eq!(https_location(None, "*", 443), "https://localhost/");
     }
 }

@@ -50,6 +50,7 @@ pub mod dialect;
 pub mod discovery;
 pub mod docs;
 pub mod events;
+pub mod fresh;
 pub mod hash;
 pub mod http;
 pub mod limits;

@@ -9,6 +9,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::Response;
 use folio_core::auth::{HeaderLookup, SignedRequest};
+use folio_core::fresh::Fresh;
 use folio_core::limits::header_section_len;
 use folio_core::service::{self, Reply, ReplyBody};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
@@ -50,6 +51,8 @@ pub async fn handle(
                 .map(|(name, value)| (name.as_str(), value.as_bytes())),
         ),
         peer: Some(peer.ip()),
+        now: app.clock.now(),
+        fresh: Fresh::from_seed(rand::random()),
     };
     response(service::handle(&*app, request, body).await)
 }

@@ -5,28 +5,12 @@
 
 use std::path::PathBuf;
 
+use folio_core::blob::{Received, UploadMeter};
+use folio_core::model::RecordDate;
+use folio_core::service::UploadFailure;
 use futures_util::StreamExt;
-use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Mutex, MutexGuard};
-
-/// Why an upload failed.
-#[derive(Debug, thiserror::Error)]
-pub enum UploadError {
-    #[error("the body is {got} bytes, not the {declared} its Content-Length declares")]
-    LengthMismatch { declared: u64, got: u64 },
-    #[error("reading the body: {0}")]
-    Body(axum::Error),
-    #[error("blob storage: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// A stored upload: its hash and size.
-#[derive(Debug, Clone)]
-pub struct Uploaded {
-    pub hash: String,
-    pub size: u64,
-}
 
 /// The blob files.
 pub struct BlobStore {
@@ -54,49 +38,34 @@ impl BlobStore {
         self.placing.lock().await
     }
 
-    /// Streams a body into a temporary file, checking its length; returns
-    /// the temporary file's path with the hash and size.
+    /// Streams a body into a temporary file through core's `meter`
+    /// (its length rule and its hash); answers the temporary file's path
+    /// with what the meter made of it.
     pub async fn receive(
         &self,
         body: axum::body::Body,
-        declared: u64,
-    ) -> Result<(PathBuf, Uploaded), UploadError> {
+        mut meter: UploadMeter,
+    ) -> Result<(PathBuf, Received), UploadFailure> {
         let tmp = self
             .root
             .join("tmp")
             .join(hex::encode(rand::random::<[u8; 16]>()));
+        let io = |error: std::io::Error| UploadFailure::Failed(format!("blob storage: {error}"));
         let result = async {
-            let mut file = tokio::fs::File::create(&tmp).await?;
-            let mut hasher = Sha256::new();
-            let mut size = 0u64;
+            let mut file = tokio::fs::File::create(&tmp).await.map_err(io)?;
             let mut stream = body.into_data_stream();
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(UploadError::Body)?;
-                size += chunk.len() as u64;
-                if size > declared {
-                    return Err(UploadError::LengthMismatch {
-                        declared,
-                        got: size,
-                    });
-                }
-                hasher.update(&chunk);
-                file.write_all(&chunk).await?;
+                let chunk = chunk.map_err(|error| UploadFailure::Broken(error.to_string()))?;
+                meter.feed(&chunk)?;
+                file.write_all(&chunk).await.map_err(io)?;
             }
-            if size != declared {
-                return Err(UploadError::LengthMismatch {
-                    declared,
-                    got: size,
-                });
-            }
-            file.sync_all().await?;
-            Ok(Uploaded {
-                hash: hex::encode(hasher.finalize()),
-                size,
-            })
+            let received = meter.finish()?;
+            file.sync_all().await.map_err(io)?;
+            Ok(received)
         }
         .await;
         match result {
-            Ok(uploaded) => Ok((tmp, uploaded)),
+            Ok(received) => Ok((tmp, received)),
             Err(error) => {
                 let _ = tokio::fs::remove_file(&tmp).await;
                 Err(error)
@@ -117,6 +86,21 @@ impl BlobStore {
         // The rename itself must reach the disk before the row that names it.
         tokio::fs::File::open(&dir).await?.sync_all().await?;
         Ok(())
+    }
+
+    /// When a blob's file was stored: its modification time, or `None`
+    /// when there is no such file.
+    pub async fn stored_at(&self, hash: &str) -> Result<Option<RecordDate>, std::io::Error> {
+        let modified = match tokio::fs::metadata(self.path(hash)).await {
+            Ok(metadata) => metadata.modified()?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let since = modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let millis = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
+        Ok(RecordDate::from_unix_millis(millis).ok())
     }
 
     /// Removes a blob's file (call with [`BlobStore::lock`] held).

@@ -10,7 +10,7 @@ use folio_core::respond::VersionRow;
 use folio_core::service::store::Row;
 use folio_core::store::{MIGRATIONS, Migration, SqlValue, Statement};
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{Connection, ErrorCode, OpenFlags, params_from_iter};
+use rusqlite::{Connection, OpenFlags, params_from_iter};
 use tokio::sync::Semaphore;
 
 /// A database failure: always `server/500-internal` to the client, logged in full.
@@ -335,13 +335,12 @@ fn row_values(row: &rusqlite::Row<'_>) -> Result<Row, DbError> {
         .collect()
 }
 
-/// Whether a statement failed on a constraint (a unique index, a foreign
-/// key, a check, or a trigger's abort).
-pub fn is_constraint(error: &DbError) -> bool {
-    matches!(
-        error,
-        rusqlite::Error::SqliteFailure(failure, _) if failure.code == ErrorCode::ConstraintViolation
-    )
+/// SQLite's primary result code of a failed statement, if it has one.
+pub fn primary_code(error: &DbError) -> Option<i32> {
+    match error {
+        rusqlite::Error::SqliteFailure(failure, _) => Some(failure.extended_code & 0xff),
+        _ => None,
+    }
 }
 
 /// Runs statements in order on one connection (inside the caller's transaction).

@@ -8,26 +8,25 @@ use std::time::Duration;
 use axum::body::Body;
 use bytes::Bytes;
 use folio_core::auth::ReplayError;
+use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::{SessionKey, verify_password};
 use folio_core::events::{
-    HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveSubscriber, LiveVersion, Subscriber,
+    HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveSubscriber, LiveVersion, StreamsFull, Subscriber,
 };
 use folio_core::model::{BlobHash, RecordDate, RecordId};
-use folio_core::register::RegistrationError;
 use folio_core::service::store::Row;
-use folio_core::service::writes::{JobClock, RecordWrite, Registered, RegistrationJob, Written};
+use folio_core::service::writes::{Job, JobOutcome};
 use folio_core::service::{
-    BodyError, Host, Limited, Note, Rate, Settings, UploadFailure, User, WriteFailure,
+    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, Secrets, Settings, Store,
+    Streams, UploadFailure, User, WriteFailure,
 };
 use folio_core::store::Statement;
-use folio_core::write::WriteError;
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::broadcast;
 
-use crate::blobs::UploadError;
 use crate::db;
-use crate::hub::{CAP_RETRY_AFTER_SECS, StreamPlace, Subscription};
+use crate::hub::{StreamPlace, Subscription};
 use crate::server::App;
 use crate::writer::WriterError;
 
@@ -201,23 +200,7 @@ fn write_failure(error: WriterError) -> WriteFailure {
     }
 }
 
-impl JobClock for App {
-    fn now(&self) -> RecordDate {
-        self.clock.now()
-    }
-
-    fn fresh_id(&self) -> RecordId {
-        JobClock::fresh_id(&self.clock)
-    }
-}
-
 impl Host for App {
-    type Body = Body;
-    type Stream = Body;
-    type Upload = std::path::PathBuf;
-    type Subscription = Subscription;
-    type Error = HostError;
-
     fn settings(&self) -> &Settings {
         &self.settings
     }
@@ -229,10 +212,10 @@ impl Host for App {
     fn note(&self, note: Note<'_>) {
         tracing::info!("{note}");
     }
+}
 
-    fn random(&self) -> [u8; 32] {
-        rand::random()
-    }
+impl Store for App {
+    type Error = HostError;
 
     async fn user(&self, name: &str) -> Result<Option<User>, HostError> {
         Ok(self.users.get(&self.readers, name).await?)
@@ -245,6 +228,17 @@ impl Host for App {
     async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, HostError> {
         Ok(self.readers.fetch(statement).await?)
     }
+}
+
+impl Jobs for App {
+    async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
+        self.writer.run(job).await.map_err(write_failure)
+    }
+}
+
+impl Bodies for App {
+    type Body = Body;
+    type Stream = Body;
 
     async fn read_body(&self, body: Body, max: usize) -> Result<Vec<u8>, BodyError> {
         let mut stream = body.into_data_stream();
@@ -270,71 +264,17 @@ impl Host for App {
             }
         }
     }
+}
 
-    fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
-        let now = self.clock.now();
-        self.rates
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .check(rate, now)
-    }
-
-    fn check_nonce(
-        &self,
-        _user: &User,
-        app: RecordId,
-        nonce: &str,
-        ts_ms: i64,
-        now: RecordDate,
-    ) -> Result<(), ReplayError> {
-        // One guard for the server: it outlives no restart, so it refuses
-        // requests signed before it started (its boot fence).
-        self.replay
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .check(app, nonce, ts_ms, now)
-    }
-
-    async fn write(
-        &self,
-        user: &User,
-        writes: Vec<RecordWrite>,
-    ) -> Result<Result<Written, WriteError>, WriteFailure> {
-        self.writer
-            .write(user.clone(), writes)
-            .await
-            .map_err(write_failure)
-    }
-
-    async fn register(
-        &self,
-        user: &User,
-        job: RegistrationJob,
-    ) -> Result<Result<Registered, RegistrationError>, WriteFailure> {
-        self.writer
-            .register(user.clone(), job)
-            .await
-            .map_err(write_failure)
-    }
+impl Blobs for App {
+    type Upload = std::path::PathBuf;
 
     async fn receive_blob(
         &self,
         body: Body,
-        declared: u64,
-    ) -> Result<(std::path::PathBuf, BlobHash, u64), UploadFailure> {
-        let (tmp, uploaded) =
-            self.blobs
-                .receive(body, declared)
-                .await
-                .map_err(|error| match error {
-                    UploadError::Io(e) => UploadFailure::Failed(e.to_string()),
-                    other => UploadFailure::Invalid(other.to_string()),
-                })?;
-        let hash = uploaded
-            .hash
-            .parse()
-            .map_err(|_| UploadFailure::Failed("a SHA-256 is a hash".to_owned()))?;
-        Ok((tmp, hash, uploaded.size))
+        meter: UploadMeter,
+    ) -> Result<(std::path::PathBuf, Received), UploadFailure> {
+        self.blobs.receive(body, meter).await
     }
 
     async fn discard_blob(&self, upload: std::path::PathBuf) {
@@ -345,14 +285,14 @@ impl Host for App {
         &self,
         upload: std::path::PathBuf,
         hash: &BlobHash,
-        row: Statement,
-    ) -> Result<(), WriteFailure> {
+        row: Job,
+    ) -> Result<JobOutcome, WriteFailure> {
         let _placing = self.blobs.lock().await;
         self.blobs
             .place(upload, &hash.to_string())
             .await
             .map_err(|e| WriteFailure::Failed(e.to_string()))?;
-        self.writer.execute(vec![row]).await.map_err(write_failure)
+        self.writer.run(row).await.map_err(write_failure)
     }
 
     async fn blob_size(&self, hash: &BlobHash) -> Result<Option<u64>, HostError> {
@@ -379,12 +319,13 @@ impl Host for App {
         }
         tokio::fs::read(&path).await.ok()
     }
+}
 
-    fn subscribe(&self, user: &User) -> Result<Subscription, Limited> {
-        self.hub.subscribe(user.id).map_err(|problem| Limited {
-            problem,
-            retry_after_secs: CAP_RETRY_AFTER_SECS,
-        })
+impl Streams for App {
+    type Subscription = Subscription;
+
+    fn subscribe(&self, user: &User) -> Result<Subscription, StreamsFull> {
+        self.hub.subscribe(user.id)
     }
 
     fn event_stream(
@@ -402,7 +343,34 @@ impl Host for App {
             self.shutdown.clone(),
         )
     }
+}
 
+impl Guards for App {
+    fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
+        self.rates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .check(rate, now)
+    }
+
+    fn check_nonce(
+        &self,
+        _user: &User,
+        app: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+        now: RecordDate,
+    ) -> Result<(), ReplayError> {
+        // One guard for the server: it outlives no restart, so it refuses
+        // requests signed before it started (its boot fence).
+        self.replay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .check(app, nonce, ts_ms, now)
+    }
+}
+
+impl Secrets for App {
     fn session_key(&self) -> &SessionKey {
         &self.session_key
     }
@@ -423,7 +391,9 @@ mod tests {
     use folio_core::query::EventsQuery;
 
     use super::*;
-    use crate::hub::{Hub, StreamCaps};
+    use folio_core::events::StreamCaps;
+
+    use crate::hub::Hub;
 
     fn subscriber() -> Subscriber {
         Subscriber::new(

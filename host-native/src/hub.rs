@@ -9,16 +9,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use folio_core::events::{LiveVersion, SUBSCRIBER_QUEUE_LEN};
-use folio_core::problem::{Problem, ProblemType};
+use folio_core::events::{LiveVersion, SUBSCRIBER_QUEUE_LEN, StreamCaps, StreamsFull};
 use tokio::sync::broadcast;
-
-/// The caps on open streams (PROTOCOL.md §13); `None` switches one off.
-#[derive(Debug, Clone, Copy)]
-pub struct StreamCaps {
-    pub per_server: Option<usize>,
-    pub per_user: Option<usize>,
-}
 
 #[derive(Default)]
 struct Channels {
@@ -48,9 +40,6 @@ pub struct StreamPlace {
     user_id: i64,
 }
 
-/// How long a client refused by a connection cap should wait.
-pub const CAP_RETRY_AFTER_SECS: u64 = 5;
-
 impl Hub {
     pub fn new(caps: StreamCaps) -> Self {
         Hub {
@@ -74,15 +63,10 @@ impl Hub {
     }
 
     /// Opens a stream for a user, within the caps.
-    pub fn subscribe(self: &Arc<Self>, user_id: i64) -> Result<Subscription, Problem> {
+    pub fn subscribe(self: &Arc<Self>, user_id: i64) -> Result<Subscription, StreamsFull> {
         let mut channels = self.lock();
         let per_user = channels.users.get(&user_id).map_or(0, |(_, n)| *n);
-        let full = self.caps.per_server.is_some_and(|cap| channels.open >= cap)
-            || self.caps.per_user.is_some_and(|cap| per_user >= cap);
-        if full {
-            return Err(Problem::new(ProblemType::RateLimited)
-                .with_detail("too many event streams are open; retry later"));
-        }
+        self.caps.admit(Some(channels.open), per_user)?;
         channels.open += 1;
         let entry = channels
             .users

@@ -7,20 +7,21 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use folio_core::auth::ReplayGuard;
 use folio_core::consent::SessionKey;
 use folio_core::dialect::Dialect;
-use folio_core::events::retention_cutoff;
+use folio_core::events::StreamCaps;
+use folio_core::http::{HTTPS_REDIRECT_STATUS, https_location};
 use folio_core::problem::default_docs_url;
-use folio_core::service::store::RowExt;
-use folio_core::store::{blob_held_sql, delete_blob_sql, expired_blobs_sql, prune_events_sql};
+use folio_core::service::upkeep::{UPKEEP_INTERVAL_MS, Upkeep};
+use http::{HeaderValue, StatusCode};
 use tokio::sync::watch;
 
 use crate::blobs::BlobStore;
 use crate::clock::Clock;
 use crate::config::{DataDir, ServeOptions, Settings};
-use crate::hub::{Hub, StreamCaps};
+use crate::hub::Hub;
 use crate::users::UserCache;
 use crate::writer::Writer;
 use crate::{db, tls, users};
@@ -62,9 +63,6 @@ pub enum ServeError {
 
 /// How long a graceful shutdown waits for requests in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// How often the upkeep runs.
-const UPKEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// Runs the server until SIGTERM or SIGINT.
 pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeError> {
@@ -110,10 +108,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
 
     let limits = options.limits();
     let clock = Clock;
-    let hub = Arc::new(Hub::new(StreamCaps {
-        per_server: limits.sse_connections_per_server,
-        per_user: limits.sse_connections_per_user,
-    }));
+    let hub = Arc::new(Hub::new(StreamCaps::of(&limits)));
     let wal_restart = db::WalRestart::default();
     let checkpointer = db::Checkpointer::start(
         db::Checkpointer::connect(&data.database(), options.durability, &writer_conn)?,
@@ -227,6 +222,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
 /// hyper's own header limit, above the server's (PROTOCOL.md §13).
 const HTTP_LIBRARY_HEADER_BYTES: usize = 256 * 1024;
 
+/// The host name of a URL such as the base URL, for its certificate.
 fn host_of(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let authority = rest.split('/').next()?;
@@ -237,20 +233,24 @@ fn host_of(url: &str) -> Option<String> {
     Some(host.to_owned())
 }
 
+/// Core's redirect of a plain-HTTP request to the HTTPS listener.
 async fn redirect(request: Request, https_port: u16) -> Response {
-    let host = request
+    let authority = request
         .headers()
         .get(http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(|h| host_of(&format!("http://{h}")).unwrap_or_default())
-        .unwrap_or_else(|| "localhost".to_owned());
+        .and_then(|h| h.to_str().ok());
     let target = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    let port = if https_port == 443 {
-        String::new()
-    } else {
-        format!(":{https_port}")
-    };
-    Redirect::permanent(&format!("https://{host}{port}{target}")).into_response()
+    let location = https_location(authority, target, https_port);
+    let status =
+        StatusCode::from_u16(HTTPS_REDIRECT_STATUS).unwrap_or(StatusCode::PERMANENT_REDIRECT);
+    let mut response = status.into_response();
+    // A Host that passed `to_str` and a parsed target make a valid value.
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        response
+            .headers_mut()
+            .insert(http::header::LOCATION, location);
+    }
+    response
 }
 
 async fn shutdown_signal() {
@@ -268,20 +268,16 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-/// Event retention, expired blobs and idle rate buckets, every minute.
+/// Core's upkeep (event retention, expired blobs), and idle rate buckets.
 async fn upkeep(app: Arc<App>) {
-    let mut ticks = tokio::time::interval(UPKEEP_EVERY);
+    let mut ticks = tokio::time::interval(Duration::from_millis(UPKEEP_INTERVAL_MS));
     loop {
         ticks.tick().await;
-        let now = app.clock.now();
-        if let Err(error) = app
-            .writer
-            .execute(vec![prune_events_sql(retention_cutoff(now))])
-            .await
-        {
+        let upkeep = Upkeep::at(app.clock.now());
+        if let Err(error) = app.writer.run_when_ready(upkeep.prune()).await {
             tracing::warn!(%error, "could not prune the event log");
         }
-        if let Err(error) = collect_blobs(&app, now).await {
+        if let Err(error) = collect_blobs(&app, &upkeep).await {
             tracing::warn!(%error, "could not collect expired blobs");
         }
         app.rates
@@ -291,27 +287,18 @@ async fn upkeep(app: Arc<App>) {
     }
 }
 
-async fn collect_blobs(
-    app: &App,
-    now: folio_core::model::RecordDate,
-) -> Result<(), Box<dyn std::error::Error>> {
-    for row in app.readers.fetch(&expired_blobs_sql(now)).await? {
-        let (user_id, hash) = (row.integer(0)?, row.text(1)?);
+async fn collect_blobs(app: &App, upkeep: &Upkeep) -> Result<(), Box<dyn std::error::Error>> {
+    for row in app.readers.fetch(&upkeep.expired_blobs()).await? {
+        let blob = Upkeep::expired_blob(&row)?;
+        // Held while the bytes are looked at and removed: an upload puts
+        // its file in place and writes its row under the same lock.
         let _placing = app.blobs.lock().await;
-        app.writer
-            .execute(vec![delete_blob_sql(user_id, hash)])
-            .await?;
-        let held = app
-            .readers
-            .fetch(&blob_held_sql(hash))
-            .await?
-            .first()
-            .map(|row| row.integer(0))
-            .transpose()?
-            .unwrap_or(1);
-        if held == 0 {
-            app.blobs.remove(hash).await?;
-            tracing::info!(%hash, "collected an expired blob");
+        app.writer.run_when_ready(blob.release()).await??;
+        let held = app.readers.fetch(&blob.held()).await?;
+        let stored_at = app.blobs.stored_at(&blob.hash).await?;
+        if upkeep.may_remove_bytes(held.first().map_or(&[][..], Vec::as_slice), stored_at) {
+            app.blobs.remove(&blob.hash).await?;
+            tracing::info!(hash = %blob.hash, "collected an expired blob");
         }
     }
     Ok(())

@@ -15,7 +15,7 @@ use folio_core::apps::{
 use folio_core::discovery::entity_content;
 use folio_core::model::{Entity, RecordId, RecordLink};
 use folio_core::service::store::{CommitError, Row, RowError, RowExt, Transaction};
-use folio_core::service::writes::{RecordWrite, run_writes};
+use folio_core::service::writes::{Done, Job, RecordWrite};
 use folio_core::store::{
     Statement, app_authorizations_sql, apps_sql, entity_record_sql, insert_app_sql,
     insert_user_sql, insert_user_with_id_sql, latest_version_sql, read_version, seed_statements,
@@ -39,7 +39,7 @@ pub enum ProvisionError {
     #[error("{0}")]
     Writer(#[from] WriterError),
     #[error("a record was refused: {0}")]
-    Refused(#[from] folio_core::write::WriteError),
+    Refused(#[from] folio_core::service::writes::Refused),
     #[error("{0}")]
     Invalid(String),
     #[error("no Type record named `{name}` in {user}'s store")]
@@ -55,6 +55,12 @@ pub enum ProvisionError {
     Stored(#[from] folio_core::store::StoredDataError),
     #[error("stored data: {0}")]
     Row(#[from] RowError),
+}
+
+impl From<folio_core::write::WriteError> for ProvisionError {
+    fn from(error: folio_core::write::WriteError) -> Self {
+        ProvisionError::Refused(error.into())
+    }
 }
 
 fn user_from_row(row: &rusqlite::Row<'_>) -> Result<User, DbError> {
@@ -143,10 +149,18 @@ async fn owner_write<T: Transaction<Error = DbError>>(
             entity: user.entity.clone(),
         },
         origin: Default::default(),
+        fresh_id: RecordId::from_bytes(rand::random()),
     };
-    match run_writes(tx, user, &[write], &Clock).await {
-        Ok(Ok(written)) => Ok(written.answer.record),
-        Ok(Err(error)) => Err(error.into()),
+    let job = Job::Writes {
+        user: user.clone(),
+        writes: vec![write],
+    };
+    match job.run(tx, Clock.now()).await {
+        Ok(Ok(Done::Written(written))) => Ok(written.answer.record),
+        Ok(Ok(_)) => Err(ProvisionError::Invalid(
+            "a record write stored no version".into(),
+        )),
+        Ok(Err(refused)) => Err(refused.into()),
         Err(failure) => Err(WriterError::from(failure).into()),
     }
 }

@@ -9,17 +9,9 @@
 
 use std::sync::Arc;
 
-use folio_core::events::LiveVersion;
-use folio_core::model::RecordId;
-use folio_core::register::RegistrationError;
-use folio_core::service::User;
 use folio_core::service::store::{CommitError, Fetch, Row, Transaction};
-use folio_core::service::writes::{
-    JobClock, JobFailure, RecordWrite, Registered, RegistrationJob, Written, run_registration,
-    run_statements, run_writes,
-};
+use folio_core::service::writes::{Job, JobFailure, JobOutcome};
 use folio_core::store::Statement;
-use folio_core::write::WriteError;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -33,11 +25,8 @@ pub const MAX_WRITES_PER_COMMIT: usize = 256;
 /// How many jobs may wait for the writer before requests are refused with 503.
 pub const WRITE_QUEUE_LEN: usize = 4_096;
 
-/// What a job of record writes came to.
-pub type WriteResult = Result<Result<Written, WriteError>, WriterError>;
-
-/// What a registration came to.
-pub type RegistrationResult = Result<Result<Registered, RegistrationError>, WriterError>;
+/// What a job came to: stored or refused, once durable; or not run.
+pub type WriteResult = Result<JobOutcome, WriterError>;
 
 /// The writer could not run or commit a job.
 #[derive(Debug, thiserror::Error)]
@@ -61,22 +50,16 @@ impl From<JobFailure<DbError>> for WriterError {
     }
 }
 
-enum Job {
-    /// Record writes that succeed or fail together; answered with the first.
-    Writes(User, Vec<RecordWrite>, oneshot::Sender<WriteResult>),
-    Registration(
-        User,
-        Box<RegistrationJob>,
-        oneshot::Sender<RegistrationResult>,
-    ),
-    /// Statements to run in one savepoint (blob rows, maintenance).
-    Statements(Vec<Statement>, oneshot::Sender<Result<(), WriterError>>),
+/// A job waiting for the writer, and where its answer goes.
+struct Submitted {
+    job: Job,
+    reply: oneshot::Sender<WriteResult>,
 }
 
 /// A handle that sends jobs to the writer task.
 #[derive(Clone)]
 pub struct Writer {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Submitted>,
 }
 
 impl Writer {
@@ -100,45 +83,28 @@ impl Writer {
         Ok((Writer { jobs }, thread))
     }
 
-    /// Runs record writes atomically; answers with the first once durable.
-    pub async fn write(&self, user: User, writes: Vec<RecordWrite>) -> WriteResult {
-        let (reply, answer) = oneshot::channel();
-        self.submit(Job::Writes(user, writes, reply))?;
-        answer.await.map_err(|_| WriterError::Stopped)?
-    }
-
-    /// Registers an app; answers once durable.
-    pub async fn register(&self, user: User, job: RegistrationJob) -> RegistrationResult {
-        let (reply, answer) = oneshot::channel();
-        self.submit(Job::Registration(user, Box::new(job), reply))?;
-        answer.await.map_err(|_| WriterError::Stopped)?
-    }
-
-    fn submit(&self, job: Job) -> Result<(), WriterError> {
-        self.jobs.try_send(job).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(_) => WriterError::Busy,
-            mpsc::error::TrySendError::Closed(_) => WriterError::Stopped,
-        })
-    }
-
-    /// Runs statements atomically, in their own savepoint of the next commit.
-    pub async fn execute(&self, statements: Vec<Statement>) -> Result<(), WriterError> {
+    /// Runs a job in the next group commit; answers once it is durable.
+    /// Refused at once (busy) when [`WRITE_QUEUE_LEN`] jobs are waiting.
+    pub async fn run(&self, job: Job) -> WriteResult {
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .send(Job::Statements(statements, reply))
+            .try_send(Submitted { job, reply })
+            .map_err(|error| match error {
+                mpsc::error::TrySendError::Full(_) => WriterError::Busy,
+                mpsc::error::TrySendError::Closed(_) => WriterError::Stopped,
+            })?;
+        answer.await.map_err(|_| WriterError::Stopped)?
+    }
+
+    /// Runs a job in the next group commit, waiting for room in the queue
+    /// rather than refusing (the server's own jobs: upkeep, the CLI).
+    pub async fn run_when_ready(&self, job: Job) -> WriteResult {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Submitted { job, reply })
             .await
             .map_err(|_| WriterError::Stopped)?;
         answer.await.map_err(|_| WriterError::Stopped)?
-    }
-}
-
-impl JobClock for Clock {
-    fn now(&self) -> folio_core::model::RecordDate {
-        Clock::now(self)
-    }
-
-    fn fresh_id(&self) -> RecordId {
-        RecordId::from_bytes(rand::random())
     }
 }
 
@@ -158,9 +124,9 @@ impl Fetch for Savepoint<'_> {
 impl Transaction for Savepoint<'_> {
     async fn commit(&mut self, statements: &[Statement]) -> Result<Vec<Row>, CommitError<DbError>> {
         let conn = self.0;
-        let failed = |error: DbError| match db::is_constraint(&error) {
-            true => CommitError::Conflict(error),
-            false => CommitError::Failed(error),
+        let failed = |error: DbError| {
+            let (code, message) = (db::primary_code(&error), error.to_string());
+            CommitError::classify(error, code, &message)
         };
         conn.execute_batch("SAVEPOINT job_commit")
             .map_err(CommitError::Failed)?;
@@ -179,7 +145,7 @@ impl Transaction for Savepoint<'_> {
 
 async fn run(
     conn: Connection,
-    mut jobs: mpsc::Receiver<Job>,
+    mut jobs: mpsc::Receiver<Submitted>,
     clock: Clock,
     hub: Arc<Hub>,
     wal_restart: WalRestart,
@@ -194,142 +160,75 @@ async fn run(
     tracing::info!("the writer stopped: no more writes");
 }
 
-/// What one job of a batch came to, before the batch commits.
-enum Done {
-    Writes(
-        oneshot::Sender<WriteResult>,
-        i64,
-        Result<Result<Written, WriteError>, WriterError>,
-    ),
-    Registration(
-        oneshot::Sender<RegistrationResult>,
-        i64,
-        Result<Result<Registered, RegistrationError>, WriterError>,
-    ),
-    Statements(
-        oneshot::Sender<Result<(), WriterError>>,
-        Result<(), WriterError>,
-    ),
+/// One job of a batch, run in its savepoint, before the batch commits.
+struct Ran {
+    user_id: Option<i64>,
+    result: WriteResult,
+    reply: oneshot::Sender<WriteResult>,
 }
 
-impl Done {
-    /// Whether the job's savepoint is kept.
-    fn keep(&self) -> bool {
-        match self {
-            Done::Writes(_, _, result) => matches!(result, Ok(Ok(_))),
-            Done::Registration(_, _, result) => matches!(result, Ok(Ok(_))),
-            Done::Statements(_, result) => result.is_ok(),
-        }
-    }
-}
-
-async fn run_job(conn: &Connection, job: Job, clock: &Clock) -> Done {
-    let mut tx = Savepoint(conn);
-    match job {
-        Job::Writes(user, writes, reply) => {
-            let result = run_writes(&mut tx, &user, &writes, clock).await;
-            Done::Writes(reply, user.id, result.map_err(Into::into))
-        }
-        Job::Registration(user, job, reply) => {
-            let result = run_registration(&mut tx, &user, &job, clock).await;
-            Done::Registration(reply, user.id, result.map_err(Into::into))
-        }
-        Job::Statements(statements, reply) => {
-            let result = run_statements(&mut tx, &statements).await;
-            Done::Statements(reply, result.map_err(Into::into))
-        }
-    }
-}
-
-async fn commit_batch(conn: &Connection, batch: Vec<Job>, clock: &Clock, hub: &Hub) {
+async fn commit_batch(conn: &Connection, batch: Vec<Submitted>, clock: &Clock, hub: &Hub) {
     if let Err(error) = conn.execute_batch("BEGIN IMMEDIATE") {
         tracing::error!(%error, "could not begin a write transaction");
-        let message = error.to_string();
-        for job in batch {
-            fail(job, || {
-                WriterError::Job(format!("beginning a transaction: {message}"))
-            });
+        for Submitted { reply, .. } in batch {
+            let failed = WriterError::Job(format!("beginning a transaction: {error}"));
+            let _ = reply.send(Err(failed));
         }
         return;
     }
-    let mut done = Vec::with_capacity(batch.len());
-    for job in batch {
+    // The batch's one time: each job's versions are received then, or
+    // just after the latest its store holds.
+    let now = clock.now();
+    let mut ran = Vec::with_capacity(batch.len());
+    for Submitted { job, reply } in batch {
         if let Err(error) = conn.execute_batch("SAVEPOINT w") {
             tracing::error!(%error, "could not open a savepoint");
-            fail(job, || {
-                WriterError::Job(format!("opening a savepoint: {error}"))
-            });
+            let failed = WriterError::Job(format!("opening a savepoint: {error}"));
+            let _ = reply.send(Err(failed));
             continue;
         }
-        let outcome = run_job(conn, job, clock).await;
-        let end = match outcome.keep() {
-            true => "RELEASE w",
-            false => "ROLLBACK TO w; RELEASE w",
+        let result = job
+            .run(&mut Savepoint(conn), now)
+            .await
+            .map_err(WriterError::from);
+        let end = match result {
+            Ok(Ok(_)) => "RELEASE w",
+            _ => "ROLLBACK TO w; RELEASE w",
         };
         if let Err(error) = conn.execute_batch(end) {
             tracing::error!(%error, "could not end a savepoint");
         }
-        done.push(outcome);
+        ran.push(Ran {
+            user_id: job.user_id(),
+            result,
+            reply,
+        });
     }
     let committed = conn.execute_batch("COMMIT");
     if let Err(error) = &committed {
         tracing::error!(%error, "a group commit failed");
         let _ = conn.execute_batch("ROLLBACK");
     }
-    let lost = || WriterError::Job("the group commit failed; nothing was stored".to_owned());
-    for outcome in done {
-        match outcome {
-            Done::Writes(reply, user_id, result) => {
-                let result = match (&committed, result) {
-                    (Err(_), Ok(Ok(_))) => Err(lost()),
-                    (_, Ok(Ok(written))) => Ok(Ok(publish(hub, user_id, written))),
-                    (_, other) => other,
-                };
-                let _ = reply.send(result);
-            }
-            Done::Registration(reply, user_id, result) => {
-                let result = match (&committed, result) {
-                    (Err(_), Ok(Ok(_))) => Err(lost()),
-                    (_, Ok(Ok(registered))) => Ok(Ok(Registered {
-                        written: publish(hub, user_id, registered.written),
-                        server_public_key: registered.server_public_key,
-                    })),
-                    (_, other) => other,
-                };
-                let _ = reply.send(result);
-            }
-            Done::Statements(reply, result) => {
-                let result = match (&committed, result) {
-                    (Err(_), Ok(())) => Err(lost()),
-                    (_, result) => result,
-                };
-                let _ = reply.send(result);
-            }
-        }
-    }
-}
-
-/// Publishes a committed job's events (they move to the hub); answers
-/// the job.
-fn publish(hub: &Hub, user_id: i64, mut written: Written) -> Written {
-    for (version, seq) in std::mem::take(&mut written.versions) {
-        hub.publish(
-            user_id,
-            Arc::new(LiveVersion::new(
-                seq,
-                version.record,
-                version.entries,
-                written.client_id,
+    for Ran {
+        user_id,
+        result,
+        reply,
+    } in ran
+    {
+        let result = match (&committed, result) {
+            (Err(_), Ok(Ok(_))) => Err(WriterError::Job(
+                "the group commit failed; nothing was stored".to_owned(),
             )),
-        );
-    }
-    written
-}
-
-fn fail(job: Job, error: impl Fn() -> WriterError) {
-    match job {
-        Job::Writes(_, _, reply) => drop(reply.send(Err(error()))),
-        Job::Registration(_, _, reply) => drop(reply.send(Err(error()))),
-        Job::Statements(_, reply) => drop(reply.send(Err(error()))),
+            (Ok(()), Ok(Ok(mut done))) => {
+                if let Some(user_id) = user_id {
+                    for version in done.take_live_versions() {
+                        hub.publish(user_id, Arc::new(version));
+                    }
+                }
+                Ok(Ok(done))
+            }
+            (_, other) => other,
+        };
+        let _ = reply.send(result);
     }
 }

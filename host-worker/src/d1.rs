@@ -69,11 +69,8 @@ impl Transaction for Batch<'_> {
             .collect::<worker::Result<Vec<_>>>()
             .map_err(CommitError::Failed)?;
         let results = self.0.batch(prepared).await.map_err(|error| {
-            // A constraint (an index, a trigger's abort) means another write won.
-            match error.to_string().contains("constraint") {
-                true => CommitError::Conflict(error),
-                false => CommitError::Failed(error),
-            }
+            let message = error.to_string();
+            CommitError::classify(error, None, &message)
         })?;
         let Some(last) = results.last() else {
             return Ok(Vec::new());

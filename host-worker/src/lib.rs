@@ -10,11 +10,10 @@
 mod d1;
 mod store;
 
-use folio_core::blob::UNLINKED_BLOB_LIFETIME_MS;
-use folio_core::events::retention_cutoff;
+use folio_core::model::RecordDate;
 use folio_core::route::route;
-use folio_core::service::store::RowExt;
-use folio_core::store::{blob_held_sql, delete_blob_sql, expired_blobs_sql, prune_events_sql};
+use folio_core::service::upkeep::Upkeep;
+use folio_core::service::writes::Job;
 use worker::{Context, Env, Request, Response, Result, ScheduleContext, ScheduledEvent, event};
 
 pub use store::UserStore;
@@ -30,7 +29,10 @@ const SERVER_OBJECT: &str = "";
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let url = req.url()?;
     if let Some(location) = folio_core::http::https_redirect(url.as_str(), store::is_dev(&env)) {
-        return Response::redirect_with_status(worker::Url::parse(&location)?, 308);
+        return Response::redirect_with_status(
+            worker::Url::parse(&location)?,
+            folio_core::http::HTTPS_REDIRECT_STATUS,
+        );
     }
     let object = match route(url.path()) {
         Ok(endpoint) => endpoint.user().map(str::to_owned),
@@ -52,32 +54,39 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     }
 }
 
+/// Core's upkeep plan, on D1 and R2.
 async fn upkeep(env: &Env) -> Result<()> {
     let db = env.d1("DB")?;
     let bucket = env.bucket("BLOBS")?;
     let now = store::now();
-    d1::fetch(&db, &prune_events_sql(retention_cutoff(now))).await?;
-    for row in d1::fetch(&db, &expired_blobs_sql(now)).await? {
-        let (Ok(user_id), Ok(hash)) = (row.integer(0), row.text(1)) else {
+    let upkeep = Upkeep::at(now);
+    run(&db, upkeep.prune(), now).await?;
+    for row in d1::fetch(&db, &upkeep.expired_blobs()).await? {
+        let Ok(blob) = Upkeep::expired_blob(&row) else {
             continue;
         };
-        d1::fetch(&db, &delete_blob_sql(user_id, hash)).await?;
-        let held = d1::fetch(&db, &blob_held_sql(hash)).await?;
-        if held.first().and_then(|row| row.integer(0).ok()) != Some(0) {
-            continue;
-        }
-        // Another store may be uploading the same bytes right now: its
-        // object is fresh, so only an object older than an upload's
-        // lifetime is removed.
-        let fresh_after = now.unix_millis() - UNLINKED_BLOB_LIFETIME_MS;
-        let uploaded = bucket
-            .head(hash)
-            .await?
-            .map(|object| object.uploaded().as_millis());
-        if uploaded.is_some_and(|at| i64::try_from(at).unwrap_or(i64::MAX) < fresh_after) {
-            bucket.delete(hash).await?;
-            worker::console_log!("collected the expired blob {hash}");
+        run(&db, blob.release(), now).await?;
+        let held = d1::fetch(&db, &blob.held()).await?;
+        // Another store may be uploading the same bytes right now: R2 dates
+        // an object by its latest upload, which the plan's freshness rule reads.
+        let stored_at = bucket.head(&blob.hash).await?.and_then(|object| {
+            let millis = i64::try_from(object.uploaded().as_millis()).ok()?;
+            RecordDate::from_unix_millis(millis).ok()
+        });
+        if upkeep.may_remove_bytes(held.first().map_or(&[][..], Vec::as_slice), stored_at) {
+            bucket.delete(&blob.hash).await?;
+            worker::console_log!("collected the expired blob {}", blob.hash);
         }
     }
+    Ok(())
+}
+
+/// Runs one of upkeep's jobs on D1 (statements only, which no other write
+/// races: outside any user object).
+async fn run(db: &worker::D1Database, job: Job, now: RecordDate) -> Result<()> {
+    job.run(&mut d1::Batch(db), now)
+        .await
+        .map_err(|failure| worker::Error::RustError(failure.to_string()))?
+        .map_err(|refused| worker::Error::RustError(refused.to_string()))?;
     Ok(())
 }

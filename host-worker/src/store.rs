@@ -5,31 +5,30 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use folio_core::auth::{HeaderLookup, ReplayError, SignedRequest, nonce_table};
+use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::{SessionKey, verify_password};
 use folio_core::dialect::Dialect;
-use folio_core::events::{HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, Subscriber};
+use folio_core::events::{
+    HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, SUBSCRIBER_QUEUE_LEN, StreamCaps, StreamsFull,
+    Subscriber,
+};
+use folio_core::fresh::Fresh;
 use folio_core::limits::{
     DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits, RateLimit,
     header_section_len, parse_per_minute_setting,
 };
 use folio_core::model::{BlobHash, RecordDate, RecordId};
-use folio_core::problem::{Problem, ProblemType, default_docs_url};
-use folio_core::register::RegistrationError;
+use folio_core::problem::default_docs_url;
 use folio_core::service::store::{Row, RowExt};
-use folio_core::service::writes::{
-    JobClock, RecordWrite, Registered, RegistrationJob, Written, run_registration, run_statements,
-    run_writes,
-};
+use folio_core::service::writes::{Job, JobOutcome};
 use folio_core::service::{
-    self, BodyError, Host, Limited, Note, Rate, RateLimits, Rates, Reply, ReplyBody, Settings,
-    UploadFailure, User, WriteFailure,
+    self, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, RateLimits, Rates,
+    Reply, ReplyBody, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
 };
 use folio_core::store::{Statement, user_by_name_sql, users_sql};
-use folio_core::write::WriteError;
 use futures_channel::mpsc;
 use futures_util::StreamExt;
 use futures_util::lock::Mutex;
-use sha2::{Digest, Sha256};
 use worker::{
     D1Database, DurableObject, Env, Headers, Range, Request, Response, ResponseBody, State,
     durable_object,
@@ -50,26 +49,49 @@ pub fn is_dev(env: &Env) -> bool {
 struct Live {
     id: u64,
     /// Set, with the subscriber, once the catch-up is read; until then the
-    /// events committed meanwhile wait in `pending`.
-    stream: Option<(mpsc::UnboundedSender<Vec<u8>>, LiveSubscriber)>,
+    /// events committed meanwhile wait in `pending` (at most
+    /// [`SUBSCRIBER_QUEUE_LEN`] of them, as in the stream's queue).
+    stream: Option<(mpsc::Sender<Vec<u8>>, LiveSubscriber)>,
     pending: Vec<Rc<LiveVersion>>,
+    /// Fell more than its queue behind: closed, as natively (the client
+    /// resumes with `Last-Event-Id`).
+    lagging: bool,
 }
 
 impl Live {
     fn is_open(&self) -> bool {
-        self.stream
-            .as_ref()
-            .is_none_or(|(sender, _)| !sender.is_closed())
+        !self.lagging
+            && self
+                .stream
+                .as_ref()
+                .is_none_or(|(sender, _)| !sender.is_closed())
     }
 
-    /// Sends one event if the subscriber receives it.
+    /// Sends one event if the subscriber receives it; a subscriber whose
+    /// queue is full is disconnected.
     fn send(&mut self, version: &Rc<LiveVersion>) {
         let Some((sender, subscriber)) = &mut self.stream else {
+            self.lagging |= self.pending.len() >= SUBSCRIBER_QUEUE_LEN;
             self.pending.push(Rc::clone(version));
             return;
         };
         if let Some(frame) = subscriber.frame(version) {
-            let _ = sender.unbounded_send(frame.as_bytes().to_vec());
+            self.lagging |= sender.try_send(frame.as_bytes().to_vec()).is_err();
+        }
+        if self.lagging {
+            sender.close_channel();
+        }
+    }
+
+    /// Sends a heartbeat; a stream whose queue is full is not being read.
+    fn heartbeat(&mut self) {
+        if let Some((sender, _)) = &mut self.stream {
+            self.lagging |= sender
+                .try_send(HEARTBEAT_EVENT.as_bytes().to_vec())
+                .is_err();
+            if self.lagging {
+                sender.close_channel();
+            }
         }
     }
 }
@@ -85,6 +107,7 @@ pub struct UserStore {
     nonces_ready: Cell<bool>,
     /// Counted per object: an address's reads of this user's store.
     rates: RefCell<RateLimits>,
+    caps: StreamCaps,
     /// One write job at a time: the store's one ordered place.
     writing: Mutex<()>,
     streams: RefCell<Vec<Live>>,
@@ -96,7 +119,7 @@ pub enum EdgeStream {
     /// A blob's bytes from R2.
     Blob(ResponseBody),
     /// An event stream.
-    Events(mpsc::UnboundedReceiver<Vec<u8>>),
+    Events(mpsc::Receiver<Vec<u8>>),
 }
 
 /// The current time, as core reads it.
@@ -115,22 +138,32 @@ impl UserStore {
         self.env.bucket("BLOBS")
     }
 
-    /// Sends a committed job's events to the open streams that accept them.
-    fn publish(&self, written: &Written) {
+    /// Sends a committed job's versions to the open streams that accept them.
+    fn publish(&self, versions: Vec<LiveVersion>) {
         let mut streams = self.streams.borrow_mut();
-        for (stored, seq) in &written.versions {
+        for version in versions {
             // One frame for every stream that receives the version.
-            let version = Rc::new(LiveVersion::new(
-                *seq,
-                stored.record.clone(),
-                stored.entries.clone(),
-                written.client_id,
-            ));
+            let version = Rc::new(version);
             for live in streams.iter_mut() {
                 live.send(&version);
             }
         }
         streams.retain(Live::is_open);
+    }
+
+    /// Runs a job in this store's one ordered place, at the time it runs,
+    /// and publishes what it stored.
+    async fn run_job(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
+        let _writing = self.writing.lock().await;
+        let db = self.db().map_err(write_failure)?;
+        let mut outcome = job
+            .run(&mut d1::Batch(&db), now())
+            .await
+            .map_err(write_failure)?;
+        if let Ok(done) = &mut outcome {
+            self.publish(done.take_live_versions());
+        }
+        Ok(outcome)
     }
 }
 
@@ -182,6 +215,7 @@ impl DurableObject for UserStore {
             ),
             sign_in_attempts_per_minute: sign_ins,
         };
+        let caps = StreamCaps::of(&limits);
         UserStore {
             state,
             settings: Settings {
@@ -195,6 +229,7 @@ impl DurableObject for UserStore {
             session_key,
             nonces_ready: Cell::new(false),
             rates: RefCell::new(RateLimits::new(rates)),
+            caps,
             writing: Mutex::new(()),
             streams: RefCell::new(Vec::new()),
             next_stream: Cell::new(0),
@@ -223,6 +258,8 @@ impl DurableObject for UserStore {
                 headers.0.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
             ),
             peer,
+            now: now(),
+            fresh: Fresh::from_seed(random_seed()),
         };
         let reply = service::handle(self, request, req).await;
         response(reply)
@@ -231,9 +268,7 @@ impl DurableObject for UserStore {
     async fn alarm(&self) -> worker::Result<Response> {
         let again = {
             let mut streams = self.streams.borrow_mut();
-            for (sender, _) in streams.iter().filter_map(|live| live.stream.as_ref()) {
-                let _ = sender.unbounded_send(HEARTBEAT_EVENT.as_bytes().to_vec());
-            }
+            streams.iter_mut().for_each(Live::heartbeat);
             streams.retain(Live::is_open);
             !streams.is_empty()
         };
@@ -300,25 +335,14 @@ fn user_of(row: &Row) -> Option<User> {
     })
 }
 
-impl JobClock for UserStore {
-    fn now(&self) -> RecordDate {
-        now()
-    }
-
-    fn fresh_id(&self) -> RecordId {
-        let mut bytes = [0; 16];
-        getrandom::fill(&mut bytes).expect("the Workers runtime gives randomness");
-        RecordId::from_bytes(bytes)
-    }
+/// 32 bytes from the runtime's `crypto.getRandomValues`.
+fn random_seed() -> [u8; 32] {
+    let mut bytes = [0; 32];
+    getrandom::fill(&mut bytes).expect("the Workers runtime gives randomness");
+    bytes
 }
 
 impl Host for UserStore {
-    type Body = Request;
-    type Stream = EdgeStream;
-    type Upload = Vec<u8>;
-    type Subscription = u64;
-    type Error = worker::Error;
-
     fn settings(&self) -> &Settings {
         &self.settings
     }
@@ -330,12 +354,10 @@ impl Host for UserStore {
     fn note(&self, note: Note<'_>) {
         worker::console_log!("{note}");
     }
+}
 
-    fn random(&self) -> [u8; 32] {
-        let mut bytes = [0; 32];
-        getrandom::fill(&mut bytes).expect("the Workers runtime gives randomness");
-        bytes
-    }
+impl Store for UserStore {
+    type Error = worker::Error;
 
     async fn user(&self, name: &str) -> worker::Result<Option<User>> {
         let rows = d1::fetch(&self.db()?, &user_by_name_sql(name)).await?;
@@ -350,13 +372,31 @@ impl Host for UserStore {
     async fn fetch(&self, statement: &Statement) -> worker::Result<Vec<Row>> {
         d1::fetch(&self.db()?, statement).await
     }
+}
+
+impl Jobs for UserStore {
+    async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
+        self.run_job(job).await
+    }
+}
+
+impl Bodies for UserStore {
+    type Body = Request;
+    type Stream = EdgeStream;
 
     async fn read_body(&self, mut body: Request, max: usize) -> Result<Vec<u8>, BodyError> {
-        let bytes = body.bytes().await.map_err(|_| BodyError::Broken)?;
-        match bytes.len() > max {
-            true => Err(BodyError::TooLarge),
-            false => Ok(bytes),
+        let mut chunks = body.stream().map_err(|_| BodyError::Broken)?;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|_| BodyError::Broken)?;
+            if bytes.len() + chunk.len() > max {
+                // The rest is read and dropped, never kept.
+                while let Some(Ok(_)) = chunks.next().await {}
+                return Err(BodyError::TooLarge);
+            }
+            bytes.extend_from_slice(&chunk);
         }
+        Ok(bytes)
     }
 
     async fn discard(&self, mut body: Request) {
@@ -366,97 +406,26 @@ impl Host for UserStore {
             while let Some(Ok(_)) = chunks.next().await {}
         }
     }
+}
 
-    fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
-        self.rates.borrow_mut().check(rate, now())
-    }
-
-    fn check_nonce(
-        &self,
-        _user: &User,
-        app: RecordId,
-        nonce: &str,
-        ts_ms: i64,
-        now: RecordDate,
-    ) -> Result<(), ReplayError> {
-        // In the object's own storage: strongly consistent, and it outlives
-        // an eviction (memory would not).
-        let sql = self.state.storage().sql();
-        let recorded = (|| {
-            if !self.nonces_ready.get() {
-                for statement in nonce_table::CREATE {
-                    sql.exec(statement, None)?;
-                }
-                self.nonces_ready.set(true);
-            }
-            sql.exec(nonce_table::FORGET, vec![nonce_table::cutoff(now).into()])?;
-            let values = vec![
-                app.to_string().into(),
-                nonce.to_owned().into(),
-                ts_ms.into(),
-            ];
-            Ok::<_, worker::Error>(sql.exec(nonce_table::RECORD, values)?.rows_written())
-        })();
-        match recorded {
-            Ok(rows) => nonce_table::verdict(rows),
-            Err(error) => {
-                self.report(&format!("the nonce table: {error}"));
-                Err(ReplayError::Full)
-            }
-        }
-    }
-
-    async fn write(
-        &self,
-        user: &User,
-        writes: Vec<RecordWrite>,
-    ) -> Result<Result<Written, WriteError>, WriteFailure> {
-        let _writing = self.writing.lock().await;
-        let db = self.db().map_err(write_failure)?;
-        let written = run_writes(&mut d1::Batch(&db), user, &writes, self)
-            .await
-            .map_err(write_failure)?;
-        if let Ok(written) = &written {
-            self.publish(written);
-        }
-        Ok(written)
-    }
-
-    async fn register(
-        &self,
-        user: &User,
-        job: RegistrationJob,
-    ) -> Result<Result<Registered, RegistrationError>, WriteFailure> {
-        let _writing = self.writing.lock().await;
-        let db = self.db().map_err(write_failure)?;
-        let registered = run_registration(&mut d1::Batch(&db), user, &job, self)
-            .await
-            .map_err(write_failure)?;
-        if let Ok(registered) = &registered {
-            self.publish(&registered.written);
-        }
-        Ok(registered)
-    }
+impl Blobs for UserStore {
+    type Upload = Vec<u8>;
 
     async fn receive_blob(
         &self,
         mut body: Request,
-        declared: u64,
-    ) -> Result<(Vec<u8>, BlobHash, u64), UploadFailure> {
-        let bytes = body
-            .bytes()
-            .await
-            .map_err(|e| UploadFailure::Invalid(format!("reading the body: {e}")))?;
-        let size = bytes.len() as u64;
-        if size != declared {
-            return Err(UploadFailure::Invalid(format!(
-                "the body is {size} bytes, not the {declared} its Content-Length declares"
-            )));
+        mut meter: UploadMeter,
+    ) -> Result<(Vec<u8>, Received), UploadFailure> {
+        let broken = |e: worker::Error| UploadFailure::Broken(e.to_string());
+        let mut chunks = body.stream().map_err(broken)?;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(broken)?;
+            meter.feed(&chunk)?;
+            bytes.extend_from_slice(&chunk);
         }
-        let hash = hex::encode(Sha256::digest(&bytes))
-            .parse()
-            .map_err(|_| UploadFailure::Failed("a SHA-256 is a hash".to_owned()))?;
-        Ok((bytes, hash, size))
+        let received = meter.finish()?;
+        Ok((bytes, received))
     }
 
     async fn discard_blob(&self, _upload: Vec<u8>) {}
@@ -465,8 +434,8 @@ impl Host for UserStore {
         &self,
         upload: Vec<u8>,
         hash: &BlobHash,
-        row: Statement,
-    ) -> Result<(), WriteFailure> {
+        row: Job,
+    ) -> Result<JobOutcome, WriteFailure> {
         let digest = hash.as_bytes().to_vec();
         self.bucket()
             .map_err(write_failure)?
@@ -475,11 +444,7 @@ impl Host for UserStore {
             .execute()
             .await
             .map_err(write_failure)?;
-        let _writing = self.writing.lock().await;
-        let db = self.db().map_err(write_failure)?;
-        run_statements(&mut d1::Batch(&db), &[row])
-            .await
-            .map_err(write_failure)
+        self.run_job(row).await
     }
 
     async fn blob_size(&self, hash: &BlobHash) -> worker::Result<Option<u64>> {
@@ -525,24 +490,23 @@ impl Host for UserStore {
         }
         object.body()?.bytes().await.ok()
     }
+}
 
-    fn subscribe(&self, _user: &User) -> Result<u64, Limited> {
+impl Streams for UserStore {
+    type Subscription = u64;
+
+    fn subscribe(&self, _user: &User) -> Result<u64, StreamsFull> {
         let mut streams = self.streams.borrow_mut();
         streams.retain(Live::is_open);
-        let cap = self.settings.limits.sse_connections_per_user;
-        if cap.is_some_and(|cap| streams.len() >= cap) {
-            return Err(Limited {
-                problem: Problem::new(ProblemType::RateLimited)
-                    .with_detail("too many event streams are open; retry later"),
-                retry_after_secs: 5,
-            });
-        }
+        // The object holds one user's streams; no object sees the server's.
+        self.caps.admit(None, streams.len())?;
         let id = self.next_stream.get();
         self.next_stream.set(id + 1);
         streams.push(Live {
             id,
             stream: None,
             pending: Vec::new(),
+            lagging: false,
         });
         Ok(id)
     }
@@ -554,9 +518,11 @@ impl Host for UserStore {
         catch_up: Vec<String>,
         last_seq: u64,
     ) -> EdgeStream {
-        let (sender, frames) = mpsc::unbounded();
-        for frame in catch_up {
-            let _ = sender.unbounded_send(frame.into_bytes());
+        let (mut sender, frames) = mpsc::channel(SUBSCRIBER_QUEUE_LEN);
+        // The catch-up goes as one chunk, ahead of the live queue.
+        let catch_up = catch_up.concat().into_bytes();
+        if !catch_up.is_empty() {
+            let _ = sender.try_send(catch_up);
         }
         let first = {
             let mut streams = self.streams.borrow_mut();
@@ -566,6 +532,7 @@ impl Host for UserStore {
                     live.send(&version);
                 }
             }
+            streams.retain(Live::is_open);
             streams.len() == 1
         };
         if first {
@@ -578,17 +545,56 @@ impl Host for UserStore {
         }
         EdgeStream::Events(frames)
     }
+}
 
+impl Guards for UserStore {
+    fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
+        self.rates.borrow_mut().check(rate, now)
+    }
+
+    fn check_nonce(
+        &self,
+        _user: &User,
+        app: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+        now: RecordDate,
+    ) -> Result<(), ReplayError> {
+        // In the object's own storage: strongly consistent, and it outlives
+        // an eviction (memory would not).
+        let sql = self.state.storage().sql();
+        let recorded = (|| {
+            if !self.nonces_ready.get() {
+                for statement in nonce_table::CREATE {
+                    sql.exec(statement, None)?;
+                }
+                self.nonces_ready.set(true);
+            }
+            sql.exec(nonce_table::FORGET, vec![nonce_table::cutoff(now).into()])?;
+            let values = vec![
+                app.to_string().into(),
+                nonce.to_owned().into(),
+                ts_ms.into(),
+            ];
+            Ok::<_, worker::Error>(sql.exec(nonce_table::RECORD, values)?.rows_written())
+        })();
+        match recorded {
+            Ok(rows) => nonce_table::verdict(rows),
+            Err(error) => {
+                self.report(&format!("the nonce table: {error}"));
+                Err(ReplayError::Full)
+            }
+        }
+    }
+}
+
+impl Secrets for UserStore {
     fn session_key(&self) -> &SessionKey {
         static MISSING: std::sync::OnceLock<SessionKey> = std::sync::OnceLock::new();
         match &self.session_key {
             Some(key) => key,
             // Without the secret no session verifies: each key is random.
-            None => MISSING.get_or_init(|| {
-                let mut bytes = [0; 32];
-                getrandom::fill(&mut bytes).expect("the Workers runtime gives randomness");
-                SessionKey::from_bytes(bytes)
-            }),
+            None => MISSING.get_or_init(|| SessionKey::from_bytes(random_seed())),
         }
     }
 

@@ -57,7 +57,7 @@ impl<H: Host> Context<'_, '_, H> {
             let value = std::str::from_utf8(value)
                 .map_err(|_| auth(&AuthError::Malformed(Malformed::Syntax { at: 0 })))?;
             let header = dialect.parse_authorization(value).map_err(|e| auth(&e))?;
-            let now = host.now();
+            let now = self.now();
             check_timestamp(header.ts_ms, now).map_err(|e| auth(&e))?;
             let (key, access, authorization_id) = self.standing(user, &header.app_id).await?;
             header
@@ -81,7 +81,7 @@ impl<H: Host> Context<'_, '_, H> {
             && let Some(token) = BearerToken::from_target(request.target)
         {
             let token = token.map_err(|e| auth(&e))?;
-            token.check_expiry(host.now()).map_err(|e| auth(&e))?;
+            token.check_expiry(self.now()).map_err(|e| auth(&e))?;
             let (key, access, authorization_id) = self.standing(user, &token.app_id).await?;
             token
                 .verify(dialect, &key, authorization_id.as_ref(), &signed)
@@ -101,7 +101,7 @@ impl<H: Host> Context<'_, '_, H> {
     pub(super) async fn reader(&self, user: &User) -> Result<Caller, Failure> {
         let caller = self.authenticate(user, None).await?;
         if matches!(caller.access, Access::Anonymous) {
-            self.host.rate(Rate::AnonymousRead(self.request.peer))?;
+            self.rate(Rate::AnonymousRead(self.request.peer))?;
         }
         Ok(caller)
     }
@@ -117,7 +117,7 @@ impl<H: Host> Context<'_, '_, H> {
         let Some(app_id) = caller.app else {
             return Err(Problem::new(ProblemType::MissingAuthorization).into());
         };
-        self.host.rate(Rate::Write(&app_id))?;
+        self.rate(Rate::Write(&app_id))?;
         Ok(caller)
     }
 
@@ -129,9 +129,8 @@ impl<H: Host> Context<'_, '_, H> {
         nonce: &str,
         ts_ms: i64,
     ) -> Result<(), Failure> {
-        let now = self.host.now();
         self.host
-            .check_nonce(user, app_id, nonce, ts_ms, now)
+            .check_nonce(user, app_id, nonce, ts_ms, self.now())
             .map_err(|error| match error {
                 ReplayError::Auth(e) => auth(&e),
                 ReplayError::Full => Problem::new(ProblemType::Unavailable)

@@ -3,9 +3,9 @@
 
 use crate::auth::check_body_digest;
 use crate::blob::{
-    ACCEPT_RANGES, RangeAnswer, UploadResponse, blob_audience, check_upload_content_type,
-    check_upload_length, content_disposition, content_range, find_indexed_blob_link, parse_range,
-    unsatisfied_content_range, upload_expiry,
+    ACCEPT_RANGES, RangeAnswer, Received, UploadMeter, UploadResponse, blob_audience,
+    check_upload_content_type, check_upload_length, content_disposition, content_range,
+    find_indexed_blob_link, parse_range, unsatisfied_content_range, upload_expiry,
 };
 use crate::http::blob_cache_control;
 use crate::model::VersionHash;
@@ -13,6 +13,7 @@ use crate::problem::{Problem, ProblemType};
 use crate::route::{BlobPath, RecordPath};
 use crate::store::{read_version, upload_blob_sql, version_sql};
 
+use super::writes::Job;
 use super::{Context, Failure, Host, Outcome, Reply, ReplyBody, UploadFailure, User};
 
 /// `GET …/records/{entity}/{id}[/versions/{hash}]/blobs/{hash}/{file_name}`.
@@ -78,7 +79,7 @@ pub(super) async fn download<H: Host>(
         .with("accept-ranges", ACCEPT_RANGES)
         .with(
             "cache-control",
-            blob_cache_control(blob_audience(&found, caller.bearer_expiry, host.now())),
+            blob_cache_control(blob_audience(&found, caller.bearer_expiry, cx.now())),
         );
     if let RangeAnswer::Partial {
         start,
@@ -116,24 +117,27 @@ pub(super) async fn upload<H: Host>(
             return Err(failure);
         }
     };
-    let (upload, hash, size) =
-        host.receive_blob(body, declared)
-            .await
-            .map_err(|failure| match failure {
-                UploadFailure::Invalid(detail) => {
-                    Failure::from(Problem::new(ProblemType::InvalidBody).with_detail(detail))
-                }
-                UploadFailure::Failed(error) => cx.internal(&error),
-            })?;
+    let (upload, Received { hash, size }) = host
+        .receive_blob(body, UploadMeter::new(declared))
+        .await
+        .map_err(|failure| match failure {
+            UploadFailure::Length(mismatch) => Failure::from(Problem::from(&mismatch)),
+            UploadFailure::Broken(error) => Failure::from(
+                Problem::new(ProblemType::InvalidBody)
+                    .with_detail(format!("reading the body: {error}")),
+            ),
+            UploadFailure::Failed(error) => cx.internal(&error),
+        })?;
     if let Err(error) = check_body_digest(caller.signed_content_sha256, hash.as_bytes()) {
         host.discard_blob(upload).await;
         return Err(Problem::from(&error).into());
     }
-    let now = host.now();
+    let now = cx.now();
     let row = upload_blob_sql(user.id, &hash.to_string(), size, now, upload_expiry(now));
-    host.place_blob(upload, &hash, row)
+    host.place_blob(upload, &hash, Job::Statements(vec![row]))
         .await
-        .map_err(|e| cx.write_failure(&e))?;
+        .map_err(|e| cx.write_failure(&e))?
+        .map_err(|refused| Failure::from(Problem::from(&refused)))?;
     Ok(Reply::json(
         200,
         UploadResponse::new(hash, size, now).to_json(),

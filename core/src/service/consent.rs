@@ -16,7 +16,7 @@ use crate::store::{
 };
 
 use super::store::{RowExt, version_row};
-use super::writes::RecordWrite;
+use super::writes::{Job, RecordWrite};
 use super::{Context, Host, Note, Rate, Reply, ReplyBody, User};
 
 type Page<S> = Result<Reply<S>, Reply<S>>;
@@ -41,7 +41,7 @@ async fn answer<H: Host>(
 ) -> Page<H::Stream> {
     let host = cx.host;
     let key = host.session_key();
-    let now = host.now();
+    let now = cx.now();
     let action = consent_path(&user.name, &app_id);
     let records = fetch_records(cx, &latest_version_sql(user.id, &user.entity, &app_id)).await?;
     let Some(app) = records.first().and_then(AppRequest::from_record) else {
@@ -59,7 +59,7 @@ async fn answer<H: Host>(
         }),
         false => None,
     };
-    let nonce = nonce(host);
+    let nonce = cx.request.fresh.bytes();
     match decide(&user.name, session, form, key, nonce, now) {
         Decision::SignInForm {
             session,
@@ -72,7 +72,7 @@ async fn answer<H: Host>(
             "The form was not sent from this page, or it is too old. Go back, reload the page and try again.",
         )),
         Decision::CheckPassword { session, password } => {
-            if let Err(limited) = host.rate(Rate::SignIn(cx.request.peer)) {
+            if let Err(limited) = cx.rate(Rate::SignIn(cx.request.peer)) {
                 return Err(message(
                     429,
                     "Too many attempts",
@@ -82,7 +82,7 @@ async fn answer<H: Host>(
             }
             if check_password(cx, user, password).await? {
                 host.note(Note::SignedIn { user: &user.name });
-                let session = Session::signed_in(&user.name, self::nonce(host), now);
+                let session = Session::signed_in(&user.name, cx.request.fresh.bytes(), now);
                 Ok(see_other(&action, Some(session.set_cookie(key, now))))
             } else {
                 host.note(Note::WrongPassword {
@@ -116,13 +116,6 @@ async fn answer<H: Host>(
     }
 }
 
-fn nonce<H: Host>(host: &H) -> [u8; 16] {
-    let random = host.random();
-    let mut nonce = [0; 16];
-    nonce.copy_from_slice(&random[..16]);
-    nonce
-}
-
 /// Creates the authorization with what the person left ticked (and
 /// deletes the app's earlier ones); answers the app's redirect with the
 /// authorization id.
@@ -133,7 +126,7 @@ async fn approve<H: Host>(
     ticked: &crate::apps::Scope,
 ) -> Result<String, Reply<H::Stream>> {
     let host = cx.host;
-    let authorization_id = host.fresh_id();
+    let authorization_id = cx.request.fresh.record_id();
     // Check the redirect before writing anything.
     let location = app
         .approval_redirect(&authorization_id)
@@ -158,9 +151,16 @@ async fn approve<H: Host>(
             entity: user.entity.clone(),
         },
         origin: WriteOrigin::default(),
+        fresh_id: cx.request.fresh.record_id(),
     })
     .collect();
-    match host.write(user, writes).await {
+    match host
+        .run(Job::Writes {
+            user: user.clone(),
+            writes,
+        })
+        .await
+    {
         Ok(Ok(_)) => {
             host.note(Note::Authorized {
                 user: &user.name,
@@ -247,7 +247,7 @@ fn sign_in<H: Host>(
     let csrf = session.csrf_token(key);
     let reply = html(status, sign_in_page(&user.name, action, &csrf, error));
     match set_cookie {
-        true => reply.with("set-cookie", session.set_cookie(key, cx.host.now())),
+        true => reply.with("set-cookie", session.set_cookie(key, cx.now())),
         false => reply,
     }
 }

@@ -12,7 +12,7 @@ use crate::query::EventsQuery;
 use crate::store::{event_log_bounds_sql, events_sql, read_version};
 
 use super::store::RowExt;
-use super::{Context, Failure, Host, Outcome, Rate, Reply, ReplyBody, User};
+use super::{Context, Failure, Host, Limited, Outcome, Rate, Reply, ReplyBody, User};
 
 /// How many event-log rows one catch-up query reads.
 const CATCH_UP_CHUNK: u32 = 500;
@@ -21,10 +21,10 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
     let host = cx.host;
     let caller = cx.authenticate(user, None).await?;
     if matches!(caller.access, Access::Anonymous) {
-        host.rate(Rate::AnonymousRead(cx.request.peer))?;
+        cx.rate(Rate::AnonymousRead(cx.request.peer))?;
     }
     authorize_events(&caller.access).map_err(|e| Problem::from(&e))?;
-    let query = EventsQuery::from_params(&cx.params, host.now()).map_err(|e| Problem::from(&e))?;
+    let query = EventsQuery::from_params(&cx.params, cx.now()).map_err(|e| Problem::from(&e))?;
     let dialect = host.settings().dialect;
     let client_id = parse_client_id(
         cx.request
@@ -37,7 +37,9 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
         .and_then(EventId::from_header);
 
     // Subscribe first, so nothing committed during the catch-up is missed.
-    let subscription = host.subscribe(user)?;
+    let subscription = host
+        .subscribe(user)
+        .map_err(|full| Failure::from(Limited::from(full)))?;
     let bounds_rows = host
         .fetch(&event_log_bounds_sql(user.id))
         .await

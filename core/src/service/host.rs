@@ -10,12 +10,13 @@ use crate::events::Subscriber;
 use crate::limits::Limits;
 use crate::model::{BlobHash, Entity, RecordDate, RecordId};
 use crate::problem::Problem;
-use crate::register::RegistrationError;
 use crate::store::Statement;
-use crate::write::WriteError;
+
+use crate::blob::{LengthMismatch, Received, UploadMeter};
+use crate::events::{STREAM_CAP_RETRY_AFTER_SECS, StreamsFull};
 
 use super::store::Row;
-use super::writes::{RecordWrite, Registered, RegistrationJob, Written};
+use super::writes::{Job, JobOutcome};
 
 /// A user of this server: its `{user}` path segment and its entity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +60,15 @@ pub struct Limited {
     pub retry_after_secs: u64,
 }
 
+impl From<StreamsFull> for Limited {
+    fn from(full: StreamsFull) -> Self {
+        Limited {
+            problem: Problem::from(&full),
+            retry_after_secs: STREAM_CAP_RETRY_AFTER_SECS,
+        }
+    }
+}
+
 /// Why a body could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyError {
@@ -71,10 +81,19 @@ pub enum BodyError {
 /// Why an upload could not be received.
 #[derive(Debug)]
 pub enum UploadFailure {
-    /// The client sent other than it declared (too few or too many bytes).
-    Invalid(String),
+    /// The client sent other than it declared: what core's
+    /// [`UploadMeter`] refused.
+    Length(LengthMismatch),
+    /// The body ended early or its connection failed.
+    Broken(String),
     /// The host's storage failed: logged, answered `server/500-internal`.
     Failed(String),
+}
+
+impl From<LengthMismatch> for UploadFailure {
+    fn from(mismatch: LengthMismatch) -> Self {
+        UploadFailure::Length(mismatch)
+    }
 }
 
 /// Why a write job did not run: never the client's doing.
@@ -139,24 +158,10 @@ impl fmt::Display for Note<'_> {
     }
 }
 
-/// The host of the service: its storage, clock, randomness and state.
-///
-/// Futures need not be `Send`: the worker is single-threaded, and the
-/// native host names its concrete type, so the compiler sees that its
-/// futures are.
-#[allow(async_fn_in_trait)]
-pub trait Host: super::writes::JobClock {
-    /// A request body, unread.
-    type Body;
-    /// A reply body the host streams (a blob's bytes, an event stream).
-    type Stream;
-    /// A received upload, not yet placed.
-    type Upload;
-    /// A place among the subscribers of a user's events.
-    type Subscription;
-    /// A failure of the host's storage.
-    type Error: fmt::Display;
-
+/// A host of the service: its settings and log, and the capabilities
+/// below. Each capability is a small trait of its own, so that a reader
+/// (or a fake host in a test) can take them one at a time.
+pub trait Host: Store + Jobs + Bodies + Blobs + Streams + Guards + Secrets {
     fn settings(&self) -> &Settings;
 
     /// Logs an unexpected failure (answered `server/500-internal`).
@@ -164,9 +169,18 @@ pub trait Host: super::writes::JobClock {
 
     /// Logs something a person running the server wants to see.
     fn note(&self, note: Note<'_>);
+}
 
-    /// 32 fresh random bytes.
-    fn random(&self) -> [u8; 32];
+/// Reads of the store: every statement a request reads runs here, outside
+/// any write job.
+///
+/// Futures need not be `Send`: the worker is single-threaded, and the
+/// native host names its concrete type, so the compiler sees that its
+/// futures are.
+#[allow(async_fn_in_trait)]
+pub trait Store {
+    /// A failure of the host's storage: logged, answered `server/500-internal`.
+    type Error: fmt::Display;
 
     /// The user named `name`.
     async fn user(&self, name: &str) -> Result<Option<User>, Self::Error>;
@@ -176,65 +190,64 @@ pub trait Host: super::writes::JobClock {
 
     /// The rows of a read.
     async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, Self::Error>;
+}
 
-    /// The whole body, if it holds at most `max` bytes.
+/// The one ordered place where a user's writes commit.
+#[allow(async_fn_in_trait)]
+pub trait Jobs {
+    /// Runs `job` with core's [`Job::run`] over a transaction of the
+    /// host's, with the time at which the host's scheduler runs it, and
+    /// hands the versions it stored
+    /// ([`Done::take_live_versions`](super::writes::Done::take_live_versions))
+    /// to the open event streams of its user ([`Job::user_id`]) once they
+    /// are durable. A request runs at most one job.
+    async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure>;
+}
+
+/// Request bodies, read on demand.
+#[allow(async_fn_in_trait)]
+pub trait Bodies {
+    /// A request body, unread.
+    type Body;
+    /// A reply body the host streams (a blob's bytes, an event stream).
+    type Stream;
+
+    /// The whole body, if it holds at most `max` bytes; a longer one is
+    /// refused as soon as it passes `max`, without being kept.
     async fn read_body(&self, body: Self::Body, max: usize) -> Result<Vec<u8>, BodyError>;
 
     /// Reads and drops a refused body (within reason), so that a client
     /// still sending it receives the answer.
     async fn discard(&self, body: Self::Body);
+}
 
-    /// Counts one request against `rate`.
-    fn rate(&self, rate: Rate<'_>) -> Result<(), Limited>;
+/// The bytes of blobs, kept under their SHA-256.
+#[allow(async_fn_in_trait)]
+pub trait Blobs: Bodies + Store {
+    /// A received upload, not yet placed.
+    type Upload;
 
-    /// Records a verified request's nonce for `app` in the user's store;
-    /// refuses one seen within the window (PROTOCOL.md §10). Natively a
-    /// [`ReplayGuard`](crate::auth::ReplayGuard) in memory; on the edge the
-    /// user object's own storage ([`nonce_table`](crate::auth::nonce_table)).
-    fn check_nonce(
-        &self,
-        user: &User,
-        app: RecordId,
-        nonce: &str,
-        ts_ms: i64,
-        now: RecordDate,
-    ) -> Result<(), ReplayError>;
-
-    /// Runs record writes as one job (core's
-    /// [`run_writes`](super::writes::run_writes)) and publishes its events.
-    async fn write(
-        &self,
-        user: &User,
-        writes: Vec<RecordWrite>,
-    ) -> Result<Result<Written, WriteError>, WriteFailure>;
-
-    /// Runs a registration (core's
-    /// [`run_registration`](super::writes::run_registration)) and publishes
-    /// its events.
-    async fn register(
-        &self,
-        user: &User,
-        job: RegistrationJob,
-    ) -> Result<Result<Registered, RegistrationError>, WriteFailure>;
-
-    /// Receives an upload of `declared` bytes, hashing it as it comes.
+    /// Receives an upload, feeding every chunk to `meter` (which refuses
+    /// it as soon as it is longer than declared) and answering what
+    /// [`UploadMeter::finish`] makes of it.
     async fn receive_blob(
         &self,
         body: Self::Body,
-        declared: u64,
-    ) -> Result<(Self::Upload, BlobHash, u64), UploadFailure>;
+        meter: UploadMeter,
+    ) -> Result<(Self::Upload, Received), UploadFailure>;
 
     /// Drops a received upload.
     async fn discard_blob(&self, upload: Self::Upload);
 
-    /// Keeps a received upload under its hash and runs `row` (its blob
-    /// row) as a write job.
+    /// Keeps a received upload under `hash`, then runs `row` (the job that
+    /// stores its blob row) as [`Jobs::run`] would, so that upkeep never
+    /// removes the bytes in between.
     async fn place_blob(
         &self,
         upload: Self::Upload,
         hash: &BlobHash,
-        row: Statement,
-    ) -> Result<(), WriteFailure>;
+        row: Job,
+    ) -> Result<JobOutcome, WriteFailure>;
 
     /// The size of the blob kept under `hash`, if it is kept.
     async fn blob_size(&self, hash: &BlobHash) -> Result<Option<u64>, Self::Error>;
@@ -249,14 +262,25 @@ pub trait Host: super::writes::JobClock {
 
     /// A small blob's bytes, if it is kept and holds at most `max` bytes.
     async fn small_blob(&self, hash: &BlobHash, max: usize) -> Option<Vec<u8>>;
+}
+
+/// Open event streams.
+pub trait Streams: Bodies {
+    /// A place among the subscribers of a user's events.
+    type Subscription;
 
     /// A place among the user's subscribers, taken before the catch-up is
-    /// read so that nothing committed meanwhile is missed; a problem (with
-    /// `Retry-After`) when the user or the server is at its cap.
-    fn subscribe(&self, user: &User) -> Result<Self::Subscription, Limited>;
+    /// read so that nothing committed meanwhile is missed. The host counts
+    /// its open streams and asks core's
+    /// [`StreamCaps::admit`](crate::events::StreamCaps::admit) whether one
+    /// more fits.
+    fn subscribe(&self, user: &User) -> Result<Self::Subscription, StreamsFull>;
 
     /// The event stream: the catch-up frames, then the live events after
     /// `last_seq` that `subscriber` accepts, with heartbeats in silences.
+    /// A subscriber that falls more than
+    /// [`SUBSCRIBER_QUEUE_LEN`](crate::events::SUBSCRIBER_QUEUE_LEN)
+    /// versions behind is disconnected.
     fn event_stream(
         &self,
         subscription: Self::Subscription,
@@ -264,7 +288,31 @@ pub trait Host: super::writes::JobClock {
         catch_up: Vec<String>,
         last_seq: u64,
     ) -> Self::Stream;
+}
 
+/// Counters that outlive a request: rates and nonces.
+pub trait Guards {
+    /// Counts one request against `rate` at `now` (the request's time),
+    /// with core's [`RateLimits`](super::RateLimits).
+    fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited>;
+
+    /// Records a verified request's nonce for `app` in the user's store;
+    /// refuses one seen within the window (PROTOCOL.md §10). Natively a
+    /// [`ReplayGuard`](crate::auth::ReplayGuard) in memory; on the edge the
+    /// user object's own storage ([`nonce_table`](crate::auth::nonce_table)).
+    fn check_nonce(
+        &self,
+        user: &User,
+        app: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+        now: RecordDate,
+    ) -> Result<(), ReplayError>;
+}
+
+/// The consent page's secrets.
+#[allow(async_fn_in_trait)]
+pub trait Secrets {
     /// The key that signs the consent page's session cookies.
     fn session_key(&self) -> &SessionKey;
 

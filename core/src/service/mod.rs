@@ -21,10 +21,14 @@ mod host;
 mod rates;
 mod records;
 pub mod store;
+pub mod upkeep;
 pub mod writes;
 
 pub use auth::Caller;
-pub use host::{BodyError, Host, Limited, Note, Rate, Settings, UploadFailure, User, WriteFailure};
+pub use host::{
+    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, Secrets, Settings, Store,
+    Streams, UploadFailure, User, WriteFailure,
+};
 pub use rates::{RateLimits, Rates};
 
 use std::net::IpAddr;
@@ -32,8 +36,10 @@ use std::net::IpAddr;
 use crate::auth::{HeaderLookup, SignedRequest};
 use crate::discovery::{discovery_link, entity_record_url, server_info_json, user_for_host};
 use crate::docs::{ERROR_TYPE_PAGE_CONTENT_TYPE, error_type_page};
+use crate::fresh::Fresh;
 use crate::http::{NO_CACHE, PREFLIGHT_STATUS};
 use crate::limits::{check_header_bytes, check_request_target};
+use crate::model::RecordDate;
 use crate::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use crate::query::decode_query_string;
 use crate::route::{Endpoint, Method, route};
@@ -58,6 +64,12 @@ pub struct Request<'r> {
     pub header_bytes: usize,
     /// The client's address, when the host knows it (rates per address).
     pub peer: Option<IpAddr>,
+    /// The time the request arrived: the one "now" of every decision it
+    /// leads to (signature windows, nonces, rates, expiries, cookies). A
+    /// write job is stamped with its scheduler's time instead.
+    pub now: RecordDate,
+    /// The randomness the request may use (ids, keys, nonces).
+    pub fresh: Fresh,
 }
 
 impl Request<'_> {
@@ -227,6 +239,16 @@ impl<H: Host> Context<'_, '_, H> {
     /// details a client could misuse.
     fn internal(&self, error: &dyn std::fmt::Display) -> Failure {
         internal(self.host, error)
+    }
+
+    /// The request's time.
+    fn now(&self) -> RecordDate {
+        self.request.now
+    }
+
+    /// Counts the request against `rate`.
+    fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
+        self.host.rate(rate, self.request.now)
     }
 }
 

@@ -21,7 +21,7 @@ use crate::store::{WriteOrigin, latest_version_sql, list_sql, read_version, vers
 use crate::write::{RecordKey, WriteRequest};
 
 use super::store::version_row;
-use super::writes::{RecordWrite, RegistrationJob};
+use super::writes::{Done, Job, RecordWrite, RegistrationJob};
 use super::{
     BodyError, Caller, Context, Failure, Host, Note, Outcome, Rate, Reply, User, WriteFailure,
 };
@@ -157,7 +157,7 @@ async fn register<H: Host>(
     key: OfferedKey,
     body: H::Body,
 ) -> Outcome<H::Stream> {
-    if let Err(limited) = cx.host.rate(Rate::Registration(cx.request.peer)) {
+    if let Err(limited) = cx.rate(Rate::Registration(cx.request.peer)) {
         cx.host.discard(body).await;
         return Err(limited.into());
     }
@@ -179,7 +179,7 @@ async fn register<H: Host>(
         body: &body,
         body_sha256: &body_sha256,
     };
-    let now = host.now();
+    let now = cx.now();
     let registration = verify_registration(&request, key, now).map_err(|e| Problem::from(&e))?;
     cx.check_replay(
         user,
@@ -188,17 +188,21 @@ async fn register<H: Host>(
         registration.ts_ms,
     )?;
     let answer_header = registration.key.header;
-    let seed = host.random();
+    let fresh = &cx.request.fresh;
     let job = RegistrationJob {
         registration,
-        credentials_id: host.fresh_id(),
-        server_keys: ServerKeys::from_seed(seed),
+        credentials_id: fresh.record_id(),
+        server_keys: ServerKeys::from_seed(fresh.bytes()),
     };
-    let registered = host
-        .register(user, job)
-        .await
-        .map_err(|e| cx.write_failure(&e))?
-        .map_err(|e| Problem::from(&e))?;
+    let Done::Registered(registered) = cx
+        .run(Job::Registration {
+            user: user.clone(),
+            registration: Box::new(job),
+        })
+        .await?
+    else {
+        return Err(cx.internal(&"a registration stored no App record"));
+    };
     let app_record = registered.written.answer;
     host.note(Note::Registered {
         user: &user.name,
@@ -298,6 +302,16 @@ impl<H: Host> Context<'_, '_, H> {
         }
     }
 
+    /// Runs the request's one job: what it stored, or the problem of a
+    /// refusal or a failure.
+    pub(super) async fn run(&self, job: Job) -> Result<Done, Failure> {
+        self.host
+            .run(job)
+            .await
+            .map_err(|e| self.write_failure(&e))?
+            .map_err(|refused| Problem::from(&refused).into())
+    }
+
     async fn write(
         &self,
         user: &User,
@@ -315,13 +329,17 @@ impl<H: Host> Context<'_, '_, H> {
             request,
             access: caller.access.clone(),
             origin: WriteOrigin { client_id },
+            fresh_id: self.request.fresh.record_id(),
         };
-        let written = self
-            .host
-            .write(user, vec![write])
-            .await
-            .map_err(|e| self.write_failure(&e))?
-            .map_err(|e| Problem::from(&e))?;
+        let Done::Written(written) = self
+            .run(Job::Writes {
+                user: user.clone(),
+                writes: vec![write],
+            })
+            .await?
+        else {
+            return Err(self.internal(&"a record write stored no version"));
+        };
         let answer = respond::written(
             written.answer.record,
             written.answer.entries,

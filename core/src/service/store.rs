@@ -47,6 +47,27 @@ pub enum CommitError<E> {
     Failed(E),
 }
 
+/// SQLite's primary result code for a constraint violation.
+const SQLITE_CONSTRAINT: i32 = 19;
+
+impl<E> CommitError<E> {
+    /// Sorts a failed commit: a constraint (a unique index, a foreign key,
+    /// a check, or a trigger's abort, which the store's schema uses to
+    /// refuse a write that lost a race) is a [`CommitError::Conflict`].
+    /// `primary_code` is SQLite's result code when the driver gives it;
+    /// `message` is the error as the driver words it (D1 gives only that,
+    /// ending in the code's name).
+    pub fn classify(error: E, primary_code: Option<i32>, message: &str) -> Self {
+        let constraint = primary_code == Some(SQLITE_CONSTRAINT)
+            || message.contains("SQLITE_CONSTRAINT")
+            || message.contains("constraint failed");
+        match constraint {
+            true => CommitError::Conflict(error),
+            false => CommitError::Failed(error),
+        }
+    }
+}
+
 /// A value of a row that is not what the statement selects: the stored data
 /// or the host's driver is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -117,6 +138,30 @@ pub fn version_row(row: &[SqlValue]) -> Result<(String, String), RowError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn constraints_are_conflicts_by_code_or_by_message() {
+        let conflict = |code, message| {
+            matches!(
+                CommitError::classify((), code, message),
+                CommitError::Conflict(())
+            )
+        };
+        assert!(conflict(
+            Some(19),
+            "folio: version.received_at must increase"
+        ));
+        assert!(conflict(
+            None,
+            "D1_ERROR: folio: version.received_at must increase: SQLITE_CONSTRAINT"
+        ));
+        assert!(conflict(None, "UNIQUE constraint failed: records.id"));
+        assert!(!conflict(Some(5), "database is locked"));
+        assert!(!conflict(
+            None,
+            "D1_ERROR: no such table: records: SQLITE_ERROR"
+        ));
+    }
 
     #[test]
     fn integers_read_from_numbers_and_decimal_text() {

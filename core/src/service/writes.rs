@@ -15,6 +15,7 @@ use std::fmt;
 
 use crate::access::Access;
 use crate::apps::{ServerKeys, server_public_key};
+use crate::events::LiveVersion;
 use crate::model::{ClientId, Record, RecordDate, RecordId};
 use crate::query::{IndexEntry, index_entries};
 use crate::register::{Registration, RegistrationError, RegistrationPlan, registration_access};
@@ -28,12 +29,123 @@ use crate::write::{Answer, Commit, Need, Step, Write, WriteContext, WriteError, 
 use super::User;
 use super::store::{CommitError, RowError, RowExt, Transaction, version_row};
 
-/// A record write: the request and who makes it.
+/// A record write: the request, who makes it, and the id a create that
+/// names none takes (drawn from the request's [`Fresh`](crate::fresh::Fresh)).
 #[derive(Debug, Clone)]
 pub struct RecordWrite {
     pub request: WriteRequest,
     pub access: Access,
     pub origin: WriteOrigin,
+    pub fresh_id: RecordId,
+}
+
+/// What one request commits, as one atomic unit: the only kinds of write
+/// there are. A host runs it with [`Job::run`] and matches on none of them.
+#[derive(Debug, Clone)]
+pub enum Job {
+    /// Record writes to `user`'s store, stored together or not at all;
+    /// answered with the first.
+    Writes {
+        user: User,
+        writes: Vec<RecordWrite>,
+    },
+    /// An app's registration in `user`'s store: its App record and, for a
+    /// new app, its Credentials record and key row.
+    Registration {
+        user: User,
+        registration: Box<RegistrationJob>,
+    },
+    /// Plain statements: a blob's row, upkeep.
+    Statements(Vec<Statement>),
+}
+
+/// What a job stored.
+#[derive(Debug, Clone)]
+pub enum Done {
+    Written(Written),
+    Registered(Registered),
+    /// Statements ran.
+    Ran,
+}
+
+/// Why a job stored nothing: the client's doing, answered with its problem.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refused {
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Registration(#[from] RegistrationError),
+}
+
+impl From<&Refused> for crate::problem::Problem {
+    fn from(refused: &Refused) -> Self {
+        match refused {
+            Refused::Write(error) => error.into(),
+            Refused::Registration(error) => error.into(),
+        }
+    }
+}
+
+/// A job's answer to its request: stored, or refused.
+pub type JobOutcome = Result<Done, Refused>;
+
+impl Job {
+    /// Runs the job against `tx` at `now` (the time at which the host's
+    /// scheduler runs it: every version it stores is received then, or
+    /// just after the store's latest). Commits once, or not at all; a
+    /// commit that loses a race runs the job again, at most
+    /// [`WRITE_ATTEMPTS`] times.
+    pub async fn run<T: Transaction>(
+        &self,
+        tx: &mut T,
+        now: RecordDate,
+    ) -> Result<JobOutcome, JobFailure<T::Error>> {
+        Ok(match self {
+            Job::Writes { user, writes } => run_writes(tx, user, writes, now)
+                .await?
+                .map(Done::Written)
+                .map_err(Refused::from),
+            Job::Registration { user, registration } => {
+                run_registration(tx, user, registration, now)
+                    .await?
+                    .map(Done::Registered)
+                    .map_err(Refused::from)
+            }
+            Job::Statements(statements) => {
+                run_statements(tx, statements).await?;
+                Ok(Done::Ran)
+            }
+        })
+    }
+}
+
+impl Job {
+    /// The row id of the user whose store the job writes, whose open event
+    /// streams receive what it stores.
+    pub fn user_id(&self) -> Option<i64> {
+        match self {
+            Job::Writes { user, .. } | Job::Registration { user, .. } => Some(user.id),
+            Job::Statements(_) => None,
+        }
+    }
+}
+
+impl Done {
+    /// Takes the versions the job stored out of it, as the live events the
+    /// user's open streams receive, in the order they were stored. The
+    /// answer to the request stays.
+    pub fn take_live_versions(&mut self) -> Vec<LiveVersion> {
+        let written = match self {
+            Done::Written(written) => written,
+            Done::Registered(registered) => &mut registered.written,
+            Done::Ran => return Vec::new(),
+        };
+        let client_id = written.client_id;
+        std::mem::take(&mut written.versions)
+            .into_iter()
+            .map(|(stored, seq)| LiveVersion::new(seq, stored.record, stored.entries, client_id))
+            .collect()
+    }
 }
 
 /// A stored version with its link-index entries.
@@ -113,26 +225,18 @@ impl<E> From<RowError> for JobFailure<E> {
 /// What a job came to: refused (the client's doing), or written.
 pub type JobResult<T, R, E> = Result<Result<T, R>, JobFailure<E>>;
 
-/// The time and randomness a job draws from its host.
-pub trait JobClock {
-    /// The current time.
-    fn now(&self) -> RecordDate;
-    /// A fresh random record id.
-    fn fresh_id(&self) -> RecordId;
-}
-
 /// Runs record writes as one job: all are stored, or none (the first
 /// refusal refuses the job). Answers with the first write's version.
-pub async fn run_writes<T: Transaction>(
+async fn run_writes<T: Transaction>(
     tx: &mut T,
     user: &User,
     writes: &[RecordWrite],
-    clock: &impl JobClock,
+    now: RecordDate,
 ) -> JobResult<Written, WriteError, T::Error> {
     let mut lost = Lost::default();
     while lost.another_attempt() {
-        let mut job = Job::new(user);
-        let answered = match job.writes(tx, writes, clock).await? {
+        let mut job = Pending::new(user);
+        let answered = match job.writes(tx, writes, now).await? {
             Ok(answered) => answered,
             Err(error) => return Ok(Err(error)),
         };
@@ -146,17 +250,20 @@ pub async fn run_writes<T: Transaction>(
 
 /// Runs a registration: reads the key the app id is registered with, then
 /// stores what [`Registration::plan`] makes of it.
-pub async fn run_registration<T: Transaction>(
+async fn run_registration<T: Transaction>(
     tx: &mut T,
     user: &User,
     job: &RegistrationJob,
-    clock: &impl JobClock,
+    now: RecordDate,
 ) -> JobResult<Registered, RegistrationError, T::Error> {
     let registration = &job.registration;
-    let write = |request: WriteRequest| RecordWrite {
+    // Both records name their ids: the App record the app's, the
+    // Credentials record the job's.
+    let write = |request: WriteRequest, fresh_id: RecordId| RecordWrite {
         request,
         access: registration_access(&user.entity),
         origin: WriteOrigin::default(),
+        fresh_id,
     };
     let mut lost = Lost::default();
     while lost.another_attempt() {
@@ -175,13 +282,16 @@ pub async fn run_registration<T: Transaction>(
             job.credentials_id,
             &job.server_keys,
         );
-        let mut pending = Job::new(user);
+        let mut pending = Pending::new(user);
         let (answered, server_public_key) = match plan {
             Err(error) => return Ok(Err(error)),
             Ok(RegistrationPlan::New(new)) => {
                 let new = *new;
-                let writes = [write(new.app), write(new.credentials)];
-                let answered = match pending.writes(tx, &writes, clock).await? {
+                let writes = [
+                    write(new.app, registration.app_id),
+                    write(new.credentials, job.credentials_id),
+                ];
+                let answered = match pending.writes(tx, &writes, now).await? {
                     Ok(answered) => answered,
                     Err(error) => return Ok(Err(error.into())),
                 };
@@ -189,7 +299,10 @@ pub async fn run_registration<T: Transaction>(
                 (answered, new.server_public_key)
             }
             Ok(RegistrationPlan::Renewal { app }) => {
-                let answered = match pending.writes(tx, &[write(*app)], clock).await? {
+                let answered = match pending
+                    .writes(tx, &[write(*app, registration.app_id)], now)
+                    .await?
+                {
                     Ok(answered) => answered,
                     Err(error) => return Ok(Err(error.into())),
                 };
@@ -222,7 +335,7 @@ pub async fn run_registration<T: Transaction>(
 }
 
 /// Runs statements as one job (a blob's row, maintenance).
-pub async fn run_statements<T: Transaction>(
+async fn run_statements<T: Transaction>(
     tx: &mut T,
     statements: &[Statement],
 ) -> Result<(), JobFailure<T::Error>> {
@@ -272,7 +385,7 @@ impl<E> Lost<E> {
 }
 
 /// One job's decided writes, not yet committed.
-struct Job<'u> {
+struct Pending<'u> {
     user: &'u User,
     /// What the job's writes stored so far, in order: the overlay later
     /// writes of the job read through.
@@ -290,9 +403,9 @@ enum Answered {
     Stored,
 }
 
-impl<'u> Job<'u> {
+impl<'u> Pending<'u> {
     fn new(user: &'u User) -> Self {
-        Job {
+        Pending {
             user,
             versions: Vec::new(),
             statements: Vec::new(),
@@ -306,12 +419,12 @@ impl<'u> Job<'u> {
         &mut self,
         tx: &mut T,
         writes: &[RecordWrite],
-        clock: &impl JobClock,
+        now: RecordDate,
     ) -> Result<Result<Answered, WriteError>, JobFailure<T::Error>> {
         let mut first = None;
         self.client_id = writes.first().and_then(|write| write.origin.client_id);
         for write in writes {
-            let answered = match self.write(tx, write, clock).await? {
+            let answered = match self.write(tx, write, now).await? {
                 Ok(answered) => answered,
                 Err(error) => return Ok(Err(error)),
             };
@@ -326,10 +439,9 @@ impl<'u> Job<'u> {
         &mut self,
         tx: &mut T,
         job: &RecordWrite,
-        clock: &impl JobClock,
+        now: RecordDate,
     ) -> Result<Result<Answered, WriteError>, JobFailure<T::Error>> {
         let user_id = self.user.id;
-        let now = clock.now();
         let last_rows = tx
             .fetch(&last_received_at_sql(user_id))
             .await
@@ -344,7 +456,7 @@ impl<'u> Job<'u> {
             access: job.access.clone(),
             now,
             last_received_at: stored_last.max(self.last_received_at),
-            fresh_id: clock.fresh_id(),
+            fresh_id: job.fresh_id,
         };
         let mut write = Write::new(job.request.clone(), context);
         let commit = loop {
