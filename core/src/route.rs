@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use percent_encoding::percent_decode_str;
 
-use crate::model::{BlobHash, Entity, FileName, RecordId, VersionHash};
+use crate::model::{BlobHash, Entity, FileName, RecordId, UserName, VersionHash};
 use crate::problem::{Problem, ProblemType};
 
 /// The methods a router knows. Anything else is answered 405.
@@ -77,35 +77,35 @@ pub enum Endpoint {
     /// `/docs/error-types/{group}/{status-slug}`: the page of one error type.
     ErrorType { type_path: String },
     /// `/{user}/auth/{app_record_id}`: the consent page.
-    Consent { user: String, app: RecordId },
+    Consent { user: UserName, app: RecordId },
     /// `/api/{user}/records`.
-    Records { user: String },
+    Records { user: UserName },
     /// `/api/{user}/records/{entity}/{record_id}`.
-    Record { user: String, record: RecordPath },
+    Record { user: UserName, record: RecordPath },
     /// `…/{record_id}/versions`.
-    RecordVersions { user: String, record: RecordPath },
+    RecordVersions { user: UserName, record: RecordPath },
     /// `…/{record_id}/versions/{version_hash}`.
     RecordVersion {
-        user: String,
+        user: UserName,
         record: RecordPath,
         hash: VersionHash,
     },
     /// `…/{record_id}/blobs/{blob_hash}/{file_name}`, or the same through
     /// one version when `version` is set.
     RecordBlob {
-        user: String,
+        user: UserName,
         record: RecordPath,
         version: Option<VersionHash>,
         blob: BlobPath,
     },
     /// `/api/{user}/blobs`.
-    NewBlob { user: String },
+    NewBlob { user: UserName },
     /// `/api/{user}/events`.
-    Events { user: String },
+    Events { user: UserName },
     /// `/api/{user}/notifications`.
-    NewNotification { user: String },
+    NewNotification { user: UserName },
     /// `/api/{user}/server`.
-    ServerInfo { user: String },
+    ServerInfo { user: UserName },
 }
 
 /// The path prefix under which error-type pages are served: the path of
@@ -148,7 +148,7 @@ impl Endpoint {
     }
 
     /// The `{user}` segment, for endpoints inside a user's API.
-    pub fn user(&self) -> Option<&str> {
+    pub fn user(&self) -> Option<&UserName> {
         match self {
             Endpoint::Discovery | Endpoint::ErrorType { .. } => None,
             Endpoint::Consent { user, .. }
@@ -184,13 +184,8 @@ pub fn route(path: &str) -> Result<Endpoint, Problem> {
         .collect::<Result<_, _>>()
         .map_err(|_| not_found())?;
     let segments: Vec<&str> = segments.iter().map(|s| s.as_ref()).collect();
-    let user = |name: &str| -> Result<String, Problem> {
-        if name.is_empty() {
-            Err(not_found())
-        } else {
-            Ok(name.to_owned())
-        }
-    };
+    // A segment no user can be named is no user's.
+    let user = |name: &str| -> Result<UserName, Problem> { name.parse().map_err(|_| not_found()) };
     fn parse<T: std::str::FromStr>(text: &str, path: &str) -> Result<T, Problem> {
         text.parse().map_err(|_| {
             Problem::new(ProblemType::NotFound).with_detail(format!("no endpoint at {path}"))

@@ -13,7 +13,7 @@ use folio_core::consent::{SessionKey, verify_password};
 use folio_core::events::{
     HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveSubscriber, LiveVersion, StreamsFull, Subscriber,
 };
-use folio_core::model::{BlobHash, RecordDate, RecordId};
+use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
 use folio_core::service::store::Row;
 use folio_core::service::writes::{Job, JobOutcome};
 use folio_core::service::{
@@ -217,8 +217,8 @@ impl Host for App {
 impl Store for App {
     type Error = HostError;
 
-    async fn user(&self, name: &str) -> Result<Option<User>, HostError> {
-        Ok(self.users.get(&self.readers, name).await?)
+    async fn user(&self, name: &UserName) -> Result<Option<User>, HostError> {
+        Ok(self.users.get(&self.readers, name.as_str()).await?)
     }
 
     async fn users(&self) -> Result<Vec<User>, HostError> {
@@ -346,7 +346,7 @@ impl Streams for App {
 }
 
 impl Guards for App {
-    fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
+    async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
         self.rates
             .lock()
             .unwrap_or_else(|p| p.into_inner())

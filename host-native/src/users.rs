@@ -13,7 +13,7 @@ use folio_core::apps::{
     Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
 };
 use folio_core::discovery::entity_content;
-use folio_core::model::{Entity, RecordId, RecordLink};
+use folio_core::model::{Entity, RecordId, RecordLink, UserName};
 use folio_core::service::store::{CommitError, Row, RowError, RowExt, Transaction};
 use folio_core::service::writes::{Done, Job, RecordWrite};
 use folio_core::store::{
@@ -169,15 +169,11 @@ fn post(body: &Value) -> Result<WriteRequest, ProvisionError> {
     Ok(WriteRequest::post(body.to_string().as_bytes())?)
 }
 
-/// Refuses a user name that is not one path segment.
+/// Refuses a user name that is not core's [`UserName`]: one path segment.
 pub fn check_user_name(name: &str) -> Result<(), ProvisionError> {
-    if name.is_empty() || name.contains(['/', '?', '#', '%']) || name.chars().any(char::is_control)
-    {
-        return Err(ProvisionError::Invalid(format!(
-            "`{name}` cannot be a user name: it must be one path segment"
-        )));
-    }
-    Ok(())
+    name.parse::<UserName>()
+        .map(drop)
+        .map_err(|error| ProvisionError::Invalid(error.to_string()))
 }
 
 /// Which row id a new user gets.

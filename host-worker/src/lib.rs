@@ -35,7 +35,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         );
     }
     let object = match route(url.path()) {
-        Ok(endpoint) => endpoint.user().map(str::to_owned),
+        Ok(endpoint) => endpoint.user().map(|name| name.as_str().to_owned()),
         Err(_) => None,
     };
     let namespace = env.durable_object(USERS)?;

@@ -17,7 +17,7 @@ use folio_core::limits::{
     DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits, RateLimit,
     header_section_len, parse_per_minute_setting,
 };
-use folio_core::model::{BlobHash, RecordDate, RecordId};
+use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
 use folio_core::problem::default_docs_url;
 use folio_core::service::store::{Row, RowExt};
 use folio_core::service::writes::{Job, JobOutcome};
@@ -359,8 +359,8 @@ impl Host for UserStore {
 impl Store for UserStore {
     type Error = worker::Error;
 
-    async fn user(&self, name: &str) -> worker::Result<Option<User>> {
-        let rows = d1::fetch(&self.db()?, &user_by_name_sql(name)).await?;
+    async fn user(&self, name: &UserName) -> worker::Result<Option<User>> {
+        let rows = d1::fetch(&self.db()?, &user_by_name_sql(name.as_str())).await?;
         Ok(rows.first().and_then(user_of))
     }
 
@@ -548,7 +548,7 @@ impl Streams for UserStore {
 }
 
 impl Guards for UserStore {
-    fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
+    async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
         self.rates.borrow_mut().check(rate, now)
     }
 

@@ -15,6 +15,7 @@ pub use links::{
 };
 pub use names::{
     Entity, EntityError, FileName, FileNameError, MediaType, MediaTypeError, Tag, TagError,
+    UserName, UserNameError,
 };
 pub use permissions::{Permission, Permissions, ReadPermission};
 pub use record::{

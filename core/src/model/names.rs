@@ -41,6 +41,44 @@ impl FromStr for Entity {
     }
 }
 
+/// The name of a user of a server: its `{user}` path segment. One path
+/// segment, as it reads once percent-decoded: not empty, without `/`, `?`,
+/// `#`, `%` or control characters, so that it needs no escaping in a URL
+/// the server builds.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UserName(String);
+
+/// Why a text is not a [`UserName`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` cannot be a user name: it must be one path segment")]
+pub struct UserNameError(pub String);
+
+impl UserName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for UserName {
+    type Err = UserNameError;
+
+    fn from_str(text: &str) -> Result<Self, UserNameError> {
+        let segment = !text.is_empty()
+            && !text.contains(['/', '?', '#', '%'])
+            && !text.chars().any(char::is_control);
+        match segment {
+            true => Ok(Self(text.to_owned())),
+            false => Err(UserNameError(text.to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for UserName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A tag: 1 to 100 characters (Unicode code points), in NFC.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]

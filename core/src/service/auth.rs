@@ -101,7 +101,7 @@ impl<H: Host> Context<'_, '_, H> {
     pub(super) async fn reader(&self, user: &User) -> Result<Caller, Failure> {
         let caller = self.authenticate(user, None).await?;
         if matches!(caller.access, Access::Anonymous) {
-            self.rate(Rate::AnonymousRead(self.request.peer))?;
+            self.rate(Rate::AnonymousRead(self.request.peer)).await?;
         }
         Ok(caller)
     }
@@ -117,7 +117,7 @@ impl<H: Host> Context<'_, '_, H> {
         let Some(app_id) = caller.app else {
             return Err(Problem::new(ProblemType::MissingAuthorization).into());
         };
-        self.rate(Rate::Write(&app_id))?;
+        self.rate(Rate::Write(&app_id)).await?;
         Ok(caller)
     }
 

@@ -72,7 +72,7 @@ async fn answer<H: Host>(
             "The form was not sent from this page, or it is too old. Go back, reload the page and try again.",
         )),
         Decision::CheckPassword { session, password } => {
-            if let Err(limited) = cx.rate(Rate::SignIn(cx.request.peer)) {
+            if let Err(limited) = cx.rate(Rate::SignIn(cx.request.peer)).await {
                 return Err(message(
                     429,
                     "Too many attempts",

@@ -21,7 +21,7 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
     let host = cx.host;
     let caller = cx.authenticate(user, None).await?;
     if matches!(caller.access, Access::Anonymous) {
-        cx.rate(Rate::AnonymousRead(cx.request.peer))?;
+        cx.rate(Rate::AnonymousRead(cx.request.peer)).await?;
     }
     authorize_events(&caller.access).map_err(|e| Problem::from(&e))?;
     let query = EventsQuery::from_params(&cx.params, cx.now()).map_err(|e| Problem::from(&e))?;

@@ -8,7 +8,7 @@ use crate::consent::SessionKey;
 use crate::dialect::Dialect;
 use crate::events::Subscriber;
 use crate::limits::Limits;
-use crate::model::{BlobHash, Entity, RecordDate, RecordId};
+use crate::model::{BlobHash, Entity, RecordDate, RecordId, UserName};
 use crate::problem::Problem;
 use crate::store::Statement;
 
@@ -183,7 +183,7 @@ pub trait Store {
     type Error: fmt::Display;
 
     /// The user named `name`.
-    async fn user(&self, name: &str) -> Result<Option<User>, Self::Error>;
+    async fn user(&self, name: &UserName) -> Result<Option<User>, Self::Error>;
 
     /// Every user.
     async fn users(&self) -> Result<Vec<User>, Self::Error>;
@@ -291,10 +291,13 @@ pub trait Streams: Bodies {
 }
 
 /// Counters that outlive a request: rates and nonces.
+#[allow(async_fn_in_trait)]
 pub trait Guards {
     /// Counts one request against `rate` at `now` (the request's time),
-    /// with core's [`RateLimits`](super::RateLimits).
-    fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited>;
+    /// with core's [`RateLimits`](super::RateLimits) kept where every
+    /// request of the rate's key is counted (asynchronous: on the edge the
+    /// buckets of an address live in an object of their own).
+    async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited>;
 
     /// Records a verified request's nonce for `app` in the user's store;
     /// refuses one seen within the window (PROTOCOL.md §10). Natively a

@@ -247,8 +247,8 @@ impl<H: Host> Context<'_, '_, H> {
     }
 
     /// Counts the request against `rate`.
-    fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
-        self.host.rate(rate, self.request.now)
+    async fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
+        self.host.rate(rate, self.request.now).await
     }
 }
 

@@ -157,7 +157,7 @@ async fn register<H: Host>(
     key: OfferedKey,
     body: H::Body,
 ) -> Outcome<H::Stream> {
-    if let Err(limited) = cx.rate(Rate::Registration(cx.request.peer)) {
+    if let Err(limited) = cx.rate(Rate::Registration(cx.request.peer)).await {
         cx.host.discard(body).await;
         return Err(limited.into());
     }
