@@ -13,7 +13,6 @@ use folio_core::auth::{
 };
 use folio_core::dialect::Dialect;
 use folio_core::model::{RecordDate, RecordId};
-use folio_core::problem::{Problem, ProblemType};
 
 const APP_ID: &str = "00112233445566778899aabbccddeeff";
 const AUTHORIZATION_ID: &str = "ffeeddccbbaa99887766554433221100";
@@ -479,29 +478,5 @@ fn malformed_bearer_tokens_are_rejected() {
     ] {
         let result = BearerToken::from_target(&format!("/x?bearer={token}")).unwrap();
         assert!(matches!(result, Err(AuthError::Malformed(_))), "{token:?}");
-    }
-}
-
-#[test]
-fn auth_errors_map_to_their_problem_types() {
-    let pairs = [
-        (
-            AuthError::MissingAuthorization,
-            ProblemType::MissingAuthorization,
-        ),
-        (
-            AuthError::Malformed(Malformed::NonceLength),
-            ProblemType::MalformedAuthorization,
-        ),
-        (AuthError::InvalidSignature, ProblemType::InvalidSignature),
-        (AuthError::StaleTimestamp, ProblemType::StaleTimestamp),
-        (AuthError::ReplayedRequest, ProblemType::ReplayedRequest),
-        (AuthError::UnknownApp, ProblemType::UnknownApp),
-    ];
-    for (error, kind) in pairs {
-        let problem = Problem::from(&error);
-        assert_eq!(problem.kind, kind);
-        assert_eq!(problem.status(), 401);
-        assert!(problem.detail.is_some());
     }
 }

@@ -207,3 +207,40 @@ fn push_line(input: &mut Vec<u8>, line: &[u8]) {
     input.extend_from_slice(line);
     input.push(b'\n');
 }
+
+#[cfg(test)]
+mod error_mapping_tests {
+    use super::*;
+
+    /// PROTOCOL.md §11's type of each authentication error, stated apart
+    /// from the `From` impl. No wildcard: a new variant does not compile
+    /// until it is mapped here too.
+    fn documented(error: &AuthError) -> ProblemType {
+        match error {
+            AuthError::MissingAuthorization => ProblemType::MissingAuthorization,
+            AuthError::Malformed(_) => ProblemType::MalformedAuthorization,
+            AuthError::InvalidSignature => ProblemType::InvalidSignature,
+            AuthError::StaleTimestamp => ProblemType::StaleTimestamp,
+            AuthError::ReplayedRequest => ProblemType::ReplayedRequest,
+            AuthError::UnknownApp => ProblemType::UnknownApp,
+        }
+    }
+
+    #[test]
+    fn each_auth_error_maps_to_its_documented_401() {
+        let errors = [
+            AuthError::MissingAuthorization,
+            AuthError::Malformed(Malformed::NonceLength),
+            AuthError::InvalidSignature,
+            AuthError::StaleTimestamp,
+            AuthError::ReplayedRequest,
+            AuthError::UnknownApp,
+        ];
+        for error in errors {
+            let problem = Problem::from(&error);
+            assert_eq!(problem.kind, documented(&error), "{error:?}");
+            assert_eq!(problem.status(), 401, "{error:?}");
+            assert!(problem.detail.is_some(), "{error:?}");
+        }
+    }
+}

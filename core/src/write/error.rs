@@ -163,3 +163,94 @@ impl From<&WriteError> for Problem {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Entity;
+    use crate::schema::{Rule, SchemaFault};
+
+    /// PROTOCOL.md §11's type of each write error, stated here apart from
+    /// [`WriteError::problem_type`]. No wildcard: a new variant does not
+    /// compile until it is mapped here too.
+    fn documented(error: &WriteError) -> ProblemType {
+        match error {
+            WriteError::InvalidJson(_) => ProblemType::InvalidJson,
+            WriteError::InvalidBody(_) => ProblemType::InvalidBody,
+            WriteError::NewRecordMissingProperties(_) => ProblemType::NewRecordMissingProperties,
+            WriteError::UpdateMissingContent => ProblemType::UpdateRecordMissingProperties,
+            WriteError::Unauthenticated => ProblemType::MissingAuthorization,
+            WriteError::BuiltinRecord => ProblemType::Forbidden,
+            WriteError::WriteNotPermitted(_) => ProblemType::Forbidden,
+            WriteError::TypeNotGranted => ProblemType::Forbidden,
+            WriteError::NotFound(_) => ProblemType::RecordNotFound,
+            WriteError::Deleted(_) => ProblemType::RecordDeleted,
+            WriteError::VersionConflict { .. } => ProblemType::VersionConflict,
+            WriteError::IdConflict(_) => ProblemType::IdConflict,
+            WriteError::InvalidLink { .. } => ProblemType::InvalidLink,
+            WriteError::InvalidSchema(_) => ProblemType::InvalidSchema,
+            WriteError::SchemaViolation(_) => ProblemType::SchemaViolation,
+            WriteError::CascadeTooLarge => ProblemType::InvalidBody,
+            WriteError::StoredRecordUnusable { .. } => ProblemType::Internal,
+            WriteError::HostContract(_) => ProblemType::Internal,
+        }
+    }
+
+    /// One error of every variant.
+    fn every_variant() -> Vec<WriteError> {
+        let entity: Entity = "alice.example".parse().expect("an entity");
+        let key = RecordKey::new(entity, RecordId::from_bytes([0xa; 16]));
+        vec![
+            WriteError::InvalidJson("eof".into()),
+            WriteError::InvalidBody("no".into()),
+            WriteError::NewRecordMissingProperties(vec!["`type`"]),
+            WriteError::UpdateMissingContent,
+            WriteError::Unauthenticated,
+            WriteError::BuiltinRecord,
+            WriteError::WriteNotPermitted(key.clone()),
+            WriteError::TypeNotGranted,
+            WriteError::NotFound(key.clone()),
+            WriteError::Deleted(key.clone()),
+            WriteError::VersionConflict {
+                latest: VersionHash::from_bytes([0xb; 32]),
+            },
+            WriteError::IdConflict(key.record_id),
+            WriteError::InvalidLink {
+                path: "$['to']".parse().expect("a link path"),
+                fault: LinkFault::RecordNotFound,
+            },
+            WriteError::InvalidSchema(SchemaError {
+                path: "$".into(),
+                fault: SchemaFault::MissingType,
+            }),
+            WriteError::SchemaViolation(Violation {
+                path: "$.title".into(),
+                rule: Rule::MissingProperty("title".into()),
+            }),
+            WriteError::CascadeTooLarge,
+            WriteError::StoredRecordUnusable {
+                record: key,
+                reason: "test".into(),
+            },
+            WriteError::HostContract("test"),
+        ]
+    }
+
+    #[test]
+    fn each_write_error_maps_to_its_documented_problem_type() {
+        let errors = every_variant();
+        assert_eq!(errors.len(), 18, "one sample per variant");
+        for error in errors {
+            let kind = documented(&error);
+            let problem = Problem::from(&error);
+            assert_eq!(error.problem_type(), kind, "{error:?}");
+            assert_eq!(problem.kind, kind, "{error:?}");
+            // What went wrong inside the server stays in its log.
+            assert_eq!(
+                problem.detail.is_some(),
+                kind != ProblemType::Internal,
+                "{error:?}"
+            );
+        }
+    }
+}
