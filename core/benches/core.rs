@@ -18,7 +18,7 @@ use folio_core::builtin::BuiltinType;
 use folio_core::dialect::Dialect;
 use folio_core::model::Record;
 use folio_core::schema::RecordType;
-use folio_core::write::{Answer, BlobFacts, Need, Step, Write, WriteContext, WriteRequest};
+use folio_core::write::{BlobFacts, Need, Step, Supplied, Write, WriteContext, WriteRequest};
 use serde_json::{Value, json};
 
 /// A message record as the messaging app of ../shared/real-types writes it,
@@ -232,21 +232,21 @@ fn create_transition(c: &mut Criterion) {
     );
     let type_link = json!({"entity": "types.baq.dev", "record_id": post_type.id, "version_hash": post_type.version.hash});
     let answer = |need: &Need| match need {
-        Need::Version { .. } => Answer::Record(Some(Box::new(post_type.clone()))),
-        Need::Entity(_) => Answer::Known(true),
+        Need::Version { .. } => Supplied::Record(Some(Box::new(post_type.clone()))),
+        Need::Entity(_) => Supplied::Known(true),
         Need::Blob(hash) => {
             let size = match hash.as_bytes()[0] {
                 0x11 => 24_000,
                 0x22 => 180_000,
                 _ => 900_000,
             };
-            Answer::Blob(Some(BlobFacts {
+            Supplied::Blob(Some(BlobFacts {
                 size,
                 available: true,
             }))
         }
-        Need::Latest(_) => Answer::Record(None),
-        Need::Dependants(_) => Answer::Records(Vec::new()),
+        Need::Latest(_) => Supplied::Record(None),
+        Need::Dependants(_) => Supplied::Records(Vec::new()),
     };
     let create = |body: &[u8]| {
         let context = WriteContext {

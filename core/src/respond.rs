@@ -27,7 +27,7 @@ fn read_rows(rows: Vec<VersionRow>) -> Result<Vec<(Record, Vec<IndexEntry>)>, St
 
 /// The records of an answer, waiting for their linked records.
 #[derive(Debug)]
-pub struct Answer {
+pub struct JsonAnswer {
     shape: Shape,
     records: Vec<(Record, Vec<IndexEntry>)>,
     include: IncludeLinks,
@@ -44,7 +44,7 @@ enum Shape {
     One,
 }
 
-impl Answer {
+impl JsonAnswer {
     /// The statement fetching the linked records, if any are asked for.
     pub fn links_statement(&self, user_id: i64) -> Option<Statement> {
         let plan = self.include.plan(
@@ -89,7 +89,7 @@ pub fn list_page(
     rows: Vec<VersionRow>,
     user: &Entity,
     access: &Access,
-) -> Result<Answer, StoredDataError> {
+) -> Result<JsonAnswer, StoredDataError> {
     let mut records = read_rows(rows)?;
     let page_size = query.page_size;
     let more = records.len() > page_size as usize;
@@ -99,7 +99,7 @@ pub fn list_page(
         .flatten()
         .and_then(|(last, entries)| next_page_start(&query.sort, last, entries))
         .map(|start| next_page_query(params, &start));
-    Ok(Answer {
+    Ok(JsonAnswer {
         shape: Shape::Page {
             page_size,
             next_page,
@@ -127,7 +127,7 @@ impl VersionsQuery {
         rows: Vec<VersionRow>,
         user: &Entity,
         access: &Access,
-    ) -> Result<Result<Answer, Problem>, StoredDataError> {
+    ) -> Result<Result<JsonAnswer, Problem>, StoredDataError> {
         if !latest.is_some_and(|record| access.can_read(record)) {
             return Ok(Err(Problem::new(ProblemType::RecordNotFound)));
         }
@@ -147,7 +147,7 @@ impl VersionsQuery {
                     },
                 )
             });
-        Ok(Ok(Answer {
+        Ok(Ok(JsonAnswer {
             shape: Shape::Page {
                 page_size: self.page_size,
                 next_page,
@@ -167,7 +167,7 @@ pub fn one_record(
     include: IncludeLinks,
     user: &Entity,
     access: &Access,
-) -> Result<Result<Answer, Problem>, StoredDataError> {
+) -> Result<Result<JsonAnswer, Problem>, StoredDataError> {
     let Some((record, links)) = row else {
         return Ok(Err(Problem::new(ProblemType::RecordNotFound)));
     };
@@ -175,7 +175,7 @@ pub fn one_record(
     if !access.can_read(&record) {
         return Ok(Err(Problem::new(ProblemType::RecordNotFound)));
     }
-    Ok(Ok(Answer {
+    Ok(Ok(JsonAnswer {
         shape: Shape::One,
         records: vec![(record, entries)],
         include,
@@ -192,8 +192,8 @@ pub fn written(
     include: IncludeLinks,
     user: &Entity,
     access: &Access,
-) -> Answer {
-    Answer {
+) -> JsonAnswer {
+    JsonAnswer {
         shape: Shape::One,
         records: vec![(record, entries)],
         include,

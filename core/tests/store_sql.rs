@@ -973,7 +973,7 @@ mod writes_on_sqlite {
             SqliteStore { db, now, ids: 0 }
         }
 
-        fn answer(&self, need: &folio_core::write::Need) -> folio_core::write::Answer {
+        fn answer(&self, need: &folio_core::write::Need) -> folio_core::write::Supplied {
             let (statement, shape) = need_sql(USER_ID, need, self.now);
             let mut query = self.db.prepare(&statement.sql).expect("the need's query");
             let rows: Vec<NeedRow> = query

@@ -14,7 +14,7 @@ use folio_core::builtin::BuiltinType;
 use folio_core::model::{DeletionAction, Link, Record, RecordBody, RecordDate, RecordLink};
 use folio_core::problem::{Problem, ProblemType};
 use folio_core::write::{
-    Answer, Commit, LinkFault, MAX_RECORDS_PER_WRITE, RecordKey, Step, Write, WriteContext,
+    Commit, LinkFault, MAX_RECORDS_PER_WRITE, RecordKey, Step, Supplied, Write, WriteContext,
     WriteError, WriteRequest,
 };
 use serde_json::{Value, json};
@@ -1128,7 +1128,7 @@ fn driving_a_write_out_of_order_ends_it_with_an_internal_error() {
 
     let mut wrong_kind = Write::new(WriteRequest::post(&body).unwrap(), context(&store));
     assert!(matches!(wrong_kind.step(), Step::Fetch(_)));
-    wrong_kind.supply(vec![Answer::Known(true)]);
+    wrong_kind.supply(vec![Supplied::Known(true)]);
     assert_eq!(internal(wrong_kind.step()), ProblemType::Internal);
     assert_eq!(internal(wrong_kind.step()), ProblemType::Internal, "spent");
 }

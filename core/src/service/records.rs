@@ -15,7 +15,7 @@ use crate::register::{
     OfferedKey, RegistrationRequest, key_header_value, offered_key, registration_access,
     verify_registration,
 };
-use crate::respond::{self, Answer, VersionRow};
+use crate::respond::{self, JsonAnswer, VersionRow};
 use crate::route::{Method, RecordPath};
 use crate::store::{WriteOrigin, latest_version_sql, list_sql, read_version, version_sql};
 use crate::write::{RecordKey, WriteRequest};
@@ -282,7 +282,7 @@ impl<H: Host> Context<'_, '_, H> {
     }
 
     /// The JSON answer of a read or write, with the linked records it includes.
-    async fn answer(&self, user: &User, answer: Answer) -> Outcome<H::Stream> {
+    async fn answer(&self, user: &User, answer: JsonAnswer) -> Outcome<H::Stream> {
         let linked = match answer.links_statement(user.id) {
             Some(statement) => self.versions(&statement).await?,
             None => Vec::new(),

@@ -24,7 +24,7 @@ use crate::store::{
     app_credentials_sql, app_key_sql, commit_statements, event_seq_sql, last_received_at_sql,
     need_sql, read_version, version_sql,
 };
-use crate::write::{Answer, Commit, Need, Step, Write, WriteContext, WriteError, WriteRequest};
+use crate::write::{Commit, Need, Step, Supplied, Write, WriteContext, WriteError, WriteRequest};
 
 use super::User;
 use super::store::{CommitError, RowError, RowExt, Transaction, version_row};
@@ -510,13 +510,13 @@ impl<'u> Pending<'u> {
         tx: &mut T,
         need: &Need,
         now: RecordDate,
-    ) -> Result<Answer, JobFailure<T::Error>> {
+    ) -> Result<Supplied, JobFailure<T::Error>> {
         let pending = |pick: &dyn Fn(&Record) -> bool| {
             self.versions
                 .iter()
                 .rev()
                 .find(|stored| pick(&stored.record))
-                .map(|stored| Answer::Record(Some(Box::new(stored.record.clone()))))
+                .map(|stored| Supplied::Record(Some(Box::new(stored.record.clone()))))
         };
         let overlay = match need {
             Need::Latest(key) => {

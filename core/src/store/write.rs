@@ -13,7 +13,7 @@
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
 use crate::model::RecordDate;
 use crate::query::{existential_key, index_entries};
-use crate::write::{Answer, BlobFacts, Commit, Need};
+use crate::write::{BlobFacts, Commit, Need, Supplied};
 
 use super::read::{latest_version_sql, version_sql};
 use super::{Binder, Statement, StoredDataError, WriteOrigin, read_version, version_statements};
@@ -88,7 +88,7 @@ pub fn need_sql(user_id: i64, need: &Need, now: RecordDate) -> (Statement, NeedR
     }
 }
 
-/// The rows a need's statement yields, and how they become its [`Answer`].
+/// The rows a need's statement yields, and how they become its [`Supplied`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NeedRows {
     /// `(record, links)` rows, at most one.
@@ -112,7 +112,7 @@ pub enum NeedRow {
 
 impl NeedRows {
     /// The answer these rows give.
-    pub fn answer(self, rows: Vec<NeedRow>) -> Result<Answer, StoredDataError> {
+    pub fn answer(self, rows: Vec<NeedRow>) -> Result<Supplied, StoredDataError> {
         let versions = || -> Result<Vec<_>, StoredDataError> {
             rows.iter()
                 .filter_map(|row| match row {
@@ -127,10 +127,10 @@ impl NeedRows {
             _ => None,
         };
         Ok(match self {
-            NeedRows::Record => Answer::Record(versions()?.into_iter().next().map(Box::new)),
-            NeedRows::Records => Answer::Records(versions()?),
-            NeedRows::Known => Answer::Known(integers(0).is_some_and(|known| known != 0)),
-            NeedRows::Blob => Answer::Blob(match (integers(0), integers(1)) {
+            NeedRows::Record => Supplied::Record(versions()?.into_iter().next().map(Box::new)),
+            NeedRows::Records => Supplied::Records(versions()?),
+            NeedRows::Known => Supplied::Known(integers(0).is_some_and(|known| known != 0)),
+            NeedRows::Blob => Supplied::Blob(match (integers(0), integers(1)) {
                 (Some(size), Some(available)) => Some(BlobFacts {
                     size: u64::try_from(size).unwrap_or_default(),
                     available: available != 0,

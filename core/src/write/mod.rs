@@ -37,7 +37,7 @@ mod phases;
 mod request;
 
 pub use error::{LinkFault, WriteError};
-pub use needs::{Answer, BlobFacts, Need, RecordKey};
+pub use needs::{BlobFacts, Need, RecordKey, Supplied};
 pub use request::WriteRequest;
 
 use std::mem;
@@ -207,7 +207,7 @@ impl Write {
 
     /// Answers the needs of the last [`Step::Fetch`], one answer per need in
     /// the same order (see [`Need`] for which answer each takes).
-    pub fn supply(&mut self, answers: Vec<Answer>) {
+    pub fn supply(&mut self, answers: Vec<Supplied>) {
         let asked = mem::take(&mut self.asked);
         if asked.is_empty() {
             self.phase = Phase::Failed(WriteError::HostContract("supply with nothing asked"));

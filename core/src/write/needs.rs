@@ -36,7 +36,7 @@ impl fmt::Display for RecordKey {
 }
 
 /// One thing the host must fetch from the user's store before the write can
-/// go on. Each is answered by the [`Answer`] variant its doc names; the host
+/// go on. Each is answered by the [`Supplied`] variant its doc names; the host
 /// decides nothing but the facts asked for.
 ///
 /// The core never asks about the built-in types (it holds them) nor about
@@ -44,9 +44,9 @@ impl fmt::Display for RecordKey {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Need {
     /// The latest version of this record, live or tombstone, whoever can
-    /// read it: [`Answer::Record`], `None` when the store has no such record.
+    /// read it: [`Supplied::Record`], `None` when the store has no such record.
     Latest(RecordKey),
-    /// This exact version of this record: [`Answer::Record`], `None` when
+    /// This exact version of this record: [`Supplied::Record`], `None` when
     /// the store has no such version.
     Version {
         record: RecordKey,
@@ -54,21 +54,21 @@ pub enum Need {
     },
     /// Whether this server knows the entity: a local user, or an entity
     /// that a live Entity record in this store describes
-    /// ([`crate::access::described_entity`]): [`Answer::Known`].
+    /// ([`crate::access::described_entity`]): [`Supplied::Known`].
     Entity(Entity),
-    /// What the store knows of this blob: [`Answer::Blob`], `None` when it
+    /// What the store knows of this blob: [`Supplied::Blob`], `None` when it
     /// has never seen it.
     Blob(BlobHash),
     /// The live records of this store whose latest version holds an
     /// existential record link to this record (the link index's
     /// `existential` flag, from [`FoundLink::existential`](crate::schema::FoundLink)):
-    /// [`Answer::Records`], their latest versions, in any order.
+    /// [`Supplied::Records`], their latest versions, in any order.
     Dependants(RecordKey),
 }
 
 /// The host's answer to one [`Need`].
 #[derive(Debug, Clone, PartialEq)]
-pub enum Answer {
+pub enum Supplied {
     /// For [`Need::Latest`] and [`Need::Version`] (boxed: a record is large
     /// beside the other answers).
     Record(Option<Box<Record>>),
@@ -96,17 +96,17 @@ impl Need {
     /// Whether `answer` is of the kind this need expects and, for a record,
     /// is the record asked for. A host that answers something else breaks
     /// the calling contract.
-    pub(super) fn accepts(&self, answer: &Answer) -> bool {
+    pub(super) fn accepts(&self, answer: &Supplied) -> bool {
         match (self, answer) {
-            (Need::Latest(key), Answer::Record(record)) => {
+            (Need::Latest(key), Supplied::Record(record)) => {
                 record.as_deref().is_none_or(|r| RecordKey::of(r) == *key)
             }
-            (Need::Version { record: key, hash }, Answer::Record(record)) => record
+            (Need::Version { record: key, hash }, Supplied::Record(record)) => record
                 .as_deref()
                 .is_none_or(|r| RecordKey::of(r) == *key && r.version.hash == *hash),
-            (Need::Entity(_), Answer::Known(_))
-            | (Need::Blob(_), Answer::Blob(_))
-            | (Need::Dependants(_), Answer::Records(_)) => true,
+            (Need::Entity(_), Supplied::Known(_))
+            | (Need::Blob(_), Supplied::Blob(_))
+            | (Need::Dependants(_), Supplied::Records(_)) => true,
             _ => false,
         }
     }
@@ -114,10 +114,10 @@ impl Need {
 
 /// Everything the host has answered so far, for the rest of the write.
 #[derive(Debug, Default)]
-pub(super) struct Fetched(HashMap<Need, Answer>);
+pub(super) struct Fetched(HashMap<Need, Supplied>);
 
 impl Fetched {
-    pub(super) fn insert(&mut self, need: Need, answer: Answer) {
+    pub(super) fn insert(&mut self, need: Need, answer: Supplied) {
         self.0.insert(need, answer);
     }
 }
@@ -152,7 +152,7 @@ impl<'a> Asker<'a> {
         !self.missing.is_empty()
     }
 
-    fn answer(&mut self, need: Need) -> Option<&'a Answer> {
+    fn answer(&mut self, need: Need) -> Option<&'a Supplied> {
         let answer = self.fetched.0.get(&need);
         if answer.is_none() && self.asked.insert(need.clone()) {
             self.missing.push(need);
@@ -170,7 +170,7 @@ impl<'a> Asker<'a> {
             return Some(latest);
         }
         match self.answer(Need::Latest(key.clone()))? {
-            Answer::Record(record) => Some(record.as_deref()),
+            Supplied::Record(record) => Some(record.as_deref()),
             _ => Some(None),
         }
     }
@@ -192,7 +192,7 @@ impl<'a> Asker<'a> {
             hash: *hash,
         };
         match self.answer(need)? {
-            Answer::Record(record) => Some(record.as_deref()),
+            Supplied::Record(record) => Some(record.as_deref()),
             _ => Some(None),
         }
     }
@@ -209,7 +209,7 @@ impl<'a> Asker<'a> {
             return Some(true);
         }
         match self.answer(Need::Entity(entity.clone()))? {
-            Answer::Known(known) => Some(*known),
+            Supplied::Known(known) => Some(*known),
             _ => Some(false),
         }
     }
@@ -217,7 +217,7 @@ impl<'a> Asker<'a> {
     /// What the store knows of a blob: `None` while unanswered.
     pub(super) fn blob(&mut self, hash: &BlobHash) -> Option<Option<BlobFacts>> {
         match self.answer(Need::Blob(*hash))? {
-            Answer::Blob(facts) => Some(*facts),
+            Supplied::Blob(facts) => Some(*facts),
             _ => Some(None),
         }
     }
@@ -225,7 +225,7 @@ impl<'a> Asker<'a> {
     /// The live records with an existential link to this one: `None` while unanswered.
     pub(super) fn dependants(&mut self, key: &RecordKey) -> Option<&'a [Record]> {
         match self.answer(Need::Dependants(key.clone()))? {
-            Answer::Records(records) => Some(records),
+            Supplied::Records(records) => Some(records),
             _ => Some(&[]),
         }
     }

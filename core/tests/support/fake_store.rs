@@ -8,7 +8,7 @@ mod fake_store {
     use folio_core::access::Access;
     use folio_core::model::{BlobHash, Entity, Link, Record, RecordDate, RecordId};
     use folio_core::write::{
-        Answer, BlobFacts, Commit, Need, NewVersion, RecordKey, Step, Write, WriteContext,
+        BlobFacts, Commit, Need, NewVersion, RecordKey, Step, Supplied, Write, WriteContext,
         WriteError, WriteRequest,
     };
 
@@ -105,12 +105,12 @@ mod fake_store {
             result
         }
 
-        pub fn answer(&self, need: &Need) -> Answer {
+        pub fn answer(&self, need: &Need) -> Supplied {
             match need {
                 Need::Latest(key) => {
-                    Answer::Record(self.latest_version(key).cloned().map(Box::new))
+                    Supplied::Record(self.latest_version(key).cloned().map(Box::new))
                 }
-                Need::Version { record, hash } => Answer::Record(
+                Need::Version { record, hash } => Supplied::Record(
                     self.versions
                         .get(record)
                         .and_then(|versions| {
@@ -118,9 +118,9 @@ mod fake_store {
                         })
                         .map(|v| Box::new(v.record.clone())),
                 ),
-                Need::Entity(entity) => Answer::Known(self.known_entities.contains(entity)),
-                Need::Blob(hash) => Answer::Blob(self.blobs.get(hash).copied()),
-                Need::Dependants(target) => Answer::Records(
+                Need::Entity(entity) => Supplied::Known(self.known_entities.contains(entity)),
+                Need::Blob(hash) => Supplied::Blob(self.blobs.get(hash).copied()),
+                Need::Dependants(target) => Supplied::Records(
                     self.versions
                         .values()
                         .filter_map(|versions| versions.last())
