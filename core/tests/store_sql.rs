@@ -380,11 +380,17 @@ fn fresh_db() -> Connection {
     db
 }
 
+/// A version the test stores: every one carries its receipt dates.
+fn received(record: &Record) -> folio_core::model::ReceivedRecord {
+    folio_core::model::ReceivedRecord::new(record.clone()).expect("a stored version is received")
+}
+
 fn open(store: &Store) -> Connection {
     let db = fresh_db();
     let tx = db.unchecked_transaction().expect("a transaction");
     for (record, entries) in &store.versions {
-        for statement in version_statements(USER_ID, record, entries, Default::default()) {
+        for statement in version_statements(USER_ID, &received(record), entries, Default::default())
+        {
             run(&tx, &statement.sql, &statement.params);
         }
     }
@@ -583,7 +589,7 @@ fn store_one(
     let entries = index_entries(&links);
     let tx = db.unchecked_transaction()?;
     let origin = folio_core::store::WriteOrigin { client_id };
-    for statement in version_statements(USER_ID, record, &entries, origin) {
+    for statement in version_statements(USER_ID, &received(record), &entries, origin) {
         tx.execute(
             &statement.sql,
             rusqlite::params_from_iter(bind(&statement.params)),
@@ -828,7 +834,7 @@ fn statements_as_literal_sql_store_what_bound_parameters_store() {
     for record in [&first, &second] {
         statements.extend(version_statements(
             USER_ID,
-            record,
+            &received(record),
             &links(record),
             Default::default(),
         ));

@@ -19,8 +19,8 @@ pub use names::{
 };
 pub use permissions::{Permission, Permissions, ReadPermission};
 pub use record::{
-    Content, DeletionAction, NoContent, Record, RecordBody, RecordSource, RecordSourceError,
-    TombstoneLink, Version,
+    Content, DeletionAction, NoContent, ReceivedRecord, Record, RecordBody, RecordSource,
+    RecordSourceError, TombstoneLink, Version,
 };
 
 use std::fmt;

@@ -225,6 +225,83 @@ impl Serialize for Record {
     }
 }
 
+/// A version as a server keeps it: a [`Record`] whose `received_at` and
+/// `version.received_at` are set. The write transition makes one of every
+/// version it commits, and nothing else is stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedRecord {
+    record: Record,
+    received_at: RecordDate,
+    version_received_at: RecordDate,
+}
+
+impl ReceivedRecord {
+    /// `record`, if both of its receipt dates are set.
+    pub fn new(record: Record) -> Option<Self> {
+        Some(ReceivedRecord {
+            received_at: record.received_at?,
+            version_received_at: record.version.received_at?,
+            record,
+        })
+    }
+
+    /// `record` received: the record at `received_at` (kept if it has
+    /// one: a record is received with its first version), its version at
+    /// `version_received_at`.
+    pub fn stamp(
+        mut record: Record,
+        received_at: RecordDate,
+        version_received_at: RecordDate,
+    ) -> Self {
+        let received_at = *record.received_at.get_or_insert(received_at);
+        record.version.received_at = Some(version_received_at);
+        ReceivedRecord {
+            record,
+            received_at,
+            version_received_at,
+        }
+    }
+
+    /// When the record's first version was received.
+    pub fn received_at(&self) -> RecordDate {
+        self.received_at
+    }
+
+    /// When this version was received.
+    pub fn version_received_at(&self) -> RecordDate {
+        self.version_received_at
+    }
+
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    pub fn into_record(self) -> Record {
+        self.record
+    }
+}
+
+/// Its wire JSON is the record's.
+impl Serialize for ReceivedRecord {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.record.serialize(serializer)
+    }
+}
+
+impl PartialEq<ReceivedRecord> for Record {
+    fn eq(&self, other: &ReceivedRecord) -> bool {
+        *self == other.record
+    }
+}
+
+impl std::ops::Deref for ReceivedRecord {
+    type Target = Record;
+
+    fn deref(&self) -> &Record {
+        &self.record
+    }
+}
+
 /// The wire shape, before the one-of `content` / `no_content` rule is checked.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -493,10 +493,10 @@ impl<'u> Pending<'u> {
         self.statements
             .extend(commit_statements(user_id, &commit, job.origin));
         for version in commit.versions() {
-            let received_at = version.record.version.received_at;
-            self.last_received_at = self.last_received_at.max(received_at);
+            let received_at = version.record.version_received_at();
+            self.last_received_at = self.last_received_at.max(Some(received_at));
             self.versions.push(Stored {
-                record: version.record.clone(),
+                record: version.record.record().clone(),
                 entries: index_entries(&version.links),
             });
         }

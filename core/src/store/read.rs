@@ -6,7 +6,7 @@
 
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_records, type_type};
 use crate::events::{CatchUpStart, EventId};
-use crate::model::{Entity, RecordDate, RecordId, VersionHash};
+use crate::model::{Entity, ReceivedRecord, RecordDate, RecordId, VersionHash};
 use crate::query::{LinkPlan, index_entries};
 
 use super::{Binder, Statement, WriteOrigin, version_statements};
@@ -183,9 +183,12 @@ pub fn seed_statements(user_id: i64) -> Vec<Statement> {
                 .validate(record)
                 .expect("the built-in types follow the Type type")
                 .links;
+            // Each built-in record carries its receipt dates (builtin.rs).
+            let record =
+                ReceivedRecord::new(record.clone()).expect("a built-in record is received");
             version_statements(
                 user_id,
-                record,
+                &record,
                 &index_entries(&links),
                 WriteOrigin::default(),
             )

@@ -1,6 +1,6 @@
 //! Storing one version, and reading stored versions back.
 
-use crate::model::{ClientId, Record, RecordBody, VersionHash};
+use crate::model::{ClientId, ReceivedRecord, Record, RecordBody, VersionHash};
 use crate::query::IndexEntry;
 
 use super::{Binder, Statement};
@@ -21,29 +21,19 @@ pub struct WriteOrigin {
 /// increase; either makes the transaction fail with a constraint error,
 /// after which the host runs the write again from its first step.
 ///
-/// # Panics
-/// If the record has no `version.received_at` or `received_at`: the write
-/// transition sets both on every version it commits.
 pub fn version_statements(
     user_id: i64,
-    record: &Record,
+    record: &ReceivedRecord,
     entries: &[IndexEntry],
     origin: WriteOrigin,
 ) -> Vec<Statement> {
-    let version_received_at = record
-        .version
-        .received_at
-        .expect("a committed version has its received_at")
-        .unix_ticks();
-    let received_at = record
-        .received_at
-        .expect("a committed record has its received_at")
-        .unix_ticks();
+    let version_received_at = record.version_received_at().unix_ticks();
+    let received_at = record.received_at().unix_ticks();
     let hash = record.version.hash.to_string();
     let author = record.author.entity.as_str();
     let record_id = record.id.to_string();
     let links = entries_json(entries);
-    let record_json = serde_json::to_string(record).expect("a record serializes");
+    let record_json = serde_json::to_string(record.record()).expect("a record serializes");
 
     let mut statements = Vec::with_capacity(6);
 

@@ -9,8 +9,9 @@ use super::needs::RecordKey;
 use crate::access::is_type;
 use crate::builtin::{BuiltinType, builtin_record_type};
 use crate::model::{
-    Content, DeletionAction, EntityLink, NoContent, Permissions, Record, RecordBody, RecordDate,
-    RecordId, RecordSource, TombstoneLink, Version, VersionHash, VersionLink,
+    Content, DeletionAction, EntityLink, NoContent, Permissions, ReceivedRecord, Record,
+    RecordBody, RecordDate, RecordId, RecordSource, TombstoneLink, Version, VersionHash,
+    VersionLink,
 };
 use crate::schema::{RecordType, Violation};
 
@@ -34,51 +35,58 @@ pub(super) struct Fields {
 
 /// A record's first version, authored by the stamp's author, whose
 /// `created_at` is the version's.
-pub(super) fn first_version(id: RecordId, stamp: &Stamp, fields: Fields) -> Record {
-    sealed(Record {
-        author: stamp.author.clone(),
-        id,
-        source: RecordSource::Own,
-        created_at: stamp.created_at,
-        received_at: Some(stamp.received_at),
-        version: Version {
+pub(super) fn first_version(id: RecordId, stamp: &Stamp, fields: Fields) -> ReceivedRecord {
+    sealed(
+        stamp,
+        Record {
             author: stamp.author.clone(),
-            hash: VersionHash::from_bytes([0; 32]),
-            parent_hash: None,
+            id,
+            source: RecordSource::Own,
             created_at: stamp.created_at,
             received_at: Some(stamp.received_at),
+            version: Version {
+                author: stamp.author.clone(),
+                hash: VersionHash::from_bytes([0; 32]),
+                parent_hash: None,
+                created_at: stamp.created_at,
+                received_at: Some(stamp.received_at),
+            },
+            permissions: fields.permissions,
+            type_link: fields.type_link,
+            body: fields.body,
         },
-        permissions: fields.permissions,
-        type_link: fields.type_link,
-        body: fields.body,
-    })
+    )
 }
 
 /// The version that follows `parent`. The record keeps its author, id,
 /// `created_at` and `received_at` (set with its first version).
-pub(super) fn next_version(parent: &Record, stamp: &Stamp, fields: Fields) -> Record {
-    sealed(Record {
-        author: parent.author.clone(),
-        id: parent.id,
-        source: RecordSource::Own,
-        created_at: parent.created_at,
-        received_at: parent.received_at.or(Some(stamp.received_at)),
-        version: Version {
-            author: stamp.author.clone(),
-            hash: VersionHash::from_bytes([0; 32]),
-            parent_hash: Some(parent.version.hash),
-            created_at: stamp.created_at,
-            received_at: Some(stamp.received_at),
+pub(super) fn next_version(parent: &Record, stamp: &Stamp, fields: Fields) -> ReceivedRecord {
+    sealed(
+        stamp,
+        Record {
+            author: parent.author.clone(),
+            id: parent.id,
+            source: RecordSource::Own,
+            created_at: parent.created_at,
+            received_at: parent.received_at.or(Some(stamp.received_at)),
+            version: Version {
+                author: stamp.author.clone(),
+                hash: VersionHash::from_bytes([0; 32]),
+                parent_hash: Some(parent.version.hash),
+                created_at: stamp.created_at,
+                received_at: Some(stamp.received_at),
+            },
+            permissions: fields.permissions,
+            type_link: fields.type_link,
+            body: fields.body,
         },
-        permissions: fields.permissions,
-        type_link: fields.type_link,
-        body: fields.body,
-    })
+    )
 }
 
-fn sealed(mut record: Record) -> Record {
+/// The version with its hash, as received at the stamp's time.
+fn sealed(stamp: &Stamp, mut record: Record) -> ReceivedRecord {
     record.version.hash = record.hash_input().hash();
-    record
+    ReceivedRecord::stamp(record, stamp.received_at, stamp.received_at)
 }
 
 /// The tombstone that replaces the live version `live` of a record of type

@@ -48,7 +48,7 @@ use phases::{Advance, Env, Phase};
 use request::Operation;
 
 use crate::access::Access;
-use crate::model::{Entity, Record, RecordDate, RecordId, VersionHash};
+use crate::model::{Entity, ReceivedRecord, Record, RecordDate, RecordId, VersionHash};
 use crate::schema::FoundLink;
 
 /// The most records one write may store: the written one and every record
@@ -100,7 +100,7 @@ pub enum Commit {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewVersion {
     /// The version, with its hash, `received_at` and `source` set.
-    pub record: Record,
+    pub record: ReceivedRecord,
     /// Every link it holds (envelope, then content or `no_content`), as
     /// [`Schema::validate`](crate::schema::Schema::validate) found them: the
     /// rows of the link index.

@@ -12,7 +12,8 @@ use super::{Commit, NewVersion, WriteContext};
 use crate::access::is_type;
 use crate::builtin::BuiltinType;
 use crate::model::{
-    DeletionAction, EntityLink, LinkPath, Permission, Permissions, Record, RecordDate, VersionHash,
+    DeletionAction, EntityLink, LinkPath, Permission, Permissions, ReceivedRecord, Record,
+    RecordDate, VersionHash,
 };
 use crate::schema::{RecordType, Validated};
 
@@ -43,7 +44,7 @@ pub(super) enum Phase {
     },
     /// Validate a new live version against its type.
     Validate {
-        candidate: Box<Record>,
+        candidate: Box<ReceivedRecord>,
         replaces: Option<VersionHash>,
     },
     /// Run the store checks of a validated version.
@@ -270,7 +271,7 @@ impl Env {
 
     /// The version an update makes on `parent`: its permissions and type
     /// unless the body gives others.
-    fn updated(&self, parent: &Record, update: &Update) -> Record {
+    fn updated(&self, parent: &Record, update: &Update) -> ReceivedRecord {
         let fields = Fields {
             permissions: (update.permissions.clone()).unwrap_or_else(|| parent.permissions.clone()),
             type_link: (update.type_link.clone()).unwrap_or_else(|| parent.type_link.clone()),
@@ -340,7 +341,7 @@ impl Env {
     fn validate(
         &self,
         types: &mut Types,
-        candidate: Box<Record>,
+        candidate: Box<ReceivedRecord>,
         replaces: Option<VersionHash>,
     ) -> Advance {
         let mut ask = self.ask();

@@ -6,7 +6,7 @@ mod fake_store {
     use std::collections::HashMap;
 
     use folio_core::access::Access;
-    use folio_core::model::{BlobHash, Entity, Link, Record, RecordDate, RecordId};
+    use folio_core::model::{BlobHash, Entity, Link, ReceivedRecord, Record, RecordDate, RecordId};
     use folio_core::write::{
         BlobFacts, Commit, Need, NewVersion, RecordKey, Step, Supplied, Write, WriteContext,
         WriteError, WriteRequest,
@@ -59,6 +59,11 @@ mod fake_store {
         /// Stores a version that did not come through a write (another
         /// entity's record, a type published elsewhere), without links.
         pub fn insert(&mut self, record: Record) {
+            // A record from elsewhere may carry no receipt dates: the fake
+            // keeps it as received at the epoch.
+            let epoch = RecordDate::from_unix_ticks(0).unwrap();
+            let record = ReceivedRecord::new(record.clone())
+                .unwrap_or_else(|| ReceivedRecord::stamp(record, epoch, epoch));
             let version = NewVersion {
                 record,
                 links: Vec::new(),
@@ -116,7 +121,7 @@ mod fake_store {
                         .and_then(|versions| {
                             versions.iter().find(|v| v.record.version.hash == *hash)
                         })
-                        .map(|v| Box::new(v.record.clone())),
+                        .map(|v| Box::new(v.record.record().clone())),
                 ),
                 Need::Entity(entity) => Supplied::Known(self.known_entities.contains(entity)),
                 Need::Blob(hash) => Supplied::Blob(self.blobs.get(hash).copied()),
@@ -133,7 +138,7 @@ mod fake_store {
                                                 && link.record_id == target.record_id)
                                 })
                         })
-                        .map(|latest| latest.record.clone())
+                        .map(|latest| latest.record.record().clone())
                         .collect(),
                 ),
             }
@@ -143,7 +148,7 @@ mod fake_store {
             self.versions
                 .get(key)
                 .and_then(|versions| versions.last())
-                .map(|version| &version.record)
+                .map(|version| version.record.record())
         }
 
         /// Stores a commit as the real store does: each version must replace
@@ -153,7 +158,7 @@ mod fake_store {
                 let key = RecordKey::of(&version.record);
                 let latest = self.latest_version(&key).map(|r| r.version.hash);
                 assert_eq!(latest, version.replaces, "{key} moved meanwhile");
-                let received_at = version.record.version.received_at.unwrap();
+                let received_at = version.record.version_received_at();
                 assert!(self.last_received_at.is_none_or(|last| received_at > last));
                 self.last_received_at = Some(received_at);
                 self.versions.entry(key).or_default().push(version.clone());
