@@ -154,16 +154,12 @@ impl<H: Host> Context<'_, '_, H> {
     }
 
     async fn app_key(&self, user: &User, app_id: &RecordId) -> Result<(AppKey, bool), Failure> {
-        let rows = self
-            .host
-            .fetch(&app_key_sql(user.id, app_id))
-            .await
-            .map_err(|e| self.internal(&e))?;
+        let rows = self.fetch(&app_key_sql(user.id, app_id)).await?;
         let row = rows.first().ok_or_else(|| auth(&AuthError::UnknownApp))?;
-        let key = row.text(0).map_err(|e| self.internal(&e))?;
-        let full = row.integer(1).map_err(|e| self.internal(&e))?;
+        let key = row.text(0)?;
+        let full = row.integer(1)?;
         let key = AppKey::from_base64(key)
-            .map_err(|_| self.internal(&"a stored app key does not decode"))?;
+            .map_err(|_| Failure::internal("a stored app key does not decode"))?;
         Ok((key, full != 0))
     }
 
@@ -173,17 +169,13 @@ impl<H: Host> Context<'_, '_, H> {
         app_id: &RecordId,
     ) -> Result<Option<Record>, Failure> {
         let rows = self
-            .host
             .fetch(&app_authorizations_sql(user.id, &user.entity, app_id))
-            .await
-            .map_err(|e| self.internal(&e))?;
+            .await?;
         match rows.first() {
             None => Ok(None),
             Some(row) => {
-                let (record, links) = version_row(row).map_err(|e| self.internal(&e))?;
-                read_version(&record, &links)
-                    .map(|(record, _)| Some(record))
-                    .map_err(|e| self.internal(&e))
+                let (record, links) = version_row(row)?;
+                Ok(Some(read_version(&record, &links)?.0))
             }
         }
     }

@@ -42,7 +42,7 @@ pub(super) async fn download<H: Host>(
     let Some((row_record, row_links)) = row else {
         return Err(Problem::new(ProblemType::RecordNotFound).into());
     };
-    let (found, entries) = read_version(&row_record, &row_links).map_err(|e| cx.internal(&e))?;
+    let (found, entries) = read_version(&row_record, &row_links)?;
     if !caller.access.can_read(&found) {
         return Err(Problem::new(ProblemType::RecordNotFound).into());
     }
@@ -52,7 +52,7 @@ pub(super) async fn download<H: Host>(
     let size = host
         .blob_size(&blob.hash)
         .await
-        .map_err(|e| cx.internal(&e))?
+        .map_err(Failure::internal)?
         .ok_or_else(not_found)?;
     let range = parse_range(cx.request.header("range"), size);
     let (status, start, len) = match range {
@@ -71,7 +71,7 @@ pub(super) async fn download<H: Host>(
     let bytes = host
         .blob_bytes(&blob.hash, start, len)
         .await
-        .map_err(|e| cx.internal(&e))?;
+        .map_err(Failure::internal)?;
     let mut reply = Reply::new(status, ReplyBody::Stream(bytes))
         .with("content-type", link.media_type.as_str())
         .with("content-length", len.to_string())
@@ -126,7 +126,7 @@ pub(super) async fn upload<H: Host>(
                 Problem::new(ProblemType::InvalidBody)
                     .with_detail(format!("reading the body: {error}")),
             ),
-            UploadFailure::Failed(error) => cx.internal(&error),
+            UploadFailure::Failed(error) => Failure::internal(error),
         })?;
     if let Err(error) = check_body_digest(caller.signed_content_sha256, hash.as_bytes()) {
         host.discard_blob(upload).await;

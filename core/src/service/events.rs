@@ -40,14 +40,11 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
     let subscription = host
         .subscribe(user)
         .map_err(|full| Failure::from(Limited::from(full)))?;
-    let bounds_rows = host
-        .fetch(&event_log_bounds_sql(user.id))
-        .await
-        .map_err(|e| cx.internal(&e))?;
+    let bounds_rows = cx.fetch(&event_log_bounds_sql(user.id)).await?;
     let bounds = match bounds_rows.first() {
         Some(row) => {
-            let oldest = row.optional_integer(0).map_err(|e| cx.internal(&e))?;
-            let latest = row.integer(1).map_err(|e| cx.internal(&e))?;
+            let oldest = row.optional_integer(0)?;
+            let latest = row.integer(1)?;
             EventLogBounds {
                 oldest_retained: oldest.map(|s| EventId::from_sequence(sequence(s))),
                 latest: (latest > 0).then(|| EventId::from_sequence(sequence(latest))),
@@ -63,18 +60,17 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
     let mut after = None;
     let mut last_seq = 0u64;
     loop {
-        let rows = host
+        let rows = cx
             .fetch(&events_sql(user.id, start, after, CATCH_UP_CHUNK))
-            .await
-            .map_err(|e| cx.internal(&e))?;
+            .await?;
         let count = rows.len();
         for row in rows {
             let read = || -> Result<_, Failure> {
-                let seq = row.integer(0).map_err(|e| cx.internal(&e))?;
-                let client = row.optional_text(1).map_err(|e| cx.internal(&e))?;
-                let record = row.text(2).map_err(|e| cx.internal(&e))?;
-                let links = row.text(3).map_err(|e| cx.internal(&e))?;
-                let (record, entries) = read_version(record, links).map_err(|e| cx.internal(&e))?;
+                let seq = row.integer(0)?;
+                let client = row.optional_text(1)?;
+                let record = row.text(2)?;
+                let links = row.text(3)?;
+                let (record, entries) = read_version(record, links)?;
                 Ok((
                     sequence(seq),
                     client.and_then(|c| c.parse().ok()),

@@ -163,6 +163,9 @@ pub enum ReplyBody<S> {
 pub struct Failure {
     pub problem: Problem,
     pub headers: Vec<(&'static str, String)>,
+    /// What went wrong inside the server (`server/500-internal`): logged
+    /// once, by [`handle`], and never sent.
+    internal: Option<String>,
 }
 
 impl From<Problem> for Failure {
@@ -170,7 +173,31 @@ impl From<Problem> for Failure {
         Failure {
             problem,
             headers: Vec::new(),
+            internal: None,
         }
+    }
+}
+
+impl Failure {
+    /// An unexpected failure of the host or of stored data: answered
+    /// `server/500-internal` without details a client could misuse.
+    pub(crate) fn internal(error: impl std::fmt::Display) -> Self {
+        Failure {
+            internal: Some(error.to_string()),
+            ..Failure::from(Problem::new(ProblemType::Internal))
+        }
+    }
+}
+
+impl From<store::RowError> for Failure {
+    fn from(error: store::RowError) -> Self {
+        Failure::internal(error)
+    }
+}
+
+impl From<crate::store::StoredDataError> for Failure {
+    fn from(error: crate::store::StoredDataError) -> Self {
+        Failure::internal(error)
     }
 }
 
@@ -205,6 +232,9 @@ pub async fn handle<H: Host>(host: &H, request: Request<'_>, body: H::Body) -> R
     let mut reply = match outcome {
         Ok(reply) => reply,
         Err(failure) => {
+            if let Some(error) = &failure.internal {
+                host.report(error);
+            }
             let mut reply = Reply::problem(&failure.problem, &settings.docs_url);
             for (name, value) in failure.headers {
                 reply.set(name, value);
@@ -235,10 +265,9 @@ struct Context<'h, 'r, H: Host> {
 }
 
 impl<H: Host> Context<'_, '_, H> {
-    /// Logs an unexpected failure; answers `server/500-internal` without
-    /// details a client could misuse.
-    fn internal(&self, error: &dyn std::fmt::Display) -> Failure {
-        internal(self.host, error)
+    /// The rows of a read; a failure of the host's store is internal.
+    async fn fetch(&self, statement: &crate::store::Statement) -> Result<Vec<store::Row>, Failure> {
+        self.host.fetch(statement).await.map_err(Failure::internal)
     }
 
     /// The request's time.
@@ -250,11 +279,6 @@ impl<H: Host> Context<'_, '_, H> {
     async fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
         self.host.rate(rate, self.request.now).await
     }
-}
-
-fn internal<H: Host>(host: &H, error: &dyn std::fmt::Display) -> Failure {
-    host.report(error);
-    Problem::new(ProblemType::Internal).into()
 }
 
 /// Answers a request; an endpoint that reads the body takes it from `body`.
@@ -294,7 +318,7 @@ async fn dispatch<'r, H: Host>(
     };
     let user = match endpoint.user() {
         Some(name) => {
-            let found = host.user(name).await.map_err(|e| cx.internal(&e))?;
+            let found = host.user(name).await.map_err(Failure::internal)?;
             match found {
                 Some(user) => Some(user),
                 // A person reads the consent page: a page, not problem+json.
@@ -363,19 +387,16 @@ fn take<B>(body: &mut Option<B>) -> Result<B, Failure> {
 async fn discovery<H: Host>(cx: &Context<'_, '_, H>) -> Outcome<H::Stream> {
     let host = cx.host;
     let settings = host.settings();
-    let users = host.users().await.map_err(|e| cx.internal(&e))?;
+    let users = host.users().await.map_err(Failure::internal)?;
     let user = user_for_host(cx.request.host, &users, |u| &u.entity).ok_or_else(|| {
         Problem::new(ProblemType::NotFound).with_detail("no user's entity is served at this host")
     })?;
-    let rows = host
-        .fetch(&entity_record_sql(user.id, &user.entity))
-        .await
-        .map_err(|e| cx.internal(&e))?;
+    let rows = cx.fetch(&entity_record_sql(user.id, &user.entity)).await?;
     let row = rows
         .first()
-        .ok_or_else(|| cx.internal(&"a user has no Entity record"))?;
-    let (record, links) = version_row(row).map_err(|e| cx.internal(&e))?;
-    let (record, _) = read_version(&record, &links).map_err(|e| cx.internal(&e))?;
+        .ok_or_else(|| Failure::internal("a user has no Entity record"))?;
+    let (record, links) = version_row(row)?;
+    let (record, _) = read_version(&record, &links)?;
     let url = entity_record_url(&settings.base_url, &user.name, &user.entity, &record.id);
     Ok(Reply::empty(204).with("link", discovery_link(settings.dialect, &url)))
 }

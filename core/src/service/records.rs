@@ -77,8 +77,7 @@ pub(super) async fn list<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Outco
     let query = ListQuery::from_params(&cx.params, &user.entity).map_err(|e| Problem::from(&e))?;
     let statement = list_sql(user.id, &query, &caller.access).statement;
     let rows = cx.versions(&statement).await?;
-    let answer = respond::list_page(&query, &cx.params, rows, &user.entity, &caller.access)
-        .map_err(|e| cx.internal(&e))?;
+    let answer = respond::list_page(&query, &cx.params, rows, &user.entity, &caller.access)?;
     cx.answer(user, answer).await
 }
 
@@ -90,8 +89,7 @@ pub(super) async fn get<H: Host>(
     let caller = cx.reader(user).await?;
     let row = cx.latest(user, record).await?;
     let include = IncludeLinks::from_request(&cx.params, None);
-    let answer = respond::one_record(row, include, &user.entity, &caller.access)
-        .map_err(|e| cx.internal(&e))??;
+    let answer = respond::one_record(row, include, &user.entity, &caller.access)??;
     cx.answer(user, answer).await
 }
 
@@ -113,8 +111,7 @@ pub(super) async fn version<H: Host>(
         .into_iter()
         .next();
     let include = IncludeLinks::from_request(&cx.params, None);
-    let answer = respond::one_record(row, include, &user.entity, &caller.access)
-        .map_err(|e| cx.internal(&e))??;
+    let answer = respond::one_record(row, include, &user.entity, &caller.access)??;
     cx.answer(user, answer).await
 }
 
@@ -126,25 +123,19 @@ pub(super) async fn versions<H: Host>(
     let caller = cx.reader(user).await?;
     let query = VersionsQuery::from_params(&cx.params).map_err(|e| Problem::from(&e))?;
     let latest = match cx.latest(user, record).await? {
-        Some((record, links)) => Some(
-            read_version(&record, &links)
-                .map_err(|e| cx.internal(&e))?
-                .0,
-        ),
+        Some((record, links)) => Some(read_version(&record, &links)?.0),
         None => None,
     };
     let rows = cx
         .versions(&query.statement(user.id, &record.entity, &record.record_id))
         .await?;
-    let answer = query
-        .page(
-            &cx.params,
-            latest.as_ref(),
-            rows,
-            &user.entity,
-            &caller.access,
-        )
-        .map_err(|e| cx.internal(&e))??;
+    let answer = query.page(
+        &cx.params,
+        latest.as_ref(),
+        rows,
+        &user.entity,
+        &caller.access,
+    )??;
     cx.answer(user, answer).await
 }
 
@@ -201,7 +192,7 @@ async fn register<H: Host>(
         })
         .await?
     else {
-        return Err(cx.internal(&"a registration stored no App record"));
+        return Err(Failure::internal("a registration stored no App record"));
     };
     let app_record = registered.written.answer;
     host.note(Note::Registered {
@@ -254,14 +245,11 @@ impl<H: Host> Context<'_, '_, H> {
         &self,
         statement: &crate::store::Statement,
     ) -> Result<Vec<VersionRow>, Failure> {
-        let rows = self
-            .host
-            .fetch(statement)
-            .await
-            .map_err(|e| self.internal(&e))?;
-        rows.iter()
-            .map(|row| version_row(row).map_err(|e| self.internal(&e)))
-            .collect()
+        let rows = self.fetch(statement).await?;
+        Ok(rows
+            .iter()
+            .map(|row| version_row(row))
+            .collect::<Result<_, _>>()?)
     }
 
     /// The latest version of a record, whatever its state.
@@ -287,7 +275,7 @@ impl<H: Host> Context<'_, '_, H> {
             Some(statement) => self.versions(&statement).await?,
             None => Vec::new(),
         };
-        let body = answer.finish(linked).map_err(|e| self.internal(&e))?;
+        let body = answer.finish(linked)?;
         Ok(Reply::json(200, body))
     }
 
@@ -298,7 +286,7 @@ impl<H: Host> Context<'_, '_, H> {
                 Problem::new(ProblemType::Unavailable).with_detail("too many writes are waiting"),
             )
             .with("retry-after", "1".to_owned()),
-            WriteFailure::Failed(_) => self.internal(failure),
+            WriteFailure::Failed(_) => Failure::internal(failure),
         }
     }
 
@@ -338,7 +326,7 @@ impl<H: Host> Context<'_, '_, H> {
             })
             .await?
         else {
-            return Err(self.internal(&"a record write stored no version"));
+            return Err(Failure::internal("a record write stored no version"));
         };
         let answer = respond::written(
             written.answer.record,
