@@ -4,7 +4,7 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use folio_core::model::{Link, LinkPath, Permission};
+use folio_core::model::{Link, Permission};
 use folio_core::schema::{Rule, Schema, SchemaFault, Validated, Violation};
 use serde_json::{Value, json};
 
@@ -610,18 +610,6 @@ fn envelope_links_are_always_found() {
         .map(|e| e.as_str())
         .collect();
     assert_eq!(entities, [ALICE, "bob.example"]);
-}
-
-#[test]
-fn sort_properties_are_found_by_path() {
-    let schema = content_schema(object(json!({
-        "category": {"type": "tag_link", "sort_property": true},
-        "tags": {"type": "array", "items": {"type": "tag_link"}}
-    })));
-    let path = |p: &str| p.parse::<LinkPath>().unwrap();
-    assert!(schema.sort_property_at(&path("$['content']['category']")));
-    assert!(!schema.sort_property_at(&path("$['content']['tags'][*]")));
-    assert!(!schema.sort_property_at(&path("$['content']['missing']")));
 }
 
 #[track_caller]

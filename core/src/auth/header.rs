@@ -284,16 +284,6 @@ impl<'a> AuthorizationHeader<'a> {
             _ => Err(AuthError::InvalidSignature),
         }
     }
-
-    /// When the content hash header is signed, it must be the SHA-256 of the
-    /// body the host received; `body_sha256` is that digest.
-    pub fn check_content_sha256(
-        &self,
-        headers: &(impl HeaderLookup + ?Sized),
-        body_sha256: &[u8; 32],
-    ) -> Result<(), AuthError> {
-        check_body_digest(self.signed_content_sha256(headers)?, body_sha256)
-    }
 }
 
 /// Checks a body against the digest a signature vouched for (see

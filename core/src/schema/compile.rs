@@ -366,12 +366,16 @@ impl<'a> Compiler<'a> {
                 Node::Number { allowed, min, max }
             }
             "null" => Node::Null,
-            "tag_link" => Node::TagLink {
-                rules: self.string_rules(object, |s| {
-                    s.parse::<Tag>().ok().map(|t| t.as_str().to_owned())
-                })?,
-                sort_property: self.boolean(object, "sort_property")?,
-            },
+            "tag_link" => {
+                // Checked, and otherwise unused: Folio sorts on any tag path
+                // (PROTOCOL.md §7, an extension).
+                self.boolean(object, "sort_property")?;
+                Node::TagLink {
+                    rules: self.string_rules(object, |s| {
+                        s.parse::<Tag>().ok().map(|t| t.as_str().to_owned())
+                    })?,
+                }
+            }
             "blob_link" => Node::BlobLink {
                 max_size: self.single(object, "max_size", "a byte count", Value::as_u64)?,
                 content_types: self.list(object, "content_types", "media types", |v| {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use crate::model::{Entity, LinkPath, MediaType, Permission, RecordId};
+use crate::model::{Entity, MediaType, Permission, RecordId};
 
 /// The largest integer an `int` may hold, either sign: 2^53 − 1.
 pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
@@ -60,7 +60,6 @@ pub(crate) enum Node {
     Null,
     TagLink {
         rules: StringRules,
-        sort_property: bool,
     },
     BlobLink {
         max_size: Option<u64>,
@@ -118,68 +117,6 @@ pub(crate) struct Branch {
 impl Schema {
     pub(crate) fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.0 as usize]
-    }
-
-    /// Whether a record can be sorted on the tag at `path`: some tag link the
-    /// schema allows there is marked `sort_property`.
-    pub fn sort_property_at(&self, path: &LinkPath) -> bool {
-        // The schema nodes that may apply at the path walked so far.
-        let mut nodes = vec![self.root];
-        let mut rest = path.as_str().strip_prefix('$').unwrap_or_default();
-        while !rest.is_empty() {
-            let (segment, after) = match rest.strip_prefix("[*]") {
-                Some(after) => (None, after),
-                None => {
-                    let inner = rest.strip_prefix("['").unwrap_or_default();
-                    let end = inner.find("']").unwrap_or(inner.len());
-                    (
-                        Some(&inner[..end]),
-                        inner.get(end + 2..).unwrap_or_default(),
-                    )
-                }
-            };
-            nodes = self
-                .expand(nodes)
-                .into_iter()
-                .filter_map(|id| match (self.node(id), segment) {
-                    (Node::Object { properties, .. }, Some(key)) => {
-                        properties.iter().find(|p| &*p.name == key).map(|p| p.node)
-                    }
-                    (Node::Array { items, .. }, None) => Some(*items),
-                    (Node::Map { values }, None) => Some(*values),
-                    _ => None,
-                })
-                .collect();
-            rest = after;
-        }
-        self.expand(nodes).into_iter().any(|id| {
-            matches!(
-                self.node(id),
-                Node::TagLink {
-                    sort_property: true,
-                    ..
-                }
-            )
-        })
-    }
-
-    /// The nodes that check the same value as `nodes`: through refs, union
-    /// branches and intersection members (which compilation keeps acyclic).
-    fn expand(&self, mut nodes: Vec<NodeId>) -> Vec<NodeId> {
-        let mut expanded = Vec::new();
-        while let Some(id) = nodes.pop() {
-            if expanded.contains(&id) {
-                continue;
-            }
-            expanded.push(id);
-            match self.node(id) {
-                Node::Ref(target) => nodes.push(*target),
-                Node::Union { branches, .. } => nodes.extend(branches.iter().map(|b| b.node)),
-                Node::Intersection { members } => nodes.extend(members),
-                _ => {}
-            }
-        }
-        expanded
     }
 
     /// The keys `id` declares for the value it checks, without looking at the
