@@ -153,3 +153,83 @@ pub fn server_public_key(credentials: &Record) -> Option<&str> {
         .get("server_public_key")?
         .as_str()
 }
+
+/// Which App Authorization records revoking `id` deletes: every live one of
+/// the app whose id is `id` (`authorizations`, as the store lists them), or
+/// else `id` itself when it is a live App Authorization record (`latest`,
+/// its latest version). An id that is neither revokes nothing.
+pub fn revocation(
+    id: &RecordId,
+    authorizations: &[Record],
+    latest: Option<&Record>,
+) -> Vec<RecordId> {
+    if !authorizations.is_empty() {
+        return authorizations.iter().map(|record| record.id).collect();
+    }
+    let is_authorization = latest.is_some_and(|record| {
+        record.id == *id
+            && !record.is_tombstone()
+            && is_type(&record.type_link, BuiltinType::AppAuthorization)
+    });
+    match is_authorization {
+        true => vec![*id],
+        false => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: u8, kind: BuiltinType, tombstone: bool) -> Record {
+        let id = RecordId::from_bytes([id; 16]);
+        let body = match tombstone {
+            true => json!({"no_content": {"action": "delete", "links": []}}),
+            false => json!({"content": {}}),
+        };
+        let mut value = json!({
+            "author": {"entity": "alice.example"},
+            "id": id,
+            "source": "self",
+            "created_at": "2026-11-21T10:00:00.0000000Z",
+            "version": {
+                "author": {"entity": "alice.example"},
+                "hash": "c".repeat(64),
+                "created_at": "2026-11-21T10:00:00.0000000Z"
+            },
+            "permissions": {},
+            "type": kind.link(),
+        });
+        value
+            .as_object_mut()
+            .unwrap()
+            .extend(body.as_object().unwrap().clone());
+        serde_json::from_value(value).expect("a record")
+    }
+
+    #[test]
+    fn revoking_an_app_deletes_its_live_authorizations() {
+        let app = RecordId::from_bytes([1; 16]);
+        let live = [
+            record(2, BuiltinType::AppAuthorization, false),
+            record(3, BuiltinType::AppAuthorization, false),
+        ];
+        let app_record = record(1, BuiltinType::App, false);
+        assert_eq!(
+            revocation(&app, &live, Some(&app_record)),
+            [RecordId::from_bytes([2; 16]), RecordId::from_bytes([3; 16])]
+        );
+    }
+
+    #[test]
+    fn revoking_an_authorization_by_its_own_id_deletes_it_while_live() {
+        let id = RecordId::from_bytes([2; 16]);
+        let live = record(2, BuiltinType::AppAuthorization, false);
+        let deleted = record(2, BuiltinType::AppAuthorization, true);
+        let app = record(2, BuiltinType::App, false);
+        assert_eq!(revocation(&id, &[], Some(&live)), [id]);
+        assert!(revocation(&id, &[], Some(&deleted)).is_empty());
+        assert!(revocation(&id, &[], Some(&app)).is_empty());
+        assert!(revocation(&id, &[], None).is_empty());
+    }
+}

@@ -46,6 +46,38 @@ fn api_url(base_url: &str, user: &str) -> String {
     )
 }
 
+/// The body that creates a user's Entity record: public, of the built-in
+/// Entity type, with [`entity_content`] and the user's name as its
+/// profile name.
+pub fn entity_record_body(entity: &Entity, user: &str, base_url: &str) -> Value {
+    json!({
+        "type": crate::builtin::BuiltinType::Entity.link(),
+        "permissions": {"read": "public"},
+        "content": entity_content(entity, user, base_url, Some(user)),
+    })
+}
+
+/// The body of the new version of a stored Entity record that a server at
+/// `base_url` is due (PROTOCOL.md §12: its endpoints name another base
+/// URL), keeping the profile name; `None` when it is current, or is no
+/// live Entity record.
+pub fn entity_record_update(
+    record: &crate::model::Record,
+    entity: &Entity,
+    user: &str,
+    base_url: &str,
+) -> Option<Value> {
+    let content = record.content()?;
+    let name = content
+        .as_map()
+        .get("profile")
+        .and_then(|profile| profile.get("name"))
+        .and_then(Value::as_str);
+    let wanted = entity_content(entity, user, base_url, name);
+    (content.as_value() != &wanted)
+        .then(|| json!({"content": wanted, "version": {"parent_hash": record.version.hash}}))
+}
+
 /// The content of `user`'s Entity record (built-in Entity type):
 /// `{entity, previous_entities: [], signing_keys: [], profile, servers}`,
 /// with one server whose `endpoints` are the URL templates of every

@@ -14,7 +14,10 @@ use folio_core::blob::{
 };
 use folio_core::builtin::{BuiltinType, builtin_record_type};
 use folio_core::dialect::Dialect;
-use folio_core::discovery::{discovery_link, entity_content, entity_record_url, server_info_json};
+use folio_core::discovery::{
+    discovery_link, entity_content, entity_record_body, entity_record_update, entity_record_url,
+    server_info_json,
+};
 use folio_core::docs::{ERROR_TYPES_PATH, error_type_page};
 use folio_core::http::blob_cache_control;
 use folio_core::limits::Limits;
@@ -259,6 +262,39 @@ fn entity_content_is_a_valid_entity_record_with_every_endpoint_template() {
             }]
         })
     );
+}
+
+#[test]
+fn a_new_entity_record_is_public_and_names_the_user() {
+    let body = entity_record_body(&alice(), "alice", "https://h.example:8443");
+    assert_eq!(body["permissions"], json!({"read": "public"}));
+    assert_eq!(body["type"], json!(BuiltinType::Entity.link()));
+    assert_eq!(
+        body["content"],
+        entity_content(&alice(), "alice", "https://h.example:8443", Some("alice"))
+    );
+}
+
+#[test]
+fn an_entity_record_is_updated_only_when_its_endpoints_move() {
+    let stored = entity_record(entity_content(
+        &alice(),
+        "alice",
+        "https://old.example",
+        Some("Al"),
+    ));
+    assert_eq!(
+        entity_record_update(&stored, &alice(), "alice", "https://old.example"),
+        None
+    );
+    let update = entity_record_update(&stored, &alice(), "alice", "https://new.example")
+        .expect("a new version");
+    // The profile name the owner gave is kept; the parent is the stored version.
+    assert_eq!(
+        update["content"],
+        entity_content(&alice(), "alice", "https://new.example", Some("Al"))
+    );
+    assert_eq!(update["version"]["parent_hash"], json!(stored.version.hash));
 }
 
 #[test]

@@ -11,8 +11,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use folio_core::access::Access;
 use folio_core::apps::{
     Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
+    revocation,
 };
-use folio_core::discovery::entity_content;
+use folio_core::discovery::{entity_record_body, entity_record_update};
 use folio_core::model::{Entity, RecordId, RecordLink, UserName};
 use folio_core::service::store::{CommitError, Row, RowError, RowExt, Transaction};
 use folio_core::service::writes::{Done, Job, RecordWrite};
@@ -23,7 +24,7 @@ use folio_core::store::{
 };
 use folio_core::write::{RecordKey, WriteRequest};
 use rusqlite::Connection;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::clock::Clock;
 use crate::db::{self, DbError};
@@ -242,11 +243,7 @@ pub async fn create_user<T: Transaction<Error = DbError>>(
     owner_write(
         tx,
         &user,
-        post(&json!({
-            "type": folio_core::builtin::BuiltinType::Entity.link(),
-            "permissions": {"read": "public"},
-            "content": entity_content(entity, name, base_url, Some(name)),
-        }))?,
+        post(&entity_record_body(entity, name, base_url))?,
     )
     .await?;
     Ok(user)
@@ -281,25 +278,12 @@ pub async fn update_entity_records(
         };
         let (record, _) =
             read_version(record, links).map_err(|e| ProvisionError::Invalid(e.to_string()))?;
-        let Some(content) = record.content() else {
+        let Some(body) = entity_record_update(&record, &user.entity, &user.name, base_url) else {
             continue;
         };
-        let name = content
-            .as_map()
-            .get("profile")
-            .and_then(|p| p.get("name"))
-            .and_then(Value::as_str);
-        let wanted = entity_content(&user.entity, &user.name, base_url, name);
-        if content.as_value() == &wanted {
-            continue;
-        }
         conn.execute_batch("BEGIN IMMEDIATE")?;
-        let key = RecordKey {
-            entity: record.author.entity.clone(),
-            record_id: record.id,
-        };
+        let key = RecordKey::of(&record);
         let result = async {
-            let body = json!({"content": wanted, "version": {"parent_hash": record.version.hash}});
             let request = WriteRequest::put(key, body.to_string().as_bytes())?;
             owner_write(&mut Savepoint(conn), &user, request).await
         }
@@ -494,23 +478,9 @@ pub async fn revoke(
     user: &User,
     id: &RecordId,
 ) -> Result<usize, ProvisionError> {
-    let mut authorizations: Vec<RecordId> =
-        records(conn, &app_authorizations_sql(user.id, &user.entity, id))?
-            .iter()
-            .map(|record| record.id)
-            .collect();
-    if authorizations.is_empty() {
-        let latest = records(conn, &latest_version_sql(user.id, &user.entity, id))?;
-        if latest.first().is_some_and(|record| {
-            !record.is_tombstone()
-                && folio_core::access::is_type(
-                    &record.type_link,
-                    folio_core::builtin::BuiltinType::AppAuthorization,
-                )
-        }) {
-            authorizations.push(*id);
-        }
-    }
+    let authorizations = records(conn, &app_authorizations_sql(user.id, &user.entity, id))?;
+    let latest = records(conn, &latest_version_sql(user.id, &user.entity, id))?;
+    let authorizations = revocation(id, &authorizations, latest.first());
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let result = async {
         for authorization in &authorizations {
