@@ -32,12 +32,19 @@
 //! # How a host drives it
 //!
 //! A host (the native server, the Cloudflare worker) holds the IO. For each
-//! request it hands the core what it received, the current time as a
-//! [`RecordDate`](model::RecordDate), fresh ids it drew, and whatever it
-//! fetched from its store; the core answers with a decision: a verified
-//! request, a record to store, a hash, or a [`Problem`](problem::Problem) to
-//! send back. The host never decides anything the protocol fixes; when it
-//! would need to, the decision belongs here.
+//! request it reads its clock once and draws 32 random bytes once, and
+//! calls [`handle`] with the request, that time and those bytes ([`Fresh`]);
+//! the service does the rest through a few small capability traits the host
+//! implements: a [`Store`] to read, [`Jobs`] to commit, [`Bodies`],
+//! [`Blobs`], [`Streams`], [`Guards`] and [`Secrets`] (the calling contract
+//! is in [`service`]). Every write is a core [`Job`] that the host's
+//! scheduler (the native group-commit writer, the worker's user object)
+//! runs with [`Job::run`] over its [`Transaction`] at the scheduler's time,
+//! then publishes [`Done::take_live_versions`] to open streams. Upkeep is
+//! a core plan too ([`Upkeep`]). The host never decides anything the
+//! protocol fixes; when it would need to, the decision belongs here.
+//!
+//! What a host uses is re-exported here, below the modules.
 
 pub mod access;
 pub mod apps;
@@ -64,3 +71,13 @@ pub mod schema;
 pub mod service;
 pub mod store;
 pub mod write;
+
+pub use fresh::Fresh;
+pub use service::store::{CommitError, Fetch, Row, RowError, RowExt, Transaction};
+pub use service::upkeep::{ExpiredBlob, UPKEEP_INTERVAL_MS, Upkeep};
+pub use service::writes::{Done, Job, JobFailure, JobOutcome, RecordWrite, Refused};
+pub use service::{
+    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, RateLimits, Reply,
+    ReplyBody, Request, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
+    handle,
+};

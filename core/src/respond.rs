@@ -4,8 +4,8 @@
 //! `linked_records` every answer carries.
 //!
 //! A read is two steps for the host: run the statement the core gives, hand
-//! back its `(record, links)` rows; then, if [`Answer::links_statement`]
-//! names one, run it and hand its rows to [`Answer::finish`].
+//! back its `(record, links)` rows; then, if [`JsonAnswer::links_statement`]
+//! names one, run it and hand its rows to [`JsonAnswer::finish`].
 
 use crate::access::Access;
 use crate::model::{Entity, Record, RecordId};
@@ -54,7 +54,7 @@ impl JsonAnswer {
         (!plan.is_empty()).then(|| linked_sql(user_id, &plan))
     }
 
-    /// The JSON answer, given the rows of [`Answer::links_statement`] (none when it named none).
+    /// The JSON answer, given the rows of [`JsonAnswer::links_statement`] (none when it named none).
     pub fn finish(self, linked_rows: Vec<VersionRow>) -> Result<String, StoredDataError> {
         let fetched = read_rows(linked_rows)?
             .into_iter()

@@ -9,9 +9,8 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::Response;
 use folio_core::auth::{HeaderLookup, SignedRequest};
-use folio_core::fresh::Fresh;
 use folio_core::limits::header_section_len;
-use folio_core::service::{self, Reply, ReplyBody};
+use folio_core::{Fresh, Reply, ReplyBody};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 
 use crate::server::App;
@@ -38,7 +37,7 @@ pub async fn handle(
         .map_or_else(|| parts.uri.path(), |pq| pq.as_str());
     let (host, port) = host_and_port(&parts.uri, &parts.headers);
     let headers = Headers(&parts.headers);
-    let request = service::Request {
+    let request = folio_core::Request {
         method: parts.method.as_str(),
         target,
         host: &host,
@@ -54,7 +53,7 @@ pub async fn handle(
         now: app.clock.now(),
         fresh: Fresh::from_seed(rand::random()),
     };
-    response(service::handle(&*app, request, body).await)
+    response(folio_core::handle(&*app, request, body).await)
 }
 
 /// `host` without port, and the explicit port else 443 (PROTOCOL.md §10).

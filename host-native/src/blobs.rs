@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
+use folio_core::UploadFailure;
 use folio_core::blob::{Received, UploadMeter};
 use folio_core::model::RecordDate;
-use folio_core::service::UploadFailure;
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Mutex, MutexGuard};

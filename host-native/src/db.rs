@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use folio_core::Row;
 use folio_core::respond::VersionRow;
-use folio_core::service::store::Row;
 use folio_core::store::{MIGRATIONS, Migration, SqlValue, Statement};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};

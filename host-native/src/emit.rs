@@ -14,12 +14,11 @@ use std::path::Path;
 
 use folio_core::apps::Scope;
 use folio_core::model::Entity;
-use folio_core::service::User;
-use folio_core::service::store::{CommitError, Fetch, Row, Transaction};
 use folio_core::store::{
     LiteralSqlError, Statement, event_seq_sql, insert_user_with_id_sql, latest_version_sql,
     seed_statements, user_row_id,
 };
+use folio_core::{CommitError, Fetch, Row, Transaction, User};
 use rusqlite::Connection;
 
 use crate::clock::Clock;

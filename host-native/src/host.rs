@@ -14,13 +14,11 @@ use folio_core::events::{
     HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveSubscriber, LiveVersion, StreamsFull, Subscriber,
 };
 use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
-use folio_core::service::store::Row;
-use folio_core::service::writes::{Job, JobOutcome};
-use folio_core::service::{
-    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, Secrets, Settings, Store,
-    Streams, UploadFailure, User, WriteFailure,
-};
 use folio_core::store::Statement;
+use folio_core::{
+    Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate, Row,
+    Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
+};
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::broadcast;

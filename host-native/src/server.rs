@@ -14,7 +14,7 @@ use folio_core::dialect::Dialect;
 use folio_core::events::StreamCaps;
 use folio_core::http::{HTTPS_REDIRECT_STATUS, https_location};
 use folio_core::problem::default_docs_url;
-use folio_core::service::upkeep::{UPKEEP_INTERVAL_MS, Upkeep};
+use folio_core::{RateLimits, UPKEEP_INTERVAL_MS, Upkeep};
 use http::{HeaderValue, StatusCode};
 use tokio::sync::watch;
 
@@ -28,14 +28,14 @@ use crate::{db, tls, users};
 
 /// Everything a request handler shares.
 pub struct App {
-    pub settings: folio_core::service::Settings,
+    pub settings: folio_core::Settings,
     pub clock: Clock,
     pub readers: db::Readers,
     pub writer: Writer,
     pub hub: Arc<Hub>,
     pub users: UserCache,
     pub replay: Mutex<ReplayGuard>,
-    pub rates: Mutex<folio_core::service::RateLimits>,
+    pub rates: Mutex<RateLimits>,
     /// Signs the consent page's session cookies.
     pub session_key: SessionKey,
     pub blobs: BlobStore,
@@ -118,7 +118,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     let readers = db::Readers::open(&data.database(), options.readers)?;
     let (stop, shutdown) = watch::channel(false);
     let app = Arc::new(App {
-        settings: folio_core::service::Settings {
+        settings: folio_core::Settings {
             dialect: Dialect::default(),
             docs_url: options
                 .docs_url
@@ -128,7 +128,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
             limits,
             version: env!("CARGO_PKG_VERSION").to_owned(),
         },
-        rates: Mutex::new(folio_core::service::RateLimits::new(options.rates())),
+        rates: Mutex::new(RateLimits::new(options.rates())),
         session_key: SessionKey::from_bytes(data.session_key()?),
         clock,
         readers,

@@ -15,14 +15,13 @@ use folio_core::apps::{
 };
 use folio_core::discovery::{entity_record_body, entity_record_update};
 use folio_core::model::{Entity, RecordId, RecordLink, UserName};
-use folio_core::service::store::{CommitError, Row, RowError, RowExt, Transaction};
-use folio_core::service::writes::{Done, Job, RecordWrite};
 use folio_core::store::{
     Statement, app_authorizations_sql, apps_sql, entity_record_sql, insert_app_sql,
     insert_user_sql, insert_user_with_id_sql, latest_version_sql, read_version, seed_statements,
     types_by_name_sql, user_by_name_sql, users_sql,
 };
 use folio_core::write::{RecordKey, WriteRequest};
+use folio_core::{CommitError, Done, Job, RecordWrite, Row, RowError, RowExt, Transaction};
 use rusqlite::Connection;
 use serde_json::Value;
 
@@ -30,7 +29,7 @@ use crate::clock::Clock;
 use crate::db::{self, DbError};
 use crate::writer::{Savepoint, WriterError};
 
-pub use folio_core::service::User;
+pub use folio_core::User;
 
 /// Why provisioning failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +39,7 @@ pub enum ProvisionError {
     #[error("{0}")]
     Writer(#[from] WriterError),
     #[error("a record was refused: {0}")]
-    Refused(#[from] folio_core::service::writes::Refused),
+    Refused(#[from] folio_core::Refused),
     #[error("{0}")]
     Invalid(String),
     #[error("no Type record named `{name}` in {user}'s store")]

@@ -9,9 +9,8 @@
 
 use std::sync::Arc;
 
-use folio_core::service::store::{CommitError, Fetch, Row, Transaction};
-use folio_core::service::writes::{Job, JobFailure, JobOutcome};
 use folio_core::store::Statement;
+use folio_core::{CommitError, Fetch, Job, JobFailure, JobOutcome, Row, Transaction};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 

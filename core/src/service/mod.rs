@@ -3,15 +3,53 @@
 //!
 //! Every decision of a request lives here: limits, routing, who is asking,
 //! which statements to run, what a write stores, which headers the answer
-//! carries. What only a host can do (run a statement, commit a write job,
-//! read a body, keep bytes of a blob, hold an event stream open, count a
-//! rate, tell the time) it does through the [`Host`] trait. The service
-//! itself does no IO and runs on no runtime: it awaits what the host does.
+//! carries. The service does no IO and runs on no runtime: it awaits what
+//! the host does.
 //!
 //! ```text
-//! native:  axum request ──► handle(&NativeHost, Request) ──► Reply ──► axum response
-//! worker:  fetch event  ──► user object ──► handle(&UserObject, Request) ──► Reply ──► Response
+//! native:  axum request ──► handle(&App, Request) ──► Reply ──► axum response
+//! worker:  fetch event  ──► user object ──► handle(&UserStore, Request) ──► Reply ──► Response
 //! ```
+//!
+//! # The calling contract
+//!
+//! **One input per request.** The host reads its clock once and draws 32
+//! random bytes once, and hands both in with the [`Request`] (`now`,
+//! `fresh`). Every time-dependent decision of the request (signature
+//! windows, nonces, rates, bearer expiry, cookies, upload expiry) uses that
+//! `now`; every id, key and nonce it makes comes from that [`Fresh`]. The
+//! service never asks the host for the time or for randomness.
+//!
+//! **What a host provides**, as small traits ([`Host`] is all of them): a
+//! [`Store`] to read (user lookups and core's statements, outside any
+//! write); [`Jobs`], its one ordered place of writes; [`Bodies`], request
+//! bodies read on demand up to a limit; [`Blobs`] (uploads through core's
+//! [`UploadMeter`](crate::blob::UploadMeter), bytes by hash); [`Streams`]
+//! (a place among a user's subscribers, within core's
+//! [`StreamCaps`](crate::events::StreamCaps), and the live stream);
+//! [`Guards`] (rates with core's [`RateLimits`], nonces); [`Secrets`] (the
+//! consent page's session key and password check).
+//!
+//! **In what order.** Within one request, calls happen one at a time, in
+//! this order: the user lookup; reads for authentication (the app's key,
+//! its authorization), then the nonce check and the rate; the body, read at
+//! most once and only after the headers passed; further reads; at most
+//! **one job** ([`Jobs::run`], or [`Blobs::place_blob`] for an upload),
+//! whose versions the host publishes to the user's streams once durable;
+//! then the reads of the answer (linked records). An events request takes
+//! its place ([`Streams::subscribe`]) before it reads the catch-up, so that
+//! nothing committed meanwhile is missed, and hands the place back in
+//! [`Streams::event_stream`]. A body the service did not read is handed to
+//! [`Bodies::discard`] before the reply.
+//!
+//! **What may interleave.** Requests run concurrently: their reads see any
+//! committed state, and nothing a request decided before its job is trusted
+//! by the job. A job ([`writes::Job`]) re-reads what it depends on inside
+//! its transaction, at its scheduler's time, and runs again from the start
+//! if its commit loses a race ([`store::CommitError::Conflict`]).
+//!
+//! **Failures.** A host's error becomes `server/500-internal`; the service
+//! logs it once, through [`Host::report`], and never sends its text.
 
 mod auth;
 mod blobs;
@@ -60,7 +98,7 @@ pub struct Request<'r> {
     /// Every header, looked up by lowercase name.
     pub headers: &'r (dyn HeaderLookup + Sync),
     /// The size of the header section, as
-    /// [`header_section_len`] counts it.
+    /// [`header_section_len`](crate::limits::header_section_len) counts it.
     pub header_bytes: usize,
     /// The client's address, when the host knows it (rates per address).
     pub peer: Option<IpAddr>,
