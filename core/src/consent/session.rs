@@ -166,34 +166,37 @@ impl Session {
 mod tests {
     use super::*;
 
-    fn now() -> RecordDate {
+    fn fixed_time() -> RecordDate {
         RecordDate::from_unix_millis(1_800_000_000_000).expect("a date")
     }
 
     #[test]
     fn a_cookie_round_trips_and_a_forged_one_does_not() {
         let key = SessionKey::from_bytes([7; 32]);
-        let session = Session::signed_in("me.and/you", [1; 16], now());
+        let session = Session::signed_in("me.and/you", [1; 16], fixed_time());
         let header = format!("a=b; {SESSION_COOKIE}={}; c=d", session.cookie_value(&key));
         assert_eq!(
-            Session::from_cookie_header(&header, &key, now()),
+            Session::from_cookie_header(&header, &key, fixed_time()),
             Some(session.clone())
         );
         let other_key = SessionKey::from_bytes([8; 32]);
         assert_eq!(
-            Session::from_cookie_header(&header, &other_key, now()),
+            Session::from_cookie_header(&header, &other_key, fixed_time()),
             None
         );
         let forged = header.replace(".1.", ".0.");
-        assert_eq!(Session::from_cookie_header(&forged, &key, now()), None);
+        assert_eq!(
+            Session::from_cookie_header(&forged, &key, fixed_time()),
+            None
+        );
     }
 
     #[test]
     fn an_expired_session_is_none() {
         let key = SessionKey::from_bytes([7; 32]);
-        let session = Session::visitor("me", [1; 16], now());
+        let session = Session::visitor("me", [1; 16], fixed_time());
         let header = format!("{SESSION_COOKIE}={}", session.cookie_value(&key));
-        let later = RecordDate::from_unix_millis(now().unix_millis() + VISITOR_LIFETIME_MS)
+        let later = RecordDate::from_unix_millis(fixed_time().unix_millis() + VISITOR_LIFETIME_MS)
             .expect("a date");
         assert_eq!(Session::from_cookie_header(&header, &key, later), None);
     }
@@ -201,8 +204,8 @@ mod tests {
     #[test]
     fn the_csrf_token_is_bound_to_the_session() {
         let key = SessionKey::from_bytes([7; 32]);
-        let session = Session::visitor("me", [1; 16], now());
-        let other = Session::visitor("me", [2; 16], now());
+        let session = Session::visitor("me", [1; 16], fixed_time());
+        let other = Session::visitor("me", [2; 16], fixed_time());
         assert!(session.check_csrf(&key, &session.csrf_token(&key)));
         assert!(!session.check_csrf(&key, &other.csrf_token(&key)));
         assert!(!session.check_csrf(&key, "not hex"));
@@ -211,7 +214,7 @@ mod tests {
     #[test]
     fn the_cookie_is_secure_http_only_and_lax() {
         let key = SessionKey::from_bytes([7; 32]);
-        let cookie = Session::visitor("me", [1; 16], now()).set_cookie(&key, now());
+        let cookie = Session::visitor("me", [1; 16], fixed_time()).set_cookie(&key, fixed_time());
         assert!(cookie.starts_with("__Host-folio_session=v1."));
         assert!(cookie.ends_with("; Path=/; Max-Age=3600; Secure; HttpOnly; SameSite=Lax"));
     }

@@ -57,7 +57,7 @@ impl<H: Host> Context<'_, '_, H> {
             let value = std::str::from_utf8(value)
                 .map_err(|_| auth(&AuthError::Malformed(Malformed::Syntax { at: 0 })))?;
             let header = dialect.parse_authorization(value).map_err(|e| auth(&e))?;
-            let now = self.now();
+            let now = self.request.now;
             check_timestamp(header.ts_ms, now).map_err(|e| auth(&e))?;
             let (key, access, authorization_id) = self.standing(user, &header.app_id).await?;
             header
@@ -81,7 +81,7 @@ impl<H: Host> Context<'_, '_, H> {
             && let Some(token) = BearerToken::from_target(request.target)
         {
             let token = token.map_err(|e| auth(&e))?;
-            token.check_expiry(self.now()).map_err(|e| auth(&e))?;
+            token.check_expiry(self.request.now).map_err(|e| auth(&e))?;
             let (key, access, authorization_id) = self.standing(user, &token.app_id).await?;
             token
                 .verify(dialect, &key, authorization_id.as_ref(), &signed)
@@ -130,7 +130,7 @@ impl<H: Host> Context<'_, '_, H> {
         ts_ms: i64,
     ) -> Result<(), Failure> {
         self.host
-            .check_nonce(user, app_id, nonce, ts_ms, self.now())
+            .check_nonce(user, app_id, nonce, ts_ms, self.request.now)
             .map_err(|error| match error {
                 ReplayError::Auth(e) => auth(&e),
                 ReplayError::Full => Problem::new(ProblemType::Unavailable)

@@ -79,7 +79,7 @@ pub(super) async fn download<H: Host>(
         .with("accept-ranges", ACCEPT_RANGES)
         .with(
             "cache-control",
-            blob_cache_control(blob_audience(&found, caller.bearer_expiry, cx.now())),
+            blob_cache_control(blob_audience(&found, caller.bearer_expiry, cx.request.now)),
         );
     if let RangeAnswer::Partial {
         start,
@@ -132,7 +132,7 @@ pub(super) async fn upload<H: Host>(
         host.discard_blob(upload).await;
         return Err(Problem::from(&error).into());
     }
-    let now = cx.now();
+    let now = cx.request.now;
     let row = upload_blob_sql(user.id, &hash.to_string(), size, now, upload_expiry(now));
     host.place_blob(upload, &hash, Job::Statements(vec![row]))
         .await

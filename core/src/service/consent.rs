@@ -41,7 +41,7 @@ async fn answer<H: Host>(
 ) -> Page<H::Stream> {
     let host = cx.host;
     let key = host.session_key();
-    let now = cx.now();
+    let now = cx.request.now;
     let action = consent_path(&user.name, &app_id);
     let records = fetch_records(cx, &latest_version_sql(user.id, &user.entity, &app_id)).await?;
     let Some(app) = records.first().and_then(AppRequest::from_record) else {
@@ -247,7 +247,7 @@ fn sign_in<H: Host>(
     let csrf = session.csrf_token(key);
     let reply = html(status, sign_in_page(&user.name, action, &csrf, error));
     match set_cookie {
-        true => reply.with("set-cookie", session.set_cookie(key, cx.now())),
+        true => reply.with("set-cookie", session.set_cookie(key, cx.request.now)),
         false => reply,
     }
 }

@@ -24,7 +24,8 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
         cx.rate(Rate::AnonymousRead(cx.request.peer)).await?;
     }
     authorize_events(&caller.access).map_err(|e| Problem::from(&e))?;
-    let query = EventsQuery::from_params(&cx.params, cx.now()).map_err(|e| Problem::from(&e))?;
+    let query =
+        EventsQuery::from_params(&cx.params, cx.request.now).map_err(|e| Problem::from(&e))?;
     let dialect = host.settings().dialect;
     let client_id = parse_client_id(
         cx.request

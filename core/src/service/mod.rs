@@ -308,11 +308,6 @@ impl<H: Host> Context<'_, '_, H> {
         self.host.fetch(statement).await.map_err(Failure::internal)
     }
 
-    /// The request's time.
-    fn now(&self) -> RecordDate {
-        self.request.now
-    }
-
     /// Counts the request against `rate`.
     async fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
         self.host.rate(rate, self.request.now).await

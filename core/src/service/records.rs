@@ -170,7 +170,7 @@ async fn register<H: Host>(
         body: &body,
         body_sha256: &body_sha256,
     };
-    let now = cx.now();
+    let now = cx.request.now;
     let registration = verify_registration(&request, key, now).map_err(|e| Problem::from(&e))?;
     cx.check_replay(
         user,
