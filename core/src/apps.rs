@@ -181,30 +181,19 @@ pub fn revocation(
 mod tests {
     use super::*;
 
+    /// A version of record `id` of type `kind` (a built-in record,
+    /// re-typed), live or a tombstone.
     fn record(id: u8, kind: BuiltinType, tombstone: bool) -> Record {
-        let id = RecordId::from_bytes([id; 16]);
-        let body = match tombstone {
-            true => json!({"no_content": {"action": "delete", "links": []}}),
-            false => json!({"content": {}}),
-        };
-        let mut value = json!({
-            "author": {"entity": "alice.example"},
-            "id": id,
-            "source": "self",
-            "created_at": "2026-11-21T10:00:00.0000000Z",
-            "version": {
-                "author": {"entity": "alice.example"},
-                "hash": "c".repeat(64),
-                "created_at": "2026-11-21T10:00:00.0000000Z"
-            },
-            "permissions": {},
-            "type": kind.link(),
-        });
-        value
-            .as_object_mut()
-            .unwrap()
-            .extend(body.as_object().unwrap().clone());
-        serde_json::from_value(value).expect("a record")
+        let mut record = BuiltinType::Entity.record().clone();
+        record.id = RecordId::from_bytes([id; 16]);
+        record.type_link = kind.link();
+        if tombstone {
+            record.body = crate::model::RecordBody::Tombstone(crate::model::NoContent {
+                action: crate::model::DeletionAction::Delete,
+                links: Vec::new(),
+            });
+        }
+        record
     }
 
     #[test]
