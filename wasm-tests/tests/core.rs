@@ -39,3 +39,6 @@ mod lists;
 
 #[path = "../../core/tests/transport.rs"]
 mod transport;
+
+#[path = "../../core/tests/service_pure.rs"]
+mod service_pure;

@@ -1,0 +1,647 @@
+// What both service test crates share, with no SQLite: requests built and
+// signed here (the signature input is written out from PROTOCOL.md §10,
+// not with core's own code), request bodies, the counters a host keeps
+// (rates, nonces, open streams) on core's own types, a tiny executor, and
+// readers of the answers. Included with `#[path]` by `service.rs` (the
+// SQLite fake host) and `service_pure.rs` (the in-memory one, also run in
+// wasm32), so it uses only what wasm-tests depends on too.
+
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::rc::Rc;
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use ed25519_dalek::{Signer as _, SigningKey};
+use folio_core::auth::{HeaderLookup, ReplayError, ReplayGuard};
+use folio_core::blob::{Received, UploadMeter};
+use folio_core::dialect::Dialect;
+use folio_core::events::{StreamCaps, StreamsFull, Subscriber};
+use folio_core::fresh::Fresh;
+use folio_core::limits::{
+    DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits,
+    header_section_len,
+};
+use folio_core::model::{RecordDate, RecordId};
+use folio_core::problem::{PROBLEM_CONTENT_TYPE, default_docs_url};
+use folio_core::service::{
+    BodyError, Host, Limited, Note, Rate, RateLimits, Rates, Reply, ReplyBody, Request, Settings,
+    UploadFailure, User, handle,
+};
+use serde_json::Value;
+
+/// The one user of the fakes: `{user}` segment, entity, and the host name
+/// its requests address.
+pub const USER: &str = "alice";
+pub const ENTITY: &str = "alice.example";
+pub const BASE_URL: &str = "https://alice.example";
+/// The consent-page password of [`USER`], and its argon2id hash (cheap
+/// parameters, m=8 KiB and one pass, so that a test checks it quickly).
+pub const PASSWORD: &str = "correct horse";
+pub const PASSWORD_HASH: &str =
+    "$argon2id$v=19$m=8,t=1,p=1$Zm9saW8tdGVzdC1zYWx0IQ$dGWMpzxvQvrn6A77CjQpoAB4ODRjrOkI4Bb7L9kjthw";
+
+/// When every request arrives unless a test says otherwise.
+pub const REQUEST_NOW: &str = "2026-11-21T10:00:00Z";
+/// When the fake's scheduler runs write jobs: never the request's time,
+/// so a test tells the two apart.
+pub const SCHEDULER_NOW: &str = "2026-11-21T10:00:07.5Z";
+/// When the fakes started: their replay guard's boot fence.
+pub const BOOT: &str = "2026-11-21T09:00:00Z";
+
+pub const SEED: [u8; 32] = [0x5e; 32];
+pub const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1));
+pub const OTHER_PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 2));
+
+pub fn date(text: &str) -> RecordDate {
+    text.parse().expect("a date")
+}
+
+pub fn now() -> RecordDate {
+    date(REQUEST_NOW)
+}
+
+pub fn millis_after(at: RecordDate, millis: i64) -> RecordDate {
+    RecordDate::from_unix_millis(at.unix_millis() + millis).expect("a date")
+}
+
+/// What a fake host is configured with: core's limits and rates.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub limits: Limits,
+    pub rates: Rates,
+}
+
+impl Default for Config {
+    /// PROTOCOL.md §13's defaults.
+    fn default() -> Self {
+        let limits = Limits::default();
+        Config {
+            rates: Rates {
+                writes_per_app: limits.writes_per_app,
+                unauthenticated_reads_per_address: limits.unauthenticated_reads_per_address,
+                registrations_per_address: Some(DEFAULT_REGISTRATIONS_PER_ADDRESS),
+                sign_in_attempts_per_minute: Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
+            },
+            limits,
+        }
+    }
+}
+
+impl Config {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            dialect: Dialect::Svc,
+            base_url: BASE_URL.to_owned(),
+            docs_url: default_docs_url(BASE_URL),
+            limits: self.limits.clone(),
+            version: "0.0.0-test".to_owned(),
+        }
+    }
+}
+
+/// Request headers, looked up case-insensitively as HTTP names are.
+#[derive(Debug, Clone, Default)]
+pub struct Headers(pub Vec<(String, String)>);
+
+impl Headers {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(known, _)| known.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+impl HeaderLookup for Headers {
+    fn header(&self, lowercase_name: &str) -> Option<&[u8]> {
+        self.get(lowercase_name).map(str::as_bytes)
+    }
+}
+
+/// A request body as a host receives it: chunks, perhaps cut short by a
+/// broken connection.
+#[derive(Debug, Clone, Default)]
+pub struct Body {
+    pub chunks: Vec<Vec<u8>>,
+    pub broken: bool,
+}
+
+impl Body {
+    pub fn empty() -> Self {
+        Body::default()
+    }
+
+    pub fn of(bytes: impl Into<Vec<u8>>) -> Self {
+        Body {
+            chunks: vec![bytes.into()],
+            broken: false,
+        }
+    }
+
+    pub fn json(value: &Value) -> Self {
+        Body::of(value.to_string())
+    }
+
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+}
+
+/// What the fakes' bodies saw: how many were read, and how many dropped.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLog {
+    pub read: usize,
+    pub discarded: usize,
+    pub uploads_received: usize,
+    pub uploads_discarded: usize,
+}
+
+/// [`Bodies::read_body`](folio_core::service::Bodies::read_body) over a
+/// [`Body`]: refused as soon as it passes `max`.
+pub fn read_limited(body: Body, max: usize) -> Result<Vec<u8>, BodyError> {
+    let mut bytes = Vec::new();
+    for chunk in body.chunks {
+        if bytes.len() + chunk.len() > max {
+            return Err(BodyError::TooLarge);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    match body.broken {
+        true => Err(BodyError::Broken),
+        false => Ok(bytes),
+    }
+}
+
+/// [`Blobs::receive_blob`](folio_core::service::Blobs::receive_blob) over
+/// a [`Body`]: every chunk through core's meter, which stops the reading.
+pub fn receive_metered(
+    body: Body,
+    mut meter: UploadMeter,
+) -> Result<(Vec<u8>, Received), UploadFailure> {
+    let mut bytes = Vec::new();
+    for chunk in body.chunks {
+        meter.feed(&chunk)?;
+        bytes.extend_from_slice(&chunk);
+    }
+    if body.broken {
+        return Err(UploadFailure::Broken("the connection closed".into()));
+    }
+    let received = meter.finish()?;
+    Ok((bytes, received))
+}
+
+/// A rate the host counted, owned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateKey {
+    AnonymousRead(Option<IpAddr>),
+    Write(RecordId),
+    Registration(Option<IpAddr>),
+    SignIn(Option<IpAddr>),
+}
+
+impl From<Rate<'_>> for RateKey {
+    fn from(rate: Rate<'_>) -> Self {
+        match rate {
+            Rate::AnonymousRead(peer) => RateKey::AnonymousRead(peer),
+            Rate::Write(app) => RateKey::Write(*app),
+            Rate::Registration(peer) => RateKey::Registration(peer),
+            Rate::SignIn(peer) => RateKey::SignIn(peer),
+        }
+    }
+}
+
+/// One call of `Guards::rate`: what, at which time, and whether it passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateCall {
+    pub key: RateKey,
+    pub now: RecordDate,
+    pub passed: bool,
+}
+
+/// One call of `Guards::check_nonce`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NonceCall {
+    pub user: String,
+    pub app: RecordId,
+    pub nonce: String,
+    pub now: RecordDate,
+    pub verdict: Result<(), ReplayError>,
+}
+
+/// A note the host logged, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Noted {
+    Registered {
+        user: String,
+        app: RecordId,
+    },
+    SignedIn {
+        user: String,
+    },
+    WrongPassword {
+        user: String,
+        peer: Option<IpAddr>,
+    },
+    Authorized {
+        user: String,
+        app: RecordId,
+        authorization: RecordId,
+    },
+    Denied {
+        user: String,
+        app: RecordId,
+    },
+}
+
+impl From<Note<'_>> for Noted {
+    fn from(note: Note<'_>) -> Self {
+        match note {
+            Note::Registered { user, app } => Noted::Registered {
+                user: user.to_owned(),
+                app: *app,
+            },
+            Note::SignedIn { user } => Noted::SignedIn {
+                user: user.to_owned(),
+            },
+            Note::WrongPassword { user, peer } => Noted::WrongPassword {
+                user: user.to_owned(),
+                peer,
+            },
+            Note::Authorized {
+                user,
+                app,
+                authorization,
+            } => Noted::Authorized {
+                user: user.to_owned(),
+                app: *app,
+                authorization: *authorization,
+            },
+            Note::Denied { user, app } => Noted::Denied {
+                user: user.to_owned(),
+                app: *app,
+            },
+        }
+    }
+}
+
+/// The counters a host keeps across requests: core's [`RateLimits`] and
+/// [`ReplayGuard`], and the open streams that core's [`StreamCaps`] admits.
+pub struct Counters {
+    rates: RefCell<RateLimits>,
+    replay: RefCell<ReplayGuard>,
+    caps: StreamCaps,
+    /// Open streams per user id; a [`Subscription`] gives its place back
+    /// when dropped.
+    open: Rc<RefCell<HashMap<i64, usize>>>,
+    pub rate_calls: RefCell<Vec<RateCall>>,
+    pub nonce_calls: RefCell<Vec<NonceCall>>,
+    /// Every `subscribe`: the user id, and whether a place was given.
+    pub subscribes: RefCell<Vec<(i64, bool)>>,
+}
+
+impl Counters {
+    pub fn new(config: &Config) -> Self {
+        Counters {
+            rates: RefCell::new(RateLimits::new(config.rates)),
+            replay: RefCell::new(ReplayGuard::new(date(BOOT))),
+            caps: StreamCaps::of(&config.limits),
+            open: Rc::default(),
+            rate_calls: RefCell::default(),
+            nonce_calls: RefCell::default(),
+            subscribes: RefCell::default(),
+        }
+    }
+
+    pub fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
+        let result = self.rates.borrow_mut().check(rate, now);
+        self.rate_calls.borrow_mut().push(RateCall {
+            key: rate.into(),
+            now,
+            passed: result.is_ok(),
+        });
+        result
+    }
+
+    pub fn check_nonce(
+        &self,
+        user: &User,
+        app: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+        now: RecordDate,
+    ) -> Result<(), ReplayError> {
+        let verdict = self.replay.borrow_mut().check(app, nonce, ts_ms, now);
+        self.nonce_calls.borrow_mut().push(NonceCall {
+            user: user.name.clone(),
+            app,
+            nonce: nonce.to_owned(),
+            now,
+            verdict: verdict.clone(),
+        });
+        verdict
+    }
+
+    pub fn subscribe(&self, user: &User) -> Result<Subscription, StreamsFull> {
+        let admitted = {
+            let open = self.open.borrow();
+            let on_server = open.values().sum();
+            let for_user = open.get(&user.id).copied().unwrap_or(0);
+            self.caps.admit(Some(on_server), for_user)
+        };
+        self.subscribes
+            .borrow_mut()
+            .push((user.id, admitted.is_ok()));
+        admitted?;
+        *self.open.borrow_mut().entry(user.id).or_default() += 1;
+        Ok(Subscription {
+            user_id: user.id,
+            open: Rc::clone(&self.open),
+        })
+    }
+
+    /// The streams of user `user_id` open now.
+    pub fn open_streams(&self, user_id: i64) -> usize {
+        self.open.borrow().get(&user_id).copied().unwrap_or(0)
+    }
+
+    /// The rates counted so far.
+    pub fn rates_counted(&self) -> Vec<RateCall> {
+        self.rate_calls.borrow().clone()
+    }
+}
+
+/// A place among a user's subscribers, held while its stream is.
+#[derive(Debug)]
+pub struct Subscription {
+    pub user_id: i64,
+    open: Rc<RefCell<HashMap<i64, usize>>>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(count) = self.open.borrow_mut().get_mut(&self.user_id) {
+            *count = count.saturating_sub(1);
+        }
+    }
+}
+
+/// A reply body the fakes stream.
+#[derive(Debug)]
+pub enum Stream {
+    Blob(Vec<u8>),
+    Events {
+        subscription: Subscription,
+        subscriber: Subscriber,
+        catch_up: Vec<String>,
+        last_seq: u64,
+    },
+}
+
+/// A request, owned, as a test builds it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: String,
+    pub target: String,
+    pub host: String,
+    pub port: u16,
+    pub headers: Headers,
+    pub peer: Option<IpAddr>,
+    pub now: RecordDate,
+    pub seed: [u8; 32],
+    /// The header section's size, when a test sets it rather than have it counted.
+    pub header_bytes: Option<usize>,
+}
+
+impl Call {
+    pub fn new(method: &str, target: impl Into<String>) -> Self {
+        Call {
+            method: method.to_owned(),
+            target: target.into(),
+            host: ENTITY.to_owned(),
+            port: 443,
+            headers: Headers::default(),
+            peer: Some(PEER),
+            now: now(),
+            seed: SEED,
+            header_bytes: None,
+        }
+    }
+
+    pub fn get(target: impl Into<String>) -> Self {
+        Call::new("GET", target)
+    }
+
+    pub fn post(target: impl Into<String>) -> Self {
+        Call::new("POST", target)
+    }
+
+    pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.0.push((name.to_owned(), value.into()));
+        self
+    }
+
+    /// A JSON body's headers: its type and length.
+    pub fn json_headers(self, body: &Body) -> Self {
+        let len = body.len();
+        self.header("content-type", "application/json")
+            .header("content-length", len.to_string())
+    }
+
+    pub fn at(mut self, now: RecordDate) -> Self {
+        self.now = now;
+        self
+    }
+
+    pub fn seed(mut self, seed: [u8; 32]) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    pub fn from(mut self, peer: Option<IpAddr>) -> Self {
+        self.peer = peer;
+        self
+    }
+
+    /// Signed by `app` at the request's time with `nonce`, over the
+    /// headers named (which the request must carry already).
+    pub fn signed(self, app: &Signer, nonce: &str, names: &[&str]) -> Self {
+        let ts = self.now.unix_millis();
+        self.signed_at(app, ts, nonce, names)
+    }
+
+    pub fn signed_at(self, app: &Signer, ts_ms: i64, nonce: &str, names: &[&str]) -> Self {
+        let value = app.authorization(ts_ms, nonce, &self, names);
+        self.header("authorization", value)
+    }
+
+    /// Sends the request to `host`.
+    pub async fn send<H: Host>(&self, host: &H, body: H::Body) -> Reply<H::Stream> {
+        let header_bytes = self.header_bytes.unwrap_or_else(|| {
+            header_section_len(
+                self.headers
+                    .0
+                    .iter()
+                    .map(|(name, value)| (name.as_bytes(), value.as_bytes())),
+            )
+        });
+        let request = Request {
+            method: &self.method,
+            target: &self.target,
+            host: &self.host,
+            port: self.port,
+            headers: &self.headers,
+            header_bytes,
+            peer: self.peer,
+            now: self.now,
+            fresh: Fresh::from_seed(self.seed),
+        };
+        handle(host, request, body).await
+    }
+}
+
+/// An app's key, signing as the protocol says.
+#[derive(Clone)]
+pub struct Signer {
+    pub app_id: RecordId,
+    /// `None` for a registration: its authorization-id line is empty.
+    pub authorization_id: Option<RecordId>,
+    key: SigningKey,
+}
+
+impl Signer {
+    pub fn new(app_id: RecordId, authorization_id: Option<RecordId>, key_seed: [u8; 32]) -> Self {
+        Signer {
+            app_id,
+            authorization_id,
+            key: SigningKey::from_bytes(&key_seed),
+        }
+    }
+
+    /// Standard base64 of the public key.
+    pub fn public_key(&self) -> String {
+        STANDARD.encode(self.key.verifying_key().as_bytes())
+    }
+
+    /// The same key signing as `authorization_id`.
+    pub fn authorized(&self, authorization_id: RecordId) -> Self {
+        Signer {
+            authorization_id: Some(authorization_id),
+            ..self.clone()
+        }
+    }
+
+    fn authorization_line(&self) -> String {
+        self.authorization_id
+            .map(|id| id.to_string())
+            .unwrap_or_default()
+    }
+
+    /// The signature input of PROTOCOL.md §10, spec layout.
+    pub fn request_input(&self, ts_ms: i64, nonce: &str, call: &Call, names: &[&str]) -> String {
+        let mut input = format!(
+            "svc.request\ned25519\n{ts_ms}\n{nonce}\n{}\n{}\n{}\n{}\n{}\n",
+            self.authorization_line(),
+            call.method,
+            call.target,
+            call.host,
+            call.port
+        );
+        for name in names {
+            let value = call
+                .headers
+                .get(name)
+                .unwrap_or_else(|| panic!("a signed header `{name}` the request lacks"));
+            input.push_str(&format!("{name}={value}\n"));
+        }
+        input
+    }
+
+    pub fn sign(&self, input: &str) -> String {
+        STANDARD.encode(self.key.sign(input.as_bytes()).to_bytes())
+    }
+
+    /// The `Authorization` header of `call`.
+    pub fn authorization(&self, ts_ms: i64, nonce: &str, call: &Call, names: &[&str]) -> String {
+        let signature = self.sign(&self.request_input(ts_ms, nonce, call, names));
+        format!(
+            "SVC algorithm=\"ed25519\" id=\"{}\" ts=\"{ts_ms}\" nonce=\"{nonce}\" headers=\"{}\" signature=\"{signature}\"",
+            self.app_id,
+            names.join(",")
+        )
+    }
+
+    /// A bearer token (URL-safe base64, unpadded) granting GET of
+    /// `path_and_query` on [`ENTITY`] until `expires_ms`.
+    pub fn bearer(&self, expires_ms: i64, path_and_query: &str) -> String {
+        let input = format!(
+            "svc.url\ned25519\n{expires_ms}\n\n{}\nGET\n{path_and_query}\n{ENTITY}\n443\n",
+            self.authorization_line()
+        );
+        let text = format!("{}\\{expires_ms}\\{}", self.app_id, self.sign(&input));
+        URL_SAFE_NO_PAD.encode(text)
+    }
+}
+
+/// The body bytes of an answer (none for an empty one).
+#[track_caller]
+pub fn bytes<S>(reply: &Reply<S>) -> &[u8] {
+    match &reply.body {
+        ReplyBody::Empty => &[],
+        ReplyBody::Bytes(bytes) => bytes,
+        ReplyBody::Stream(_) => panic!("a streamed answer"),
+    }
+}
+
+#[track_caller]
+pub fn text<S>(reply: &Reply<S>) -> &str {
+    std::str::from_utf8(bytes(reply)).expect("a UTF-8 body")
+}
+
+#[track_caller]
+pub fn json<S>(reply: &Reply<S>) -> Value {
+    serde_json::from_slice(bytes(reply)).unwrap_or_else(|e| {
+        panic!(
+            "a JSON body ({e}): {:?}",
+            String::from_utf8_lossy(bytes(reply))
+        )
+    })
+}
+
+/// Checks that `reply` is the problem+json of `type_path` (`group/status-slug`)
+/// with `code`, and answers its body.
+#[track_caller]
+pub fn problem<S>(reply: &Reply<S>, type_path: &str, code: &str) -> Value {
+    let body = json(reply);
+    assert_eq!(
+        reply.header("content-type"),
+        Some(PROBLEM_CONTENT_TYPE),
+        "{body}"
+    );
+    let status: u16 = type_path
+        .split('/')
+        .nth(1)
+        .and_then(|slug| slug.get(..3))
+        .and_then(|digits| digits.parse().ok())
+        .expect("a type path group/status-slug");
+    assert_eq!(reply.status, status, "{body}");
+    assert_eq!(
+        body["type"],
+        format!("{BASE_URL}/docs/error-types/{type_path}"),
+        "{body}"
+    );
+    assert_eq!(body["status"], status, "{body}");
+    assert_eq!(body["code"], code, "{body}");
+    body
+}
+
+/// The value of header `name`, which the answer must carry.
+#[track_caller]
+pub fn header<'r, S>(reply: &'r Reply<S>, name: &str) -> &'r str {
+    reply
+        .header(name)
+        .unwrap_or_else(|| panic!("no `{name}` header in {:?}", reply.headers))
+}

@@ -1,0 +1,311 @@
+//! Record writes and reads through the service: the one job a write
+//! submits and the time it runs at, ids drawn from the request's seed,
+//! version conflicts, idempotent replays, a busy writer, refusals, the
+//! versions a job fans out, and the store's failures.
+
+use folio_core::fresh::Fresh;
+use folio_core::problem::ProblemType;
+use folio_core::store::entity_record_sql;
+use serde_json::json;
+
+use crate::fake_host::{FakeHost, JobEnd, JobKind};
+use crate::kit::{
+    BASE_URL, Body, Call, Config, ENTITY, REQUEST_NOW, SCHEDULER_NOW, SEED, USER, header, json,
+    problem, text,
+};
+use crate::{
+    RECORDS, host_with_app, link, note_type, record_path, send, sha256_hex, versions, write,
+};
+
+const CREATED_AT: &str = "2026-11-21T09:59:00.0000000Z";
+
+#[test]
+fn a_signed_create_runs_one_writes_job_stamped_with_the_schedulers_time() {
+    let (host, app) = host_with_app(Config::default());
+    let note_type = note_type(&host);
+    let body = json!({"type": link(&note_type), "content": {"text": "hello"}});
+    let reply = write(&host, "POST", RECORDS, &body, &app, "n1");
+    assert_eq!(reply.status, 200, "{}", json(&reply));
+    let record = &json(&reply)["record"];
+    assert_eq!(
+        record["version"]["received_at"],
+        "2026-11-21T10:00:07.5000000Z"
+    );
+    assert_ne!(record["version"]["received_at"], json!(REQUEST_NOW));
+    assert_eq!(record["content"], json!({"text": "hello"}));
+    let jobs = host.jobs();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].kind, JobKind::Writes(1));
+    assert_eq!(jobs[0].now, crate::kit::date(SCHEDULER_NOW));
+    assert_eq!(jobs[0].end, JobEnd::Stored);
+    assert!(
+        jobs[0]
+            .committed
+            .iter()
+            .any(|sql| sql.contains("INSERT INTO versions")),
+        "{:?}",
+        jobs[0].committed
+    );
+}
+
+#[test]
+fn a_create_without_an_id_takes_the_id_drawn_from_the_requests_seed() {
+    let create = |seed: [u8; 32]| -> String {
+        let (host, app) = host_with_app(Config::default());
+        let note_type = note_type(&host);
+        let body = Body::json(&json!({"type": link(&note_type), "content": {"text": "x"}}));
+        let call = Call::post(RECORDS)
+            .seed(seed)
+            .json_headers(&body)
+            .signed(&app, "n1", &[]);
+        let reply = send(&host, &call, body);
+        assert_eq!(reply.status, 200, "{}", json(&reply));
+        json(&reply)["record"]["id"]
+            .as_str()
+            .expect("an id")
+            .to_owned()
+    };
+    let first = create(SEED);
+    assert_eq!(first, Fresh::from_seed(SEED).record_id().to_string());
+    assert_eq!(create(SEED), first, "the same seed draws the same id");
+    let other = create([0x01; 32]);
+    assert_ne!(other, first);
+    assert_eq!(other, Fresh::from_seed([0x01; 32]).record_id().to_string());
+}
+
+#[test]
+fn an_update_with_a_stale_parent_is_409_version_conflict_naming_the_latest() {
+    let (host, app) = host_with_app(Config::default());
+    let note_type = note_type(&host);
+    let id = "0123456789abcdef0123456789abcdef";
+    let created = write(
+        &host,
+        "POST",
+        RECORDS,
+        &json!({"id": id, "type": link(&note_type), "content": {"text": "v1"}}),
+        &app,
+        "n1",
+    );
+    let v1 = json(&created)["record"]["version"]["hash"].clone();
+    let path = record_path(ENTITY, &id.parse().expect("an id"));
+    let update = |text: &str, nonce: &str| {
+        let body = json!({"content": {"text": text}, "version": {"parent_hash": v1}});
+        write(&host, "PUT", &path, &body, &app, nonce)
+    };
+    let updated = update("v2", "n2");
+    assert_eq!(updated.status, 200, "{}", json(&updated));
+    let v2 = json(&updated)["record"]["version"]["hash"].clone();
+    assert_eq!(json(&updated)["record"]["version"]["parent_hash"], v1);
+    let stale = update("v3", "n3");
+    let body = problem(&stale, "record/409-version-conflict", "version_conflict");
+    let detail = body["detail"].as_str().expect("a detail");
+    assert!(detail.contains(v2.as_str().expect("a hash")), "{detail}");
+    let ends: Vec<JobEnd> = host.jobs().into_iter().map(|job| job.end).collect();
+    assert_eq!(
+        ends,
+        [
+            JobEnd::Stored,
+            JobEnd::Stored,
+            JobEnd::Refused(ProblemType::VersionConflict)
+        ]
+    );
+}
+
+#[test]
+fn a_replayed_create_answers_the_stored_version_and_stores_nothing_new() {
+    let (host, app) = host_with_app(Config::default());
+    let note_type = note_type(&host);
+    let body = json!({
+        "id": "0123456789abcdef0123456789abcdef",
+        "created_at": CREATED_AT,
+        "type": link(&note_type),
+        "content": {"text": "once"}
+    });
+    let first = write(&host, "POST", RECORDS, &body, &app, "n1");
+    assert_eq!(first.status, 200, "{}", json(&first));
+    let stored = versions(&host);
+    let events = host.count("SELECT COUNT(*) FROM events");
+    let again = write(&host, "POST", RECORDS, &body, &app, "n2");
+    assert_eq!(again.status, 200, "{}", json(&again));
+    assert_eq!(json(&again)["record"], json(&first)["record"]);
+    assert_eq!(versions(&host), stored);
+    assert_eq!(host.count("SELECT COUNT(*) FROM events"), events);
+    let jobs = host.jobs();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[1].end, JobEnd::Stored);
+    assert!(jobs[1].committed.is_empty(), "{:?}", jobs[1].committed);
+    let published = &host.log.borrow().published;
+    assert_eq!(published[1].1.len(), 0, "a replay fans nothing out");
+}
+
+#[test]
+fn a_busy_writer_answers_503_with_retry_after_1_and_stores_nothing() {
+    let (host, app) = host_with_app(Config::default());
+    let note_type = note_type(&host);
+    let before = versions(&host);
+    host.set_busy(true);
+    let body = json!({"type": link(&note_type), "content": {"text": "x"}});
+    let reply = write(&host, "POST", RECORDS, &body, &app, "n1");
+    problem(&reply, "server/503-unavailable", "unavailable");
+    assert_eq!(header(&reply, "retry-after"), "1");
+    assert_eq!(versions(&host), before);
+    let jobs = host.jobs();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].end, JobEnd::Busy);
+    assert!(host.reports().is_empty(), "busy is not a failure to log");
+}
+
+#[test]
+fn a_write_the_schema_refuses_runs_one_job_stores_nothing_and_submits_no_other() {
+    let (host, app) = host_with_app(Config::default());
+    let note_type = note_type(&host);
+    let before = versions(&host);
+    let body = json!({"type": link(&note_type), "content": {"text": 42}});
+    let reply = write(&host, "POST", RECORDS, &body, &app, "n1");
+    problem(&reply, "record/400-schema-violation", "schema_violation");
+    let jobs = host.jobs();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].end, JobEnd::Refused(ProblemType::SchemaViolation));
+    assert!(jobs[0].committed.is_empty());
+    assert_eq!(versions(&host), before);
+    assert!(host.log.borrow().published.is_empty());
+}
+
+#[test]
+fn the_fan_out_carries_each_stored_version_with_its_event_sequence_and_client() {
+    let (host, app) = host_with_app(Config::default());
+    let note_type = note_type(&host);
+    let client = "8fbf7696f25b4628bde73f46f4631d3f";
+    let mut answers = Vec::new();
+    for (text, nonce) in [("a", "n1"), ("b", "n2")] {
+        let body = Body::json(&json!({"type": link(&note_type), "content": {"text": text}}));
+        let call = Call::post(RECORDS)
+            .seed(crate::seed_of(nonce))
+            .json_headers(&body)
+            .header("x-svc-client-id", client)
+            .signed(&app, nonce, &[]);
+        let reply = send(&host, &call, body);
+        assert_eq!(reply.status, 200, "{}", json(&reply));
+        answers.push(json(&reply)["record"].clone());
+    }
+    let latest = host.count(&format!(
+        "SELECT MAX(seq) FROM events WHERE user_id = {}",
+        host.user.id
+    ));
+    let log = host.log.borrow();
+    assert_eq!(log.published.len(), 2);
+    for (i, (user_id, live)) in log.published.iter().enumerate() {
+        assert_eq!(*user_id, host.user.id);
+        assert_eq!(live.len(), 1);
+        assert_eq!(live[0].seq, (latest - 1 + i as i64) as u64);
+        assert_eq!(
+            live[0].record.version.hash.to_string(),
+            answers[i]["version"]["hash"]
+        );
+        assert_eq!(
+            live[0].written_by.map(|c| c.to_string()),
+            Some(client.to_owned())
+        );
+        assert!(
+            live[0]
+                .frame()
+                .starts_with(&format!("id: {}\nevent: record\n", live[0].seq))
+        );
+    }
+}
+
+#[test]
+fn a_signed_body_digest_that_is_not_the_bodys_is_401_invalid_signature_and_no_job() {
+    let (host, app) = host_with_app(Config::default());
+    let note_type = note_type(&host);
+    let body = Body::json(&json!({"type": link(&note_type), "content": {"text": "x"}}));
+    let call = Call::post(RECORDS)
+        .json_headers(&body)
+        .header("x-svc-content-sha256", sha256_hex(b"another body"))
+        .signed(&app, "n1", &["x-svc-content-sha256"]);
+    let reply = send(&host, &call, body);
+    problem(&reply, "auth/401-invalid-signature", "invalid_signature");
+    assert!(host.jobs().is_empty());
+    // The right digest, signed, passes.
+    let body = Body::json(&json!({"type": link(&note_type), "content": {"text": "x"}}));
+    let digest = sha256_hex(&body.chunks[0]);
+    let call = Call::post(RECORDS)
+        .json_headers(&body)
+        .header("x-svc-content-sha256", digest)
+        .signed(&app, "n2", &["x-svc-content-sha256"]);
+    assert_eq!(send(&host, &call, body).status, 200);
+}
+
+#[test]
+fn a_record_outside_a_scoped_apps_grant_is_404_record_not_found() {
+    let host = FakeHost::new();
+    let note_type = note_type(&host);
+    let scope = folio_core::apps::Scope::default();
+    let app = host.add_app(
+        crate::id(0xd1),
+        crate::id(0xd2),
+        crate::APP_KEY_SEED,
+        Some(scope),
+    );
+    let note = host.owner_post(json!({"type": link(&note_type), "content": {"text": "private"}}));
+    let call = Call::get(record_path(ENTITY, &note.id)).signed(&app, "n1", &[]);
+    let reply = send(&host, &call, Body::empty());
+    problem(&reply, "record/404-not-found", "record_not_found");
+    // Its Type record is always readable.
+    let call = Call::get(record_path(ENTITY, &note_type.id)).signed(&app, "n2", &[]);
+    assert_eq!(send(&host, &call, Body::empty()).status, 200);
+}
+
+#[test]
+fn discovery_answers_204_with_a_link_to_the_entity_record() {
+    let host = FakeHost::new();
+    let call = Call::new("HEAD", "/");
+    let reply = send(&host, &call, Body::empty());
+    assert_eq!(reply.status, 204);
+    assert!(text(&reply).is_empty());
+    let entity = host.fetched();
+    assert_eq!(
+        entity,
+        [entity_record_sql(host.user.id, &host.user.entity).sql]
+    );
+    let entity_record = host.entity_record.as_ref().expect("an Entity record");
+    let link = header(&reply, "link");
+    assert!(
+        link.starts_with(&format!(
+            "<{BASE_URL}/api/{USER}/records/{ENTITY}/{}>",
+            entity_record.id
+        )),
+        "{link}"
+    );
+    assert!(
+        link.ends_with(">; rel=\"https://folio.dev/rels/entity-record\""),
+        "{link}"
+    );
+}
+
+#[test]
+fn a_failing_store_is_500_internal_with_no_detail_and_is_reported() {
+    let (host, app) = host_with_app(Config::default());
+    host.set_failing_store(true);
+    let call = Call::get(RECORDS).signed(&app, "n1", &[]);
+    let reply = send(&host, &call, Body::empty());
+    let body = problem(&reply, "server/500-internal", "internal");
+    assert!(body.get("detail").is_none(), "{body}");
+    assert_eq!(host.reports().len(), 1);
+    assert_eq!(header(&reply, "cache-control"), "no-cache");
+}
+
+#[test]
+fn a_retry_after_503_must_be_signed_anew_since_its_nonce_was_spent() {
+    let (host, app) = host_with_app(Config::default());
+    let note_type = note_type(&host);
+    let body = json!({"type": link(&note_type), "content": {"text": "x"}});
+    let (call, request_body) = crate::signed_json("POST", RECORDS, &body, &app, "n1");
+    host.set_busy(true);
+    assert_eq!(send(&host, &call, request_body.clone()).status, 503);
+    host.set_busy(false);
+    let again = send(&host, &call, request_body);
+    problem(&again, "auth/401-replayed-request", "replayed_request");
+    assert_eq!(host.jobs().len(), 1, "the replay submitted no job");
+    assert_eq!(write(&host, "POST", RECORDS, &body, &app, "n2").status, 200);
+}

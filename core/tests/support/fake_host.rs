@@ -1,0 +1,636 @@
+// A host of core's service for tests: core's own SQL on an in-memory
+// SQLite (through rusqlite, as the native host runs it), core's rate
+// buckets, replay guard and stream caps, blobs in a map, and a fixed
+// scheduler clock for write jobs. It records what the service asked of it:
+// every statement fetched, every job submitted (its kind, the time it ran
+// at, what it committed and how it ended), the versions it fanned out,
+// notes, reports, rates, nonces and subscriptions.
+//
+// Included with `#[path]` by the service tests, after `kit` (the request
+// builder, bodies and counters it shares with the in-memory fake).
+// Native only: rusqlite does not build for wasm32.
+
+#![allow(dead_code)]
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use folio_core::access::Access;
+use folio_core::apps::{
+    Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
+};
+use folio_core::auth::ReplayError;
+use folio_core::blob::{Received, UploadMeter};
+use folio_core::builtin::BuiltinType;
+use folio_core::consent::{SessionKey, verify_password};
+use folio_core::discovery::entity_content;
+use folio_core::events::{LiveVersion, StreamsFull, Subscriber};
+use folio_core::model::{BlobHash, Entity, Record, RecordDate, RecordId, UserName};
+use folio_core::problem::{Problem, ProblemType};
+use folio_core::service::store::{CommitError, Fetch, Row, RowExt, Transaction};
+use folio_core::service::writes::{Done, Job, JobOutcome, RecordWrite};
+use folio_core::service::{
+    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, Secrets, Settings, Store,
+    Streams, UploadFailure, User, WriteFailure,
+};
+use folio_core::store::{
+    MIGRATIONS, SqlValue, Statement, WriteOrigin, insert_app_sql, insert_user_sql, seed_statements,
+    user_by_name_sql, users_sql,
+};
+use folio_core::write::WriteRequest;
+use rusqlite::Connection;
+use rusqlite::types::ValueRef;
+use serde_json::{Value, json};
+
+use crate::kit::{
+    BOOT, Body, BodyLog, Config, Counters, ENTITY, Noted, PASSWORD_HASH, SCHEDULER_NOW, Signer,
+    Stream, Subscription, USER, date, read_limited, receive_metered,
+};
+
+/// What kind of job was submitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobKind {
+    /// Record writes, how many.
+    Writes(usize),
+    Registration,
+    /// Plain statements, their SQL.
+    Statements(Vec<String>),
+}
+
+/// How a submitted job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobEnd {
+    /// Refused by the busy knob before it ran.
+    Busy,
+    /// Committed.
+    Stored,
+    /// Refused: the client's doing, with its problem type.
+    Refused(ProblemType),
+    /// The store failed.
+    Failed(String),
+}
+
+/// One job the service submitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    pub kind: JobKind,
+    /// The scheduler's time it ran at.
+    pub now: RecordDate,
+    /// The SQL of the statements it committed (none when it stored nothing).
+    pub committed: Vec<String>,
+    pub end: JobEnd,
+}
+
+impl JobRecord {
+    pub fn is_writes(&self) -> bool {
+        matches!(self.kind, JobKind::Writes(_))
+    }
+}
+
+/// Everything the fake saw.
+#[derive(Debug, Default)]
+pub struct Log {
+    /// The SQL text of every `Store::fetch`, in order.
+    pub fetched: Vec<String>,
+    pub jobs: Vec<JobRecord>,
+    /// The live versions each committed job handed to its user's streams.
+    pub published: Vec<(i64, Vec<LiveVersion>)>,
+    pub notes: Vec<Noted>,
+    pub reports: Vec<String>,
+    pub bodies: BodyLog,
+    pub passwords_checked: usize,
+    pub user_lookups: Vec<String>,
+}
+
+/// A statement failure of the fake's store.
+pub type DbError = rusqlite::Error;
+
+/// The fake host. One user, `alice` at `alice.example`, with the built-in
+/// types and an Entity record, exists from the start.
+pub struct FakeHost {
+    settings: Settings,
+    db: Connection,
+    pub counters: Counters,
+    pub log: RefCell<Log>,
+    /// The time write jobs run at.
+    scheduler_now: Cell<RecordDate>,
+    /// The time provisioning writes run at (before any request).
+    provision_now: Cell<RecordDate>,
+    /// Knob: the writer refuses every job as busy.
+    busy: Cell<bool>,
+    /// Knob: every `Store::fetch` fails.
+    failing_store: Cell<bool>,
+    blobs: RefCell<HashMap<BlobHash, Vec<u8>>>,
+    session_key: SessionKey,
+    pub user: User,
+    /// The user's Entity record, as provisioned.
+    pub entity_record: Option<Record>,
+}
+
+fn bind(params: &[SqlValue]) -> Vec<rusqlite::types::Value> {
+    params
+        .iter()
+        .map(|p| match p {
+            SqlValue::Null => rusqlite::types::Value::Null,
+            SqlValue::Integer(i) => rusqlite::types::Value::Integer(*i),
+            SqlValue::Text(t) => rusqlite::types::Value::Text(t.clone()),
+        })
+        .collect()
+}
+
+/// Runs `statement`, answering its rows as core reads them.
+fn query(db: &Connection, statement: &Statement) -> Result<Vec<Row>, DbError> {
+    let mut prepared = db.prepare_cached(&statement.sql)?;
+    let columns = prepared.column_count();
+    let rows = prepared.query_map(rusqlite::params_from_iter(bind(&statement.params)), |row| {
+        (0..columns)
+            .map(|i| {
+                Ok(match row.get_ref(i)? {
+                    ValueRef::Null => SqlValue::Null,
+                    ValueRef::Integer(n) => SqlValue::Integer(n),
+                    ValueRef::Text(text) => {
+                        SqlValue::Text(String::from_utf8_lossy(text).into_owned())
+                    }
+                    other => panic!("core selects no {other:?}"),
+                })
+            })
+            .collect()
+    })?;
+    rows.collect()
+}
+
+/// A write job's transaction: the fake's connection inside a savepoint
+/// for each commit, as the native writer runs it.
+struct Tx<'h> {
+    db: &'h Connection,
+    committed: &'h RefCell<Vec<String>>,
+}
+
+impl Fetch for Tx<'_> {
+    type Error = DbError;
+
+    async fn fetch(&mut self, statement: &Statement) -> Result<Vec<Row>, DbError> {
+        query(self.db, statement)
+    }
+}
+
+impl Transaction for Tx<'_> {
+    async fn commit(&mut self, statements: &[Statement]) -> Result<Vec<Row>, CommitError<DbError>> {
+        let failed = |error: DbError| {
+            let code = match &error {
+                rusqlite::Error::SqliteFailure(failure, _) => Some(failure.extended_code & 0xff),
+                _ => None,
+            };
+            let message = error.to_string();
+            CommitError::classify(error, code, &message)
+        };
+        self.db
+            .execute_batch("SAVEPOINT job_commit")
+            .map_err(CommitError::Failed)?;
+        let mut rows = Ok(Vec::new());
+        for statement in statements {
+            rows = query(self.db, statement);
+            if rows.is_err() {
+                break;
+            }
+        }
+        let end = match rows {
+            Ok(_) => "RELEASE job_commit",
+            Err(_) => "ROLLBACK TO job_commit; RELEASE job_commit",
+        };
+        self.db.execute_batch(end).map_err(CommitError::Failed)?;
+        let rows = rows.map_err(failed)?;
+        self.committed
+            .borrow_mut()
+            .extend(statements.iter().map(|s| s.sql.clone()));
+        Ok(rows)
+    }
+}
+
+impl FakeHost {
+    /// A fake with PROTOCOL.md §13's limits and rates.
+    pub fn new() -> Self {
+        FakeHost::with(Config::default())
+    }
+
+    pub fn with(config: Config) -> Self {
+        let db = Connection::open_in_memory().expect("an in-memory database");
+        db.execute_batch("PRAGMA foreign_keys = ON;")
+            .expect("foreign keys");
+        for migration in MIGRATIONS {
+            db.execute_batch(migration.sql).expect("a migration");
+        }
+        let entity: Entity = ENTITY.parse().expect("an entity");
+        let provision_now = date(BOOT);
+        let rows = query(
+            &db,
+            &insert_user_sql(USER, &entity, PASSWORD_HASH, provision_now),
+        )
+        .expect("a user");
+        let id = rows[0].integer(0).expect("the user's id");
+        for statement in seed_statements(id) {
+            query(&db, &statement).expect("a built-in type");
+        }
+        let mut host = FakeHost {
+            settings: config.settings(),
+            db,
+            counters: Counters::new(&config),
+            log: RefCell::default(),
+            scheduler_now: Cell::new(date(SCHEDULER_NOW)),
+            provision_now: Cell::new(provision_now),
+            busy: Cell::new(false),
+            failing_store: Cell::new(false),
+            blobs: RefCell::default(),
+            session_key: SessionKey::from_bytes([0x4b; 32]),
+            user: User {
+                id,
+                name: USER.to_owned(),
+                entity,
+            },
+            entity_record: None,
+        };
+        host.entity_record = Some(host.owner_post(json!({
+            "type": BuiltinType::Entity.link(),
+            "permissions": {"read": "public"},
+            "content": entity_content(&host.user.entity, USER, &host.settings.base_url, Some(USER)),
+        })));
+        host
+    }
+
+    pub fn set_busy(&self, busy: bool) {
+        self.busy.set(busy);
+    }
+
+    pub fn set_failing_store(&self, failing: bool) {
+        self.failing_store.set(failing);
+    }
+
+    pub fn set_scheduler_now(&self, now: RecordDate) {
+        self.scheduler_now.set(now);
+    }
+
+    pub fn scheduler_now(&self) -> RecordDate {
+        self.scheduler_now.get()
+    }
+
+    pub fn session_key(&self) -> &SessionKey {
+        &self.session_key
+    }
+
+    /// Runs a job now, outside the log: provisioning, as the CLI writes.
+    fn provision(&self, job: &Job) -> Done {
+        let now = self.provision_now.get();
+        self.provision_now
+            .set(RecordDate::from_unix_millis(now.unix_millis() + 1_000).expect("a date"));
+        let committed = RefCell::default();
+        let mut tx = Tx {
+            db: &self.db,
+            committed: &committed,
+        };
+        match pollster::block_on(job.run(&mut tx, now)) {
+            Ok(Ok(done)) => done,
+            Ok(Err(refused)) => panic!("provisioning was refused: {refused}"),
+            Err(failure) => panic!("provisioning failed: {failure}"),
+        }
+    }
+
+    /// Writes a record as the owner, outside the log.
+    pub fn owner_post(&self, body: Value) -> Record {
+        let write = RecordWrite {
+            request: WriteRequest::post(body.to_string().as_bytes()).expect("a create body"),
+            access: Access::Owner {
+                entity: self.user.entity.clone(),
+            },
+            origin: WriteOrigin::default(),
+            fresh_id: RecordId::from_bytes(
+                (0xee00_0000_0000_0000_0000_0000_0000_0000
+                    + self.provision_now.get().unix_ticks() as u128)
+                    .to_be_bytes(),
+            ),
+        };
+        let job = Job::Writes {
+            user: self.user.clone(),
+            writes: vec![write],
+        };
+        match self.provision(&job) {
+            Done::Written(written) => written.answer.record,
+            other => panic!("an owner write stored {other:?}"),
+        }
+    }
+
+    /// Provisions an app as `folio app add` does: its App, Credentials and
+    /// App Authorization records and its key row, outside the log. `scope`
+    /// `None` is full access. Answers its signer, authorized.
+    pub fn add_app(
+        &self,
+        app_id: RecordId,
+        authorization_id: RecordId,
+        key_seed: [u8; 32],
+        scope: Option<Scope>,
+    ) -> Signer {
+        let signer = Signer::new(app_id, Some(authorization_id), key_seed);
+        let full_access = scope.is_none();
+        let scope = scope.unwrap_or_default();
+        let entity = self.user.entity.clone();
+        self.owner_post(app_record_body(
+            &app_id,
+            "Notes",
+            "https://notes.example/done{?authorization_id}",
+            &scope,
+        ));
+        let mut credentials_id = *app_id.as_bytes();
+        credentials_id[0] ^= 0xff;
+        self.owner_post(credentials_record_body(
+            &RecordId::from_bytes(credentials_id),
+            &entity,
+            &app_id,
+            &signer.public_key(),
+            &ServerKeys::from_seed([0x5f; 32]),
+        ));
+        self.owner_post(authorization_record_body(
+            &authorization_id,
+            &entity,
+            &app_id,
+            &scope,
+        ));
+        self.provision(&Job::Statements(vec![insert_app_sql(
+            self.user.id,
+            &app_id,
+            &signer.public_key(),
+            full_access,
+        )]));
+        signer
+    }
+
+    /// A blob kept (bytes only, no row), as if uploaded earlier.
+    pub fn keep_blob(&self, hash: BlobHash, bytes: Vec<u8>) {
+        self.blobs.borrow_mut().insert(hash, bytes);
+    }
+
+    pub fn kept_blob(&self, hash: &BlobHash) -> Option<Vec<u8>> {
+        self.blobs.borrow().get(hash).cloned()
+    }
+
+    /// A count from the store, outside the log.
+    pub fn count(&self, sql: &str) -> i64 {
+        self.db
+            .query_row(sql, [], |row| row.get(0))
+            .unwrap_or_else(|e| panic!("{e}: {sql}"))
+    }
+
+    /// The statements fetched so far.
+    pub fn fetched(&self) -> Vec<String> {
+        self.log.borrow().fetched.clone()
+    }
+
+    pub fn jobs(&self) -> Vec<JobRecord> {
+        self.log.borrow().jobs.clone()
+    }
+
+    pub fn notes(&self) -> Vec<Noted> {
+        self.log.borrow().notes.clone()
+    }
+
+    pub fn reports(&self) -> Vec<String> {
+        self.log.borrow().reports.clone()
+    }
+
+    pub fn bodies(&self) -> BodyLog {
+        self.log.borrow().bodies
+    }
+
+    /// Forgets what the log holds (after a test's setup requests).
+    pub fn clear_log(&self) {
+        *self.log.borrow_mut() = Log::default();
+        self.counters.rate_calls.borrow_mut().clear();
+        self.counters.nonce_calls.borrow_mut().clear();
+        self.counters.subscribes.borrow_mut().clear();
+    }
+
+    fn record_job(&self, kind: JobKind, committed: Vec<String>, end: JobEnd) {
+        self.log.borrow_mut().jobs.push(JobRecord {
+            kind,
+            now: self.scheduler_now.get(),
+            committed,
+            end,
+        });
+    }
+}
+
+impl Default for FakeHost {
+    fn default() -> Self {
+        FakeHost::new()
+    }
+}
+
+fn job_kind(job: &Job) -> JobKind {
+    match job {
+        Job::Writes { writes, .. } => JobKind::Writes(writes.len()),
+        Job::Registration { .. } => JobKind::Registration,
+        Job::Statements(statements) => {
+            JobKind::Statements(statements.iter().map(|s| s.sql.clone()).collect())
+        }
+    }
+}
+
+impl Host for FakeHost {
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn report(&self, error: &dyn std::fmt::Display) {
+        self.log.borrow_mut().reports.push(error.to_string());
+    }
+
+    fn note(&self, note: Note<'_>) {
+        self.log.borrow_mut().notes.push(note.into());
+    }
+}
+
+impl Store for FakeHost {
+    type Error = DbError;
+
+    async fn user(&self, name: &UserName) -> Result<Option<User>, DbError> {
+        self.log
+            .borrow_mut()
+            .user_lookups
+            .push(name.as_str().to_owned());
+        let rows = query(&self.db, &user_by_name_sql(name.as_str()))?;
+        Ok(rows.first().map(|row| user_of(row)))
+    }
+
+    async fn users(&self) -> Result<Vec<User>, DbError> {
+        Ok(query(&self.db, &users_sql())?
+            .iter()
+            .map(|row| user_of(row))
+            .collect())
+    }
+
+    async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, DbError> {
+        self.log.borrow_mut().fetched.push(statement.sql.clone());
+        if self.failing_store.get() {
+            return Err(rusqlite::Error::InvalidQuery);
+        }
+        query(&self.db, statement)
+    }
+}
+
+fn user_of(row: &[SqlValue]) -> User {
+    User {
+        id: row.integer(0).expect("an id"),
+        name: row.text(1).expect("a name").to_owned(),
+        entity: row.text(2).expect("an entity").parse().expect("an entity"),
+    }
+}
+
+impl Jobs for FakeHost {
+    async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
+        let kind = job_kind(&job);
+        if self.busy.get() {
+            self.record_job(kind, Vec::new(), JobEnd::Busy);
+            return Err(WriteFailure::Busy);
+        }
+        let committed = RefCell::default();
+        let mut tx = Tx {
+            db: &self.db,
+            committed: &committed,
+        };
+        let outcome = job.run(&mut tx, self.scheduler_now.get()).await;
+        let committed = committed.into_inner();
+        match outcome {
+            Ok(Ok(mut done)) => {
+                let live = done.take_live_versions();
+                if let Some(user_id) = job.user_id() {
+                    self.log.borrow_mut().published.push((user_id, live));
+                }
+                self.record_job(kind, committed, JobEnd::Stored);
+                Ok(Ok(done))
+            }
+            Ok(Err(refused)) => {
+                let problem = Problem::from(&refused).kind;
+                self.record_job(kind, committed, JobEnd::Refused(problem));
+                Ok(Err(refused))
+            }
+            Err(failure) => {
+                let failure = failure.to_string();
+                self.record_job(kind, committed, JobEnd::Failed(failure.clone()));
+                Err(WriteFailure::Failed(failure))
+            }
+        }
+    }
+}
+
+impl Bodies for FakeHost {
+    type Body = Body;
+    type Stream = Stream;
+
+    async fn read_body(&self, body: Body, max: usize) -> Result<Vec<u8>, BodyError> {
+        self.log.borrow_mut().bodies.read += 1;
+        read_limited(body, max)
+    }
+
+    async fn discard(&self, _body: Body) {
+        self.log.borrow_mut().bodies.discarded += 1;
+    }
+}
+
+impl Blobs for FakeHost {
+    type Upload = Vec<u8>;
+
+    async fn receive_blob(
+        &self,
+        body: Body,
+        meter: UploadMeter,
+    ) -> Result<(Vec<u8>, Received), UploadFailure> {
+        self.log.borrow_mut().bodies.uploads_received += 1;
+        receive_metered(body, meter)
+    }
+
+    async fn discard_blob(&self, _upload: Vec<u8>) {
+        self.log.borrow_mut().bodies.uploads_discarded += 1;
+    }
+
+    async fn place_blob(
+        &self,
+        upload: Vec<u8>,
+        hash: &BlobHash,
+        row: Job,
+    ) -> Result<JobOutcome, WriteFailure> {
+        self.blobs.borrow_mut().insert(*hash, upload);
+        self.run(row).await
+    }
+
+    async fn blob_size(&self, hash: &BlobHash) -> Result<Option<u64>, DbError> {
+        Ok(self
+            .blobs
+            .borrow()
+            .get(hash)
+            .map(|bytes| bytes.len() as u64))
+    }
+
+    async fn blob_bytes(&self, hash: &BlobHash, start: u64, len: u64) -> Result<Stream, DbError> {
+        let blobs = self.blobs.borrow();
+        let bytes = blobs.get(hash).expect("a kept blob");
+        let (start, end) = (start as usize, (start + len) as usize);
+        Ok(Stream::Blob(bytes[start..end].to_vec()))
+    }
+
+    async fn small_blob(&self, hash: &BlobHash, max: usize) -> Option<Vec<u8>> {
+        self.blobs
+            .borrow()
+            .get(hash)
+            .filter(|bytes| bytes.len() <= max)
+            .cloned()
+    }
+}
+
+impl Streams for FakeHost {
+    type Subscription = Subscription;
+
+    fn subscribe(&self, user: &User) -> Result<Subscription, StreamsFull> {
+        self.counters.subscribe(user)
+    }
+
+    fn event_stream(
+        &self,
+        subscription: Subscription,
+        subscriber: Subscriber,
+        catch_up: Vec<String>,
+        last_seq: u64,
+    ) -> Stream {
+        Stream::Events {
+            subscription,
+            subscriber,
+            catch_up,
+            last_seq,
+        }
+    }
+}
+
+impl Guards for FakeHost {
+    async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
+        self.counters.rate(rate, now)
+    }
+
+    fn check_nonce(
+        &self,
+        user: &User,
+        app: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+        now: RecordDate,
+    ) -> Result<(), ReplayError> {
+        self.counters.check_nonce(user, app, nonce, ts_ms, now)
+    }
+}
+
+impl Secrets for FakeHost {
+    fn session_key(&self) -> &SessionKey {
+        &self.session_key
+    }
+
+    async fn verify_password(&self, hash: String, password: String) -> bool {
+        self.log.borrow_mut().passwords_checked += 1;
+        verify_password(&hash, &password)
+    }
+}
