@@ -202,6 +202,10 @@ mod tests {
             entity_record_url("https://h.example/", "a b/c", &entity, &id),
             "https://h.example/api/a%20b%2Fc/records/alice.example/0123456789abcdef0123456789abcdef"
         );
+        assert_eq!(
+            entity_record_url("https://h.example//", "a b/c", &entity, &id),
+            entity_record_url("https://h.example", "a b/c", &entity, &id)
+        );
     }
 
     #[test]

@@ -140,6 +140,21 @@ mod tests {
             "Authorization,Content-Type,X-Svc-Client-Id,Last-Event-Id,X-Svc-PublicKey"
         );
         assert_eq!(headers[3], ("access-control-max-age", "43200"));
+        assert_eq!(
+            headers,
+            [
+                (
+                    "access-control-allow-headers",
+                    "Authorization,Content-Type,X-Svc-Client-Id,Last-Event-Id,X-Svc-PublicKey"
+                ),
+                (
+                    "access-control-allow-methods",
+                    "HEAD,GET,POST,PUT,DELETE,OPTIONS"
+                ),
+                ("access-control-allow-origin", "*"),
+                ("access-control-max-age", "43200"),
+            ]
+        );
     }
 
     #[test]

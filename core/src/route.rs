@@ -299,8 +299,11 @@ mod tests {
         ];
         for (path, variant) in cases {
             let endpoint = route(&path).unwrap_or_else(|p| panic!("{path}: {p:?}"));
-            assert!(
-                format!("{endpoint:?}").starts_with(variant),
+            // The whole variant name: `Record` is not `RecordVersions`.
+            let debug = format!("{endpoint:?}");
+            assert_eq!(
+                debug.split([' ', '{']).next(),
+                Some(variant),
                 "{path}: {endpoint:?}"
             );
         }

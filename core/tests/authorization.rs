@@ -369,6 +369,7 @@ fn a_signed_content_hash_must_match_the_body() {
 
 #[test]
 fn timestamps_must_be_within_five_minutes() {
+    assert_eq!(TIMESTAMP_WINDOW_MS, 5 * 60 * 1000);
     let now = RecordDate::from_unix_millis(1_710_884_802_348).unwrap();
     let ms = now.unix_millis();
     assert_eq!(check_timestamp(ms - TIMESTAMP_WINDOW_MS, now), Ok(()));

@@ -248,6 +248,7 @@ fn blob_links_carry_a_media_type_and_a_file_name() {
     }))
     .unwrap();
     assert_eq!(link.name.as_str(), "small.jpg");
+    assert_eq!(link.media_type.essence(), "image/jpeg");
     assert!(
         serde_json::from_value::<BlobLink>(json!({
             "hash": "8456fcfc74e54a91aa7729d7c3d52bfc3406aca5d4ec49f087c5b9b45a686e99",

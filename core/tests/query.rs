@@ -176,8 +176,8 @@ mod list_and_events {
     use folio_core::model::{Entity, RecordDate, RecordSource};
     use folio_core::problem::{Problem, ProblemType};
     use folio_core::query::{
-        Bound, DEFAULT_PAGE_SIZE, Direction, EventsQuery, ListQuery, QueryError, Sort,
-        SortProperty, SortValue, decode_query_string,
+        Bound, DEFAULT_PAGE_SIZE, Direction, EventsQuery, IncludeLinks, ListQuery, QueryError,
+        Sort, SortProperty, SortValue, decode_query_string,
     };
 
     use super::QueryCase;
@@ -222,7 +222,19 @@ mod list_and_events {
                     EventsQuery::from_params(&params, now)
                         .unwrap_or_else(|e| panic!("{}: {e}", case.name)),
                 ),
-                _ => {}
+                // A single-record read takes only `include_links` (and
+                // `proxy_to`): every path it names is read as a path.
+                "record" => {
+                    let include = IncludeLinks::from_request(&params, None);
+                    let paths = params
+                        .iter()
+                        .filter(|(n, _)| n == "include_links")
+                        .flat_map(|(_, v)| v.split(','))
+                        .filter(|item| item.starts_with('$'))
+                        .count();
+                    assert_eq!(include.paths.len(), paths, "{}", case.name);
+                }
+                other => panic!("{}: unknown endpoint {other}", case.name),
             }
         }
     }
@@ -238,6 +250,7 @@ mod list_and_events {
             }
         );
         assert_eq!(query.page_size, DEFAULT_PAGE_SIZE);
+        assert_eq!(DEFAULT_PAGE_SIZE, 20, "PROTOCOL.md §13");
         assert!(
             query.include_links.entity
                 && query.include_links.existential

@@ -264,11 +264,13 @@ fn ints_are_safe_integers() {
 }
 
 #[test]
-fn numbers_are_finite_and_bounded() {
+fn numbers_are_bounded_typed_and_enumerated() {
     let number = json!({"type": "number", "min": 0, "max": 1});
     field_passes(number.clone(), json!(0.5));
     field_passes(number.clone(), json!(1));
+    field_passes(number.clone(), json!(0));
     assert_eq!(field_fails(number.clone(), json!(1.5)), Rule::AboveMaximum);
+    assert_eq!(field_fails(number.clone(), json!(-0.5)), Rule::BelowMinimum);
     assert_eq!(
         field_fails(number, json!("0.5")),
         Rule::WrongType {
@@ -715,12 +717,21 @@ fn refs_that_never_descend_into_the_value_are_rejected() {
 
 #[test]
 fn schemas_nest_at_most_64_levels() {
-    let mut schema = json!({"type": "null"});
-    for _ in 0..70 {
-        schema = json!({"type": "array", "items": schema});
-    }
-    let (_, fault) =
-        schema_fault(json!({"type": "object", "properties": {"content": with_field(schema)}}));
+    // Below the root: `content`, then `arrays` arrays, then their `null`.
+    let nested = |arrays: usize| {
+        let mut schema = json!({"type": "null"});
+        for _ in 0..arrays {
+            schema = json!({"type": "array", "items": schema});
+        }
+        json!({"type": "object", "properties": {"content": with_field(schema)}})
+    };
+    Schema::compile(&nested(62)).expect("64 levels below the root compile");
+    assert_eq!(
+        schema_fault(nested(63)).1,
+        SchemaFault::TooDeep,
+        "65 levels"
+    );
+    let (_, fault) = schema_fault(nested(70));
     assert_eq!(fault, SchemaFault::TooDeep);
 }
 

@@ -578,6 +578,21 @@ fn migrations_split_into_statements_build_the_same_schema() {
     };
     assert_eq!(names(&batch), names(&one_by_one));
     assert!(names(&batch).contains(&"versions_received_at_increases".to_owned()));
+    // The same definitions too, not only the same names (the split drops
+    // the comment lines).
+    let definitions = |db: &Connection| -> Vec<(String, String)> {
+        schema_objects(db)
+            .into_iter()
+            .map(|(name, sql)| {
+                let lines: Vec<&str> = sql
+                    .lines()
+                    .filter(|line| !line.trim_start().starts_with("--"))
+                    .collect();
+                (name, lines.join("\n"))
+            })
+            .collect()
+    };
+    assert_eq!(definitions(&batch), definitions(&one_by_one));
 }
 
 fn store_one(
@@ -711,16 +726,35 @@ fn events_are_numbered_per_user_and_read_back_after_a_point() {
         .parse()
         .expect("a client id");
     store_one(&db, &first, Some(client_id)).expect("a version");
+    // Another user's store commits between the first user's two versions.
+    const OTHER_USER_ID: i64 = 2;
+    db.execute(
+        "INSERT INTO users (id, name, entity, created_at) VALUES (?1, 'bob', 'bob.example', 0)",
+        rusqlite::params![OTHER_USER_ID],
+    )
+    .expect("a second user");
+    let theirs = version(ID_A, None, json!({}), 3);
+    let entries = index_entries(&schema().validate(&theirs).expect("valid").links);
+    for statement in version_statements(
+        OTHER_USER_ID,
+        &received(&theirs),
+        &entries,
+        Default::default(),
+    ) {
+        run(&db, &statement.sql, &statement.params);
+    }
     store_one(&db, &version(ID_B, None, json!({}), 2), None).expect("a version");
-    let bounds = folio_core::store::event_log_bounds_sql(USER_ID);
-    let (oldest, latest): (Option<i64>, i64) = db
-        .query_row(
+    let bounds = |user_id| -> (Option<i64>, i64) {
+        let bounds = folio_core::store::event_log_bounds_sql(user_id);
+        db.query_row(
             &bounds.sql,
             rusqlite::params_from_iter(bind(&bounds.params)),
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
-        .expect("the bounds");
-    assert_eq!((oldest, latest), (Some(1), 2));
+        .expect("the bounds")
+    };
+    assert_eq!(bounds(USER_ID), (Some(1), 2));
+    assert_eq!(bounds(OTHER_USER_ID), (Some(1), 1), "numbered apart");
 
     use folio_core::events::{CatchUpStart, EventId};
     let read = |start, after| -> Vec<(i64, Option<String>, String)> {

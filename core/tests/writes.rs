@@ -229,6 +229,11 @@ fn create_ignores_the_fields_clients_echo() {
     });
     let record = post(&mut store, body).unwrap().record().clone();
     assert_eq!(record.version.author.entity.as_str(), ALICE);
+    // The hash is the server's, and the echoed `no_content` deletes nothing.
+    assert_eq!(record.version.hash, record.hash_input().hash());
+    assert_ne!(record.version.hash.to_string(), "0".repeat(64));
+    assert!(!record.is_tombstone());
+    assert_eq!(record.content().unwrap().as_value(), &json!({"text": "hi"}));
 }
 
 #[test]
@@ -590,6 +595,10 @@ fn delete_with_an_empty_body_uses_every_default() {
     let record = store.run(request, access).unwrap().record().clone();
     assert_eq!(record.version.parent_hash, Some(first.version.hash));
     assert_eq!(record.version.created_at.to_string(), NOW_MILLIS);
+    let RecordBody::Tombstone(no_content) = &record.body else {
+        panic!("a deletion writes a tombstone");
+    };
+    assert_eq!(no_content.action, DeletionAction::Delete);
 }
 
 #[test]
@@ -942,6 +951,21 @@ fn local_and_leave_deletions_do_not_cascade() {
         &mut store,
         &key(&root),
         json!({"no_content": {"action": "local"}}),
+    )
+    .unwrap();
+    assert_eq!(commit.versions().count(), 1);
+    assert!(!store.latest(&key(&child)).is_tombstone());
+
+    let root = note(&mut store, &note_type, json!({"text": "root"}));
+    let child = note(
+        &mut store,
+        &note_type,
+        json!({"text": "child", "parent": record_link(&root)}),
+    );
+    let commit = delete(
+        &mut store,
+        &key(&root),
+        json!({"no_content": {"action": "leave"}}),
     )
     .unwrap();
     assert_eq!(commit.versions().count(), 1);

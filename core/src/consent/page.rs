@@ -157,6 +157,11 @@ mod tests {
             r#"name="read" value="alice.example {}" checked"#,
             RecordId::from_bytes([2; 16])
         )));
+        assert!(page.contains(&format!(
+            r#"name="subscribe" value="alice.example {}" checked"#,
+            RecordId::from_bytes([2; 16])
+        )));
+        assert_eq!(page.matches(r#"" checked>"#).count(), 2);
         assert!(!page.contains("<b>"));
         assert!(!page.contains("javascript:"), "only web links are shown");
         assert!(page.contains(r#"value="approve">Allow</button>"#));
