@@ -7,7 +7,8 @@
 //
 // (FOLIO_CONFORMANCE_FILTER=TEXT is `--only TEXT`, as for the native run.)
 // It applies the D1 migrations into a fresh state directory, provisions the
-// user `me` (entity `localhost`), a full-access app and a scoped app with SQL
+// user `me` (entity `localhost`), a second user `you` (whose store the
+// rate-limit checks read too), a full-access app and a scoped app with SQL
 // from `folio user add … --emit-sql` and `folio app add … --emit-sql`, starts
 // wrangler dev on a free port, and runs folio-conformance against it; it exits
 // with the suite's status (2 when the harness itself fails) and stops wrangler
@@ -31,6 +32,10 @@ const TARGET_DIR = resolve(ROOT, process.env.CARGO_TARGET_DIR ?? "target");
 const WRANGLER = join(ROOT, "node_modules/.bin/wrangler");
 const USER = "me";
 const ENTITY = "localhost";
+// A second user, whose store the rate-limit checks read as well: an
+// address's rates hold across users' Durable Objects.
+const OTHER_USER = "you";
+const OTHER_ENTITY = "you.localhost";
 const READY_TIMEOUT_MS = 120_000;
 
 // No telemetry, no Request.cf download; the worker is already built.
@@ -78,6 +83,12 @@ function run(command, args, { what = `${command} ${args.join(" ")}`, input } = {
   return result;
 }
 
+// The worker's base URL. Its host is the user's entity, as natively: with
+// two users, discovery (`HEAD /`) finds the user whose entity is the
+// request's host (with one, it answers for that one whatever the host).
+// wrangler listens on 127.0.0.1, which `localhost` resolves to.
+const baseUrlOf = (port) => `http://${ENTITY}:${port}`;
+
 function freePort() {
   return new Promise((resolvePort, reject) => {
     const server = createServer();
@@ -115,11 +126,15 @@ async function startWrangler(state, port, log) {
     WRANGLER,
     [
       "dev", "--env", "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", state,
-      "--var", `FOLIO_BASE_URL:http://127.0.0.1:${port}`,
+      "--var", `FOLIO_BASE_URL:${baseUrlOf(port)}`,
       // Rates the rate-limit checks can exceed: local workerd serves one
       // user's object slower than the defaults (300 reads, 100 writes a
-      // second). The other checks retry their 429s.
-      "--var", "FOLIO_READ_RATE:50/100",
+      // second). The check that an address's reads are counted across
+      // users needs the server to answer them faster than twice the
+      // per-second rate (it reads nearly two bursts and needs the bucket
+      // not to refill meanwhile); workerd served about 80 a second here,
+      // hence 20. The other checks retry their 429s.
+      "--var", "FOLIO_READ_RATE:20/100",
       "--var", "FOLIO_WRITE_RATE:10/20",
     ],
     { cwd: ROOT, env: ENV, detached: true, stdio: ["ignore", out, out] },
@@ -192,7 +207,7 @@ async function main(suiteArgs) {
 
   d1("migrations", "apply", "DB");
   const port = await freePort();
-  const baseUrl = `http://127.0.0.1:${port}`;
+  const baseUrl = baseUrlOf(port);
 
   const full = keyPair();
   const readType = hexId();
@@ -204,6 +219,7 @@ async function main(suiteArgs) {
     // wrangler dev serves plain HTTP; FOLIO_DEV exempts it from the HTTPS redirect.
     transport: false,
     password: null,
+    other_user: OTHER_USER,
     full_app: null,
     scoped_app: null,
   };
@@ -219,6 +235,9 @@ async function main(suiteArgs) {
     );
     target.password = user.password;
     d1File(userSql);
+    const otherSql = join(dir, "other-user.sql");
+    folio("user", "add", OTHER_USER, "--entity", OTHER_ENTITY, "--base-url", baseUrl, "--json", "--emit-sql", otherSql);
+    d1File(otherSql);
     const appAdd = (name, key, access) => {
       const sql = join(dir, `${name}.sql`);
       const out = folio("app", "add", "--user", USER, "--entity", ENTITY, "--public-key", key.publicKey,

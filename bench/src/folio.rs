@@ -168,6 +168,7 @@ impl Folio {
             http_redirect_url: None,
             transport: false,
             password: None,
+            other_user: None,
             full_app: credentials.clone(),
             scoped_app: ScopedAppCredentials {
                 app: credentials,

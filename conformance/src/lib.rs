@@ -164,6 +164,10 @@ fn exclusion(check: &checks::Check, target: &Target, options: &RunOptions) -> Op
             Some("the target has no \"password\" to sign in on the consent page with".into())
         }
         Needs::Password => None,
+        Needs::OtherUser if target.other_user.is_none() => {
+            Some("the target has no \"other_user\" whose store to read as well".into())
+        }
+        Needs::OtherUser => None,
         _ if !target.transport => Some("the target has \"transport\": false".into()),
         Needs::Redirect if target.http_redirect_url.is_none() => {
             Some("the target has no \"http_redirect_url\"".into())
@@ -239,6 +243,7 @@ mod tests {
             http_redirect_url: None,
             transport: true,
             password: password.map(str::to_string),
+            other_user: None,
             full_app: app.clone(),
             scoped_app: ScopedAppCredentials {
                 app,

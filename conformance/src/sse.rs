@@ -41,6 +41,9 @@ impl RecordEvent {
 pub struct EventStream {
     response: reqwest::Response,
     buffer: Vec<u8>,
+    /// How much of `buffer` holds no block end: a large event arriving in
+    /// many chunks is searched once, not once per chunk.
+    searched: usize,
 }
 
 impl EventStream {
@@ -48,6 +51,7 @@ impl EventStream {
         Self {
             response,
             buffer: Vec::new(),
+            searched: 0,
         }
     }
 
@@ -112,7 +116,14 @@ impl EventStream {
 
     fn take_buffered_event(&mut self) -> Option<SseEvent> {
         loop {
-            let (end, separator) = block_end(&self.buffer)?;
+            // A separator may straddle the searched part's end (by up to 3 bytes).
+            let from = self.searched.saturating_sub(3);
+            let Some((end, separator)) = block_end(&self.buffer[from..]) else {
+                self.searched = self.buffer.len();
+                return None;
+            };
+            let end = from + end;
+            self.searched = 0;
             let block: Vec<u8> = self.buffer.drain(..end + separator).take(end).collect();
             let block = String::from_utf8_lossy(&block).replace("\r\n", "\n");
             if let Some(event) = parse_block(&block) {

@@ -27,6 +27,11 @@ pub struct Target {
     /// page; without it they are reported as excluded.
     #[serde(default)]
     pub password: Option<String>,
+    /// Another user of the same server (its `{user}` path segment), for the
+    /// checks that a client address's rate holds across users' stores;
+    /// without it they are reported as excluded.
+    #[serde(default)]
+    pub other_user: Option<String>,
     /// An app authorized with read, write and subscribe on every type.
     pub full_app: AppCredentials,
     /// An app authorized to read `read_type` records and to write and

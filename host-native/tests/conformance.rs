@@ -20,6 +20,19 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
     let base_url = format!("https://localhost:{port}");
     let password = add_me(&data, &base_url);
     let full = add_app(&data, "me", &["--full-access"]);
+    // A second user, whose store the rate-limit checks read as well.
+    support::folio(
+        &data,
+        &[
+            "user",
+            "add",
+            "you",
+            "--entity",
+            "you.localhost",
+            "--base-url",
+            &base_url,
+        ],
+    );
     let read_type = hex_id();
     let write_type = hex_id();
     // A read rate the rate-limit check exceeds even when a busy CI machine
@@ -35,6 +48,7 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
         http_redirect_url: Some(format!("http://localhost:{}", server.http_port)),
         transport: true,
         password: Some(password),
+        other_user: Some("you".to_owned()),
         full_app: credentials(&full),
         scoped_app: ScopedAppCredentials {
             app: credentials(&full),

@@ -65,6 +65,7 @@ impl Client {
             http_redirect_url: None,
             transport: false,
             password: None,
+            other_user: None,
             full_app: credentials.clone(),
             scoped_app: ScopedAppCredentials {
                 app: credentials,

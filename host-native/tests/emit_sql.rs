@@ -198,6 +198,7 @@ async fn emitted_sql_makes_a_user_and_app_that_folio_serves() {
         http_redirect_url: None,
         transport: false,
         password: Some(password.to_owned()),
+        other_user: None,
         full_app: credentials.clone(),
         scoped_app: ScopedAppCredentials {
             app: credentials.clone(),

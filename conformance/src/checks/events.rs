@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{Check, CheckResult, check};
-use crate::client::{Call, Response, now_ms, read_response, record_id};
+use crate::client::{Call, Http, Response, now_ms, read_response, record_id};
 use crate::context::{Ctx, record_link, type_filter, with_query};
 use crate::dates::record_date;
 use crate::expect::{self, TOO_MANY_EVENTS, ensure, ensure_eq, str_at};
@@ -53,6 +53,10 @@ pub fn checks() -> Vec<Check> {
             scoped_not_subscribed
         ),
         check!("events/anonymous-gets-public-only", anonymous_public_only),
+        check!(
+            "events/lagging-subscriber-disconnected-then-resumes",
+            lagging_subscriber
+        ),
     ]
 }
 
@@ -526,6 +530,125 @@ async fn anonymous_public_only(ctx: &Ctx) -> CheckResult {
     ensure!(
         !event_ids(&events).contains(&private.as_str()),
         "a private record was sent anonymously"
+    );
+    Ok(())
+}
+
+/// How many versions the lagging subscriber is sent while it reads
+/// nothing: no more than a reconnection's catch-up takes (PROTOCOL.md §8),
+/// so that whatever it missed when it was disconnected comes back.
+const LAG_VERSIONS: usize = 100;
+
+/// The largest body the check sends: the protocol's JSON body limit.
+const LAG_BODY_MAX: u64 = 1 << 20;
+
+/// Room in a body for the record around its padding.
+const LAG_BODY_ROOM: u64 = 16 << 10;
+
+/// A subscriber that stops reading while many versions are written is
+/// disconnected (its queue is bounded: PROTOCOL.md §8, §13) instead of
+/// having them buffered for it without bound; reconnecting with the last
+/// `Last-Event-Id` it read, it catches up with exactly the versions it
+/// missed.
+///
+/// The stream is opened on a client of its own (an unread HTTP/2 stream
+/// holds its connection's window) and not read until every version is
+/// written; then it must hand over a prefix of them, in order, and end.
+/// Everything between the server's queue and the client buffers bytes too
+/// (TCP, HTTP/2's flow-control window, a proxy in front), so each version
+/// is padded to nearly the JSON body limit: 100 of them are about 100 MiB,
+/// which must outgrow all of that and a queue (Folio's holds 64 events)
+/// well before the last is written. Which prefix arrives depends on those
+/// buffers, so the check asks only that some versions were missed (77 of
+/// them arrived from `wrangler dev`: 64 from the worker's queue, the rest
+/// from buffers on the way; 4 from `folio serve` over HTTP/2); all of them
+/// arriving means the server kept them all for a client that read none.
+async fn lagging_subscriber(ctx: &Ctx) -> CheckResult {
+    let schema = json!({
+        "type": "object",
+        "properties": {"content": {"type": "object", "properties": {
+            "n": {"type": "int"},
+            "pad": {"type": "string"}
+        }}}
+    });
+    let ty = ctx.new_type(schema).await?;
+    let filter = type_filter(&ty)?;
+    let call = events_call(ctx, Some(&ctx.full), &[("filter", &filter)])?;
+    let watcher = Http::new(&ctx.target)?;
+    let response = watcher.open(&call).await?;
+    ensure_eq!(response.status().as_u16(), 200, "events status");
+    let mut stream = EventStream::new(response);
+
+    let body_limit = ctx
+        .limit("json_body_bytes", LAG_BODY_MAX)
+        .await
+        .unwrap_or(LAG_BODY_MAX);
+    let pad_bytes = body_limit.min(LAG_BODY_MAX).saturating_sub(LAG_BODY_ROOM);
+    let pad = "x".repeat(usize::try_from(pad_bytes).map_err(|error| error.to_string())?);
+    let mut written = Vec::with_capacity(LAG_VERSIONS);
+    for n in 0..LAG_VERSIONS {
+        let record = ctx.note(&ty, json!({"n": n, "pad": pad})).await?;
+        written.push(id(&record)?);
+    }
+
+    // Now read: what the buffers held, then the end of the stream.
+    let mut received: Vec<RecordEvent> = Vec::new();
+    let ended = loop {
+        match stream.next_record(WAIT).await {
+            Ok(Some(event)) => received.push(event),
+            Ok(None) => {
+                return Err(format!(
+                    "the stream of a subscriber that read nothing while {LAG_VERSIONS} versions \
+                     of {} KiB were written sent {} of them, then nothing for {} s without \
+                     ending",
+                    pad_bytes >> 10,
+                    received.len(),
+                    WAIT.as_secs()
+                ));
+            }
+            Err(end) => break end,
+        }
+        ensure!(
+            received.len() < LAG_VERSIONS,
+            "all {LAG_VERSIONS} versions ({} MiB) were kept for a subscriber that read none \
+             of them while they were written: its queue is not bounded",
+            (LAG_VERSIONS as u64 * pad_bytes) >> 20
+        );
+    };
+    let ids = event_ids(&received);
+    ensure_eq!(
+        ids.as_slice(),
+        &written[..ids.len()],
+        "the events before the stream ended ({ended})"
+    );
+    let last = received.last().ok_or_else(|| {
+        format!("the stream ended ({ended}) before any event reached the subscriber")
+    })?;
+    let last_id = last.event.id.clone().ok_or("event without id")?;
+    drop(stream);
+
+    let missed = &written[received.len()..];
+    let call = events_call(ctx, Some(&ctx.full), &[("filter", &filter)])?
+        .header("last-event-id", &last_id);
+    let newest = written.last().ok_or("nothing written")?;
+    let resumed = open(ctx, &call)
+        .await?
+        .records_until(newest, WAIT)
+        .await
+        .map_err(|error| {
+            format!(
+                "resuming after the {} events read, {} missed: {error}",
+                received.len(),
+                missed.len()
+            )
+        })?;
+    ensure_eq!(
+        event_ids(&resumed),
+        missed.iter().map(String::as_str).collect::<Vec<_>>(),
+        format!(
+            "the events after Last-Event-Id (after {} read before the stream ended)",
+            received.len()
+        )
     );
     Ok(())
 }

@@ -46,6 +46,8 @@ pub enum Needs {
     Redirect,
     /// The user's `password`, to sign in on the consent page.
     Password,
+    /// A second user's store (`other_user`).
+    OtherUser,
 }
 
 pub struct Check {

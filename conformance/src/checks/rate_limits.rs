@@ -2,16 +2,16 @@
 //! sign-ins (PROTOCOL.md §10). These run last: they empty the buckets, and
 //! failed sign-ins may shut the consent page to this address for a while.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use serde_json::json;
 
-use super::{Check, CheckResult, check};
+use super::{Check, CheckResult, Needs, check};
 use crate::apps::{NewApp, PUBLIC_KEY_HEADER, consent_url, register, registration};
 use crate::browser::{Browser, csrf, html};
 use crate::client::{Call, Http, Response, record_id, retry_after};
-use crate::context::Ctx;
+use crate::context::{Ctx, with_query};
 use crate::expect::{self, RATE_LIMITED, ensure};
 
 pub fn checks() -> Vec<Check> {
@@ -19,6 +19,11 @@ pub fn checks() -> Vec<Check> {
         check!(
             "rate-limits/unauthenticated-reads-429-with-retry-after",
             unauthenticated_reads
+        ),
+        check!(
+            "rate-limits/unauthenticated-reads-per-address-across-users",
+            reads_across_users,
+            Needs::OtherUser
         ),
         check!(
             "rate-limits/writes-past-burst-429-with-retry-after",
@@ -72,6 +77,122 @@ async fn unauthenticated_reads(ctx: &Ctx) -> CheckResult {
     let result = ensure_some_limited(&ctx.http.without_retries(), calls).await;
     // Let the bucket refill for whatever runs next.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    result
+}
+
+/// How long an emptied bucket takes to fill again, and a second more.
+fn refill_time(per_second: u64, burst: u64) -> Duration {
+    Duration::from_secs(burst.div_ceil(per_second.max(1)) + 1)
+}
+
+/// Sends `count` unauthenticated reads of `url` at once, without retrying.
+async fn reads(http: &Http, url: &reqwest::Url, count: usize) -> Vec<Result<Response, String>> {
+    let calls: Vec<Call<'_>> = (0..count).map(|_| Call::get(url.clone())).collect();
+    join_all(calls.iter().map(|call| http.send(call))).await
+}
+
+/// The statuses of `responses` with their counts, e.g. `200 x98, 429 x1`.
+fn statuses(responses: &[Result<Response, String>]) -> String {
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for response in responses {
+        let key = match response {
+            Ok(response) => response.status.to_string(),
+            Err(_) => "not sent".to_string(),
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(status, count)| format!("{status} x{count}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An address's unauthenticated reads are one rate across the server
+/// (PROTOCOL.md §13), whichever user's store they read. From a full bucket,
+/// one read short of a burst of one user's store, then as many of another
+/// user's, is nearly two bursts from one address: the second batch must
+/// meet a `429`. Neither store alone sees a burst, so a server that counts
+/// each store's reads apart (an edge host with one object per user) never
+/// limits any of them.
+///
+/// Deterministic as long as the server answers both batches before the
+/// bucket refills what the first one took (`burst - 2` tokens, at
+/// `per_second`): the check says so when it could not tell.
+async fn reads_across_users(ctx: &Ctx) -> CheckResult {
+    let other = ctx
+        .target
+        .other_user
+        .as_deref()
+        .ok_or("the target has no other_user")?;
+    let (per_second, burst) = ctx
+        .rate_limit("unauthenticated_reads_per_address", (300, 300))
+        .await?;
+    ensure!(
+        burst >= 3,
+        "a burst of {burst} is too small to split over two stores"
+    );
+    let each = usize::try_from(burst - 1).map_err(|error| error.to_string())?;
+    let query = [("page_size", "1")];
+    let mine = with_query(ctx.records_url()?, &query);
+    let theirs = with_query(ctx.url(&format!("/api/{other}/records"))?, &query);
+    let http = ctx.http.without_retries();
+    // Both stores readable at all (a missing user would be a 404, never
+    // counted), then a full bucket to start from.
+    for url in [&mine, &theirs] {
+        let response = ctx.send(Call::get(url.clone())).await?;
+        expect::json(&response, 200).map_err(|error| format!("GET {url}: {error}"))?;
+    }
+    tokio::time::sleep(refill_time(per_second, burst)).await;
+
+    let started = Instant::now();
+    let first = reads(&http, &mine, each).await;
+    let second = reads(&http, &theirs, each).await;
+    let elapsed = started.elapsed();
+    let result = (|| {
+        ensure!(
+            first
+                .iter()
+                .all(|response| response.as_ref().is_ok_and(|r| r.status == 200)),
+            "{each} unauthenticated reads of {}'s store from a full bucket of {burst}: {}",
+            ctx.target.user,
+            statuses(&first)
+        );
+        let limited = second
+            .iter()
+            .filter_map(|response| response.as_ref().ok())
+            .find(|response| response.status == 429);
+        let Some(limited) = limited else {
+            let refilled = per_second as f64 * elapsed.as_secs_f64();
+            let sent = 2 * each;
+            if sent as f64 <= burst as f64 + refilled {
+                return Err(format!(
+                    "could not tell: the {sent} reads took {:.1} s, time for the bucket to \
+                     refill {refilled:.0} tokens; run the server with a lower per-second read \
+                     rate ({}'s store: {})",
+                    elapsed.as_secs_f64(),
+                    other,
+                    statuses(&second)
+                ));
+            }
+            return Err(format!(
+                "after {each} unauthenticated reads of {}'s store, none of {each} reads of \
+                 {other}'s store from the same address was limited ({} in {:.1} s; burst \
+                 {burst}, {per_second}/s): the address's reads are counted per store",
+                ctx.target.user,
+                statuses(&second),
+                elapsed.as_secs_f64()
+            ));
+        };
+        expect::problem_response(limited, RATE_LIMITED)?;
+        ensure!(
+            retry_after(&limited.headers).is_some(),
+            "429 without a Retry-After in seconds: {:?}",
+            limited.header("retry-after")
+        );
+        Ok(())
+    })();
+    tokio::time::sleep(refill_time(per_second, burst)).await;
     result
 }
 
