@@ -77,7 +77,7 @@ pub use service::store::{CommitError, Fetch, Row, RowError, RowExt, Transaction}
 pub use service::upkeep::{ExpiredBlob, UPKEEP_INTERVAL_MS, Upkeep};
 pub use service::writes::{Done, Job, JobFailure, JobOutcome, RecordWrite, Refused};
 pub use service::{
-    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, RateLimits, Reply,
-    ReplyBody, Request, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
-    handle,
+    AddressRate, AddressVerdict, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate,
+    RateLimits, Reply, ReplyBody, Request, Secrets, Settings, Store, Streams, UploadFailure, User,
+    WriteFailure, handle,
 };

@@ -97,6 +97,13 @@ impl RateLimit {
     }
 }
 
+/// As [`RateLimit::parse_setting`] reads it: `PER_SECOND/BURST`.
+impl std::fmt::Display for RateLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.per_second, self.burst)
+    }
+}
+
 /// The limits in force on one server.
 ///
 /// Start from [`Limits::default`] (PROTOCOL.md §13) and change fields:
@@ -134,6 +141,10 @@ pub struct Limits {
     pub writes_per_app: Option<RateLimit>,
     /// Rate of unauthenticated reads from one client address.
     pub unauthenticated_reads_per_address: Option<RateLimit>,
+    /// Rate of app registrations from one client address (PROTOCOL.md §10).
+    pub registrations_per_address: Option<RateLimit>,
+    /// Consent-page sign-in attempts from one client address, per minute.
+    pub sign_in_attempts_per_minute: Option<u32>,
 }
 
 impl Limits {
@@ -159,6 +170,8 @@ impl Default for Limits {
             request_header_bytes: Some(DEFAULT_REQUEST_HEADER_BYTES),
             writes_per_app: Some(DEFAULT_WRITES_PER_APP),
             unauthenticated_reads_per_address: Some(DEFAULT_UNAUTHENTICATED_READS_PER_ADDRESS),
+            registrations_per_address: Some(DEFAULT_REGISTRATIONS_PER_ADDRESS),
+            sign_in_attempts_per_minute: Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
         }
     }
 }

@@ -665,7 +665,7 @@ fn a_bearer_tokens_expiry_is_measured_at_the_requests_time() {
 #[test]
 fn anonymous_reads_are_counted_per_address_and_refused_with_429_and_retry_after() {
     let mut config = Config::default();
-    config.rates.unauthenticated_reads_per_address = Some(RateLimit {
+    config.limits.unauthenticated_reads_per_address = Some(RateLimit {
         per_second: 1,
         burst: 2,
     });
@@ -702,7 +702,7 @@ fn anonymous_reads_are_counted_per_address_and_refused_with_429_and_retry_after(
 #[test]
 fn the_anonymous_read_bucket_refills_by_the_requests_clock() {
     let mut config = Config::default();
-    config.rates.unauthenticated_reads_per_address = Some(RateLimit {
+    config.limits.unauthenticated_reads_per_address = Some(RateLimit {
         per_second: 1,
         burst: 1,
     });
@@ -733,7 +733,7 @@ fn the_anonymous_read_bucket_refills_by_the_requests_clock() {
 #[test]
 fn registrations_are_counted_per_address_before_their_body_is_read() {
     let mut config = Config::default();
-    config.rates.registrations_per_address = Some(RateLimit {
+    config.limits.registrations_per_address = Some(RateLimit {
         per_second: 1,
         burst: 1,
     });
@@ -816,7 +816,7 @@ fn the_per_server_stream_cap_counts_every_users_streams() {
 #[test]
 fn an_anonymous_events_request_is_counted_against_its_address_before_taking_a_place() {
     let mut config = Config::default();
-    config.rates.unauthenticated_reads_per_address = Some(RateLimit {
+    config.limits.unauthenticated_reads_per_address = Some(RateLimit {
         per_second: 1,
         burst: 1,
     });

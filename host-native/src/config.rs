@@ -112,6 +112,21 @@ impl DataDir {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OrOff<T>(pub Option<T>);
 
+/// As the command line writes it: the value, or `off`.
+impl<T: std::fmt::Display> std::fmt::Display for OrOff<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(value) => value.fmt(f),
+            None => f.write_str("off"),
+        }
+    }
+}
+
+/// Core's defaults (PROTOCOL.md §13), which `--help` shows.
+fn default_limits() -> Limits {
+    Limits::default()
+}
+
 /// A limit on the command line: a value, or `off`.
 pub fn parse_limit<T: std::str::FromStr>(text: &str) -> Result<OrOff<T>, String> {
     match text {
@@ -162,50 +177,41 @@ pub struct ServeOptions {
     #[arg(long, env = "FOLIO_READERS", default_value_t = 8)]
     pub readers: u32,
     /// Largest JSON body in bytes, or `off`.
-    #[arg(long, value_parser = parse_limit::<u64>, default_value = "1048576")]
+    #[arg(long, value_parser = parse_limit::<u64>, default_value_t = OrOff(default_limits().json_body_bytes))]
     pub json_body_limit: OrOff<u64>,
     /// Largest blob in bytes, or `off`.
-    #[arg(long, value_parser = parse_limit::<u64>, default_value = "67108864")]
+    #[arg(long, value_parser = parse_limit::<u64>, default_value_t = OrOff(default_limits().blob_bytes))]
     pub blob_limit: OrOff<u64>,
     /// Most open event streams on the server, or `off`.
-    #[arg(long, value_parser = parse_limit::<usize>, default_value = "1024")]
+    #[arg(long, value_parser = parse_limit::<usize>, default_value_t = OrOff(default_limits().sse_connections_per_server))]
     pub sse_per_server: OrOff<usize>,
     /// Most open event streams per user, or `off`.
-    #[arg(long, value_parser = parse_limit::<usize>, default_value = "64")]
+    #[arg(long, value_parser = parse_limit::<usize>, default_value_t = OrOff(default_limits().sse_connections_per_user))]
     pub sse_per_user: OrOff<usize>,
     /// Silence on an event stream before a heartbeat, in milliseconds.
-    #[arg(long, default_value_t = folio_core::events::HEARTBEAT_INTERVAL_MS)]
+    #[arg(long, default_value_t = default_limits().heartbeat_ms)]
     pub heartbeat_ms: u64,
     /// Longest request target in bytes, or `off`.
-    #[arg(long, value_parser = parse_limit::<usize>, default_value = "16384")]
+    #[arg(long, value_parser = parse_limit::<usize>, default_value_t = OrOff(default_limits().request_target_bytes))]
     pub target_limit: OrOff<usize>,
     /// Largest request header section in bytes, or `off`.
-    #[arg(long, value_parser = parse_limit::<usize>, default_value = "16384")]
+    #[arg(long, value_parser = parse_limit::<usize>, default_value_t = OrOff(default_limits().request_header_bytes))]
     pub header_limit: OrOff<usize>,
     /// Writes per app: `PER_SECOND/BURST`, or `off`.
-    #[arg(long, value_parser = parse_rate, default_value = "100/200")]
+    #[arg(long, value_parser = parse_rate, default_value_t = OrOff(default_limits().writes_per_app))]
     pub write_rate: OrOff<RateLimit>,
     /// Unauthenticated reads per client address: `PER_SECOND/BURST`, or `off`.
-    #[arg(long, value_parser = parse_rate, default_value = "300/300")]
+    #[arg(long, value_parser = parse_rate, default_value_t = OrOff(default_limits().unauthenticated_reads_per_address))]
     pub read_rate: OrOff<RateLimit>,
     /// App registrations per client address: `PER_SECOND/BURST`, or `off`.
-    #[arg(long, value_parser = parse_rate, default_value = "10/20")]
+    #[arg(long, value_parser = parse_rate, default_value_t = OrOff(default_limits().registrations_per_address))]
     pub register_rate: OrOff<RateLimit>,
     /// Consent-page sign-in attempts per client address per minute, or `off`.
-    #[arg(long, value_parser = parse_per_minute, default_value = "10")]
+    #[arg(long, value_parser = parse_per_minute, default_value_t = OrOff(default_limits().sign_in_attempts_per_minute))]
     pub sign_in_rate: OrOff<u32>,
 }
 
 impl ServeOptions {
-    pub fn rates(&self) -> folio_core::service::Rates {
-        folio_core::service::Rates {
-            writes_per_app: self.write_rate.0,
-            unauthenticated_reads_per_address: self.read_rate.0,
-            registrations_per_address: self.register_rate.0,
-            sign_in_attempts_per_minute: self.sign_in_rate.0,
-        }
-    }
-
     pub fn limits(&self) -> Limits {
         Limits {
             json_body_bytes: self.json_body_limit.0,
@@ -217,6 +223,8 @@ impl ServeOptions {
             request_header_bytes: self.header_limit.0,
             writes_per_app: self.write_rate.0,
             unauthenticated_reads_per_address: self.read_rate.0,
+            registrations_per_address: self.register_rate.0,
+            sign_in_attempts_per_minute: self.sign_in_rate.0,
         }
     }
 }

@@ -107,6 +107,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     let tls_config = tls::server_config(&cert, &key)?;
 
     let limits = options.limits();
+    let rates = RateLimits::new(&limits);
     let clock = Clock;
     let hub = Arc::new(Hub::new(StreamCaps::of(&limits)));
     let wal_restart = db::WalRestart::default();
@@ -128,7 +129,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
             limits,
             version: env!("CARGO_PKG_VERSION").to_owned(),
         },
-        rates: Mutex::new(RateLimits::new(options.rates())),
+        rates: Mutex::new(rates),
         session_key: SessionKey::from_bytes(data.session_key()?),
         clock,
         readers,

@@ -5,9 +5,12 @@
 //! there.
 //!
 //! The worker entry only sends each request to its object; the object
-//! hands it to `folio_core::service::handle` with itself as the host.
+//! hands it to `folio_core::service::handle` with itself as the host. Rates
+//! of a client address are counted across users in one [`RateObject`] per
+//! address (`rates`).
 
 mod d1;
+mod rates;
 mod store;
 
 use folio_core::model::RecordDate;
@@ -16,6 +19,7 @@ use folio_core::service::upkeep::Upkeep;
 use folio_core::service::writes::Job;
 use worker::{Context, Env, Request, Response, Result, ScheduleContext, ScheduledEvent, event};
 
+pub use rates::RateObject;
 pub use store::UserStore;
 
 /// The Durable Object namespace of the user stores.

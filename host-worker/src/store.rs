@@ -13,17 +13,14 @@ use folio_core::events::{
     Subscriber,
 };
 use folio_core::fresh::Fresh;
-use folio_core::limits::{
-    DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits, RateLimit,
-    header_section_len, parse_per_minute_setting,
-};
+use folio_core::limits::{Limits, header_section_len};
 use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
 use folio_core::problem::default_docs_url;
 use folio_core::service::store::{Row, RowExt};
 use folio_core::service::writes::{Job, JobOutcome};
 use folio_core::service::{
-    self, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, RateLimits, Rates,
-    Reply, ReplyBody, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
+    self, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, RateLimits, Reply,
+    ReplyBody, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
 };
 use folio_core::store::{Statement, user_by_name_sql, users_sql};
 use futures_channel::mpsc;
@@ -34,7 +31,7 @@ use worker::{
     durable_object,
 };
 
-use crate::d1;
+use crate::{d1, rates};
 
 /// How often an open event stream hears a heartbeat; the same alarm
 /// prunes the subscribers whose client went away.
@@ -105,8 +102,11 @@ pub struct UserStore {
     session_key: Option<SessionKey>,
     /// Whether the nonce table exists in the object's storage.
     nonces_ready: Cell<bool>,
-    /// Counted per object: an address's reads of this user's store.
-    rates: RefCell<RateLimits>,
+    /// The rates of an address are counted in its
+    /// [`RateObject`](crate::rates::RateObject), across every user.
+    rates: Limits,
+    /// An app's writes, counted here: an app writes to one user's store.
+    writes: RefCell<RateLimits>,
     caps: StreamCaps,
     /// One write job at a time: the store's one ordered place.
     writing: Mutex<()>,
@@ -184,38 +184,10 @@ impl DurableObject for UserStore {
                 "FOLIO_SESSION_KEY is not 64 hex digits: consent-page sessions use a key of this instance only"
             );
         }
-        let rate = |name: &str, default: Option<RateLimit>| match env.var(name) {
-            Err(_) => default,
-            Ok(value) => RateLimit::parse_setting(&value.to_string()).unwrap_or_else(|error| {
-                worker::console_error!("{name}: {error}; using the default");
-                default
-            }),
-        };
-        let limits = Limits {
-            writes_per_app: rate("FOLIO_WRITE_RATE", Limits::default().writes_per_app),
-            unauthenticated_reads_per_address: rate(
-                "FOLIO_READ_RATE",
-                Limits::default().unauthenticated_reads_per_address,
-            ),
-            ..Limits::default()
-        };
-        let sign_ins = match env.var("FOLIO_SIGN_IN_RATE") {
-            Err(_) => Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
-            Ok(value) => parse_per_minute_setting(&value.to_string()).unwrap_or_else(|error| {
-                worker::console_error!("FOLIO_SIGN_IN_RATE: {error}; using the default");
-                Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE)
-            }),
-        };
-        let rates = Rates {
-            writes_per_app: limits.writes_per_app,
-            unauthenticated_reads_per_address: limits.unauthenticated_reads_per_address,
-            registrations_per_address: rate(
-                "FOLIO_REGISTER_RATE",
-                Some(DEFAULT_REGISTRATIONS_PER_ADDRESS),
-            ),
-            sign_in_attempts_per_minute: sign_ins,
-        };
+        let limits = rates::configured(&env);
         let caps = StreamCaps::of(&limits);
+        let writes = RefCell::new(rates::kept_by_user(&limits));
+        let rates = limits.clone();
         UserStore {
             state,
             settings: Settings {
@@ -228,7 +200,8 @@ impl DurableObject for UserStore {
             env,
             session_key,
             nonces_ready: Cell::new(false),
-            rates: RefCell::new(RateLimits::new(rates)),
+            writes,
+            rates,
             caps,
             writing: Mutex::new(()),
             streams: RefCell::new(Vec::new()),
@@ -549,7 +522,10 @@ impl Streams for UserStore {
 
 impl Guards for UserStore {
     async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
-        self.rates.borrow_mut().check(rate, now)
+        match rates::count_per_address(&self.env, &self.rates, rate, now).await {
+            Some(verdict) => verdict,
+            None => self.writes.borrow_mut().check(rate, now),
+        }
     }
 
     fn check_nonce(

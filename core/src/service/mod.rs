@@ -67,7 +67,7 @@ pub use host::{
     Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, Secrets, Settings, Store,
     Streams, UploadFailure, User, WriteFailure,
 };
-pub use rates::{RateLimits, Rates};
+pub use rates::{AddressRate, AddressRateKind, AddressVerdict, RateLimits};
 
 use std::net::IpAddr;
 

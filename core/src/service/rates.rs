@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::net::IpAddr;
 
-use crate::limits::RateLimit;
+use crate::limits::{Limits, RateLimit};
+use serde::{Deserialize, Serialize};
+
 use crate::model::{RecordDate, RecordId};
 use crate::problem::{Problem, ProblemType};
 
@@ -62,15 +64,6 @@ impl<K: Hash + Eq> Buckets<K> {
     }
 }
 
-/// The rates a server enforces; `None` switches one off.
-#[derive(Debug, Clone, Copy)]
-pub struct Rates {
-    pub writes_per_app: Option<RateLimit>,
-    pub unauthenticated_reads_per_address: Option<RateLimit>,
-    pub registrations_per_address: Option<RateLimit>,
-    pub sign_in_attempts_per_minute: Option<u32>,
-}
-
 /// The buckets of a server (or, on the edge, of one user's object).
 #[derive(Debug)]
 pub struct RateLimits {
@@ -83,7 +76,9 @@ pub struct RateLimits {
 }
 
 impl RateLimits {
-    pub fn new(rates: Rates) -> Self {
+    /// The buckets of the rates of `limits`; a rate that is off has none.
+    pub fn new(limits: &Limits) -> Self {
+        let rates = limits;
         fn per_second<K: Hash + Eq>(
             rate: Option<RateLimit>,
             what: &'static str,
@@ -138,6 +133,142 @@ impl RateLimits {
     }
 }
 
+/// A rate counted per client address, in the form a host carries it to
+/// where that address's buckets are kept when they are not kept beside the
+/// request (on the edge, an object of the address's own), and its verdict
+/// back. Both ends decide nothing: [`RateLimits::check`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressRate {
+    pub kind: AddressRateKind,
+    pub peer: Option<IpAddr>,
+    /// The request's time, in ticks.
+    pub now: i64,
+}
+
+/// The rates counted per client address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressRateKind {
+    AnonymousRead,
+    Registration,
+    SignIn,
+}
+
+/// A verdict as it travels back: `{"limited": null}` or the problem's
+/// type path, detail and the seconds to wait.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressVerdict {
+    limited: Option<WireLimited>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct WireLimited {
+    #[serde(rename = "type")]
+    type_path: String,
+    detail: Option<String>,
+    retry_after_secs: u64,
+}
+
+impl AddressRate {
+    /// `rate` as counted per address at `now`; `None` for a rate that is
+    /// counted per app (writes), or that `limits` switch off, which a host
+    /// need not carry anywhere.
+    pub fn of(rate: Rate<'_>, now: RecordDate, limits: &Limits) -> Option<Self> {
+        let (kind, peer, on) = match rate {
+            Rate::AnonymousRead(peer) => (
+                AddressRateKind::AnonymousRead,
+                peer,
+                limits.unauthenticated_reads_per_address.is_some(),
+            ),
+            Rate::Registration(peer) => (
+                AddressRateKind::Registration,
+                peer,
+                limits.registrations_per_address.is_some(),
+            ),
+            Rate::SignIn(peer) => (
+                AddressRateKind::SignIn,
+                peer,
+                limits.sign_in_attempts_per_minute.is_some(),
+            ),
+            Rate::Write(_) => return None,
+        };
+        on.then_some(AddressRate {
+            kind,
+            peer,
+            now: now.unix_ticks(),
+        })
+    }
+
+    /// Where this address's buckets are kept: one place per address;
+    /// requests whose address is unknown share one, as they share one
+    /// bucket natively.
+    pub fn place_name(&self) -> String {
+        match self.peer {
+            Some(address) => format!("address:{address}"),
+            None => "address:unknown".to_owned(),
+        }
+    }
+
+    /// Counts it in `limits`, the address's buckets.
+    pub fn check(&self, limits: &mut RateLimits) -> AddressVerdict {
+        let rate = match self.kind {
+            AddressRateKind::AnonymousRead => Rate::AnonymousRead(self.peer),
+            AddressRateKind::Registration => Rate::Registration(self.peer),
+            AddressRateKind::SignIn => Rate::SignIn(self.peer),
+        };
+        let verdict = match RecordDate::from_unix_ticks(self.now) {
+            Ok(now) => limits.check(rate, now),
+            Err(_) => Err(Limited::counter_unreachable()),
+        };
+        AddressVerdict {
+            limited: verdict.err().map(|limited| WireLimited {
+                type_path: limited.problem.kind.type_path().to_owned(),
+                detail: limited.problem.detail,
+                retry_after_secs: limited.retry_after_secs,
+            }),
+        }
+    }
+}
+
+impl AddressVerdict {
+    /// The verdict, as [`RateLimits::check`] gave it; one that does not
+    /// read is [`Limited::counter_unreachable`].
+    pub fn into_result(self) -> Result<(), Limited> {
+        let Some(wire) = self.limited else {
+            return Ok(());
+        };
+        let kind = ProblemType::ALL
+            .iter()
+            .copied()
+            .find(|kind| kind.type_path() == wire.type_path);
+        match kind {
+            Some(kind) => {
+                let mut problem = Problem::new(kind);
+                problem.detail = wire.detail;
+                Err(Limited {
+                    problem,
+                    retry_after_secs: wire.retry_after_secs,
+                })
+            }
+            None => Err(Limited::counter_unreachable()),
+        }
+    }
+}
+
+impl Limited {
+    /// A request whose rate could not be counted because the place that
+    /// counts it could not be asked: refused (`server/503-unavailable`,
+    /// retry in a second) rather than counted nowhere, so that overloading
+    /// that place never lifts the limit.
+    pub fn counter_unreachable() -> Self {
+        Limited {
+            problem: Problem::new(ProblemType::Unavailable)
+                .with_detail("the rate limiter could not be reached; retry"),
+            retry_after_secs: 1,
+        }
+    }
+}
+
 fn check(
     buckets: &mut Option<Buckets<Option<IpAddr>>>,
     peer: Option<IpAddr>,
@@ -155,11 +286,12 @@ mod tests {
     }
 
     fn limits(per_second: u32, burst: u32) -> RateLimits {
-        RateLimits::new(Rates {
+        RateLimits::new(&Limits {
             writes_per_app: None,
             unauthenticated_reads_per_address: Some(RateLimit { per_second, burst }),
             registrations_per_address: None,
             sign_in_attempts_per_minute: Some(3),
+            ..Limits::default()
         })
     }
 
@@ -224,6 +356,58 @@ mod tests {
         let limited = limits.check(sign_in, at(0)).expect_err("the fourth");
         assert_eq!(limited.retry_after_secs, 20);
         assert!(limits.check(sign_in, at(20_000)).is_ok());
+    }
+
+    #[test]
+    fn an_address_rate_travels_and_its_verdict_comes_back_as_core_gave_it() {
+        let mut buckets = limits(1, 1);
+        let settings = Limits {
+            unauthenticated_reads_per_address: Some(RateLimit {
+                per_second: 1,
+                burst: 1,
+            }),
+            ..Limits::default()
+        };
+        let read = AddressRate::of(Rate::AnonymousRead(Some(PEER)), at(0), &settings)
+            .expect("counted per address");
+        assert_eq!(read.place_name(), "address:127.0.0.1");
+        let sent: AddressRate =
+            serde_json::from_str(&serde_json::to_string(&read).unwrap()).unwrap();
+        assert_eq!(sent, read);
+        let verdict = |rate: &AddressRate, buckets: &mut RateLimits| {
+            let wire = serde_json::to_string(&rate.check(buckets)).unwrap();
+            serde_json::from_str::<AddressVerdict>(&wire)
+                .unwrap()
+                .into_result()
+        };
+        assert!(verdict(&read, &mut buckets).is_ok());
+        let limited = verdict(&read, &mut buckets).expect_err("the second at once");
+        assert_eq!(limited.problem.kind, ProblemType::RateLimited);
+        assert_eq!(limited.retry_after_secs, 1);
+        assert!(limited.problem.detail.is_some());
+    }
+
+    #[test]
+    fn writes_and_rates_switched_off_are_not_carried() {
+        let app = RecordId::from_bytes([7; 16]);
+        let off = Limits {
+            sign_in_attempts_per_minute: None,
+            ..Limits::default()
+        };
+        assert_eq!(AddressRate::of(Rate::Write(&app), at(0), &off), None);
+        assert_eq!(AddressRate::of(Rate::SignIn(Some(PEER)), at(0), &off), None);
+        assert!(AddressRate::of(Rate::Registration(None), at(0), &off).is_some());
+    }
+
+    #[test]
+    fn an_unreadable_verdict_refuses_as_unavailable() {
+        let verdict: AddressVerdict = serde_json::from_str(
+            r#"{"limited": {"type": "nonsense", "detail": null, "retry_after_secs": 3}}"#,
+        )
+        .unwrap();
+        let limited = verdict.into_result().expect_err("refused");
+        assert_eq!(limited.problem.kind, ProblemType::Unavailable);
+        assert_eq!(limited.retry_after_secs, 1);
     }
 
     #[test]

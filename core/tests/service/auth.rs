@@ -262,7 +262,7 @@ fn registering_a_known_id_with_another_key_is_409_id_conflict_and_stores_nothing
 #[test]
 fn the_write_rate_is_counted_per_app_and_answers_429_with_retry_after_and_no_job() {
     let mut config = Config::default();
-    config.rates.writes_per_app = Some(RateLimit {
+    config.limits.writes_per_app = Some(RateLimit {
         per_second: 1,
         burst: 1,
     });

@@ -124,7 +124,7 @@ fn the_right_password_sees_the_page_again_with_a_signed_in_session_drawn_from_th
 #[test]
 fn sign_ins_over_the_rate_are_a_429_page_and_the_password_is_not_checked() {
     let mut config = Config::default();
-    config.rates.sign_in_attempts_per_minute = Some(1);
+    config.limits.sign_in_attempts_per_minute = Some(1);
     let (host, _) = host_with_app(config);
     let (cookie, csrf) = session(&host, false);
     let form = format!("csrf={csrf}&action=sign_in&password=guess");

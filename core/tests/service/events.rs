@@ -171,7 +171,7 @@ fn an_anonymous_listener_is_counted_by_address_and_caught_up_on_public_records_o
 #[test]
 fn an_anonymous_listener_over_the_address_rate_is_429_before_taking_a_place() {
     let mut config = Config::default();
-    config.rates.unauthenticated_reads_per_address = Some(RateLimit {
+    config.limits.unauthenticated_reads_per_address = Some(RateLimit {
         per_second: 1,
         burst: 1,
     });

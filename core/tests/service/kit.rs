@@ -21,14 +21,11 @@ use folio_core::blob::{Received, UploadMeter};
 use folio_core::dialect::Dialect;
 use folio_core::events::{StreamCaps, StreamsFull, Subscriber};
 use folio_core::fresh::Fresh;
-use folio_core::limits::{
-    DEFAULT_REGISTRATIONS_PER_ADDRESS, DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE, Limits,
-    header_section_len,
-};
+use folio_core::limits::{Limits, header_section_len};
 use folio_core::model::{RecordDate, RecordId};
 use folio_core::problem::{PROBLEM_CONTENT_TYPE, default_docs_url};
 use folio_core::service::{
-    BodyError, Host, Limited, Note, Rate, RateLimits, Rates, Reply, ReplyBody, Request, Settings,
+    BodyError, Host, Limited, Note, Rate, RateLimits, Reply, ReplyBody, Request, Settings,
     UploadFailure, User, handle,
 };
 use serde_json::Value;
@@ -68,27 +65,11 @@ pub fn millis_after(at: RecordDate, millis: i64) -> RecordDate {
     RecordDate::from_unix_millis(at.unix_millis() + millis).expect("a date")
 }
 
-/// What a fake host is configured with: core's limits and rates.
-#[derive(Debug, Clone)]
+/// What a fake host is configured with: core's limits (PROTOCOL.md §13's
+/// defaults unless a test changes one).
+#[derive(Debug, Clone, Default)]
 pub struct Config {
     pub limits: Limits,
-    pub rates: Rates,
-}
-
-impl Default for Config {
-    /// PROTOCOL.md §13's defaults.
-    fn default() -> Self {
-        let limits = Limits::default();
-        Config {
-            rates: Rates {
-                writes_per_app: limits.writes_per_app,
-                unauthenticated_reads_per_address: limits.unauthenticated_reads_per_address,
-                registrations_per_address: Some(DEFAULT_REGISTRATIONS_PER_ADDRESS),
-                sign_in_attempts_per_minute: Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
-            },
-            limits,
-        }
-    }
 }
 
 impl Config {
@@ -306,7 +287,7 @@ pub struct Counters {
 impl Counters {
     pub fn new(config: &Config) -> Self {
         Counters {
-            rates: RefCell::new(RateLimits::new(config.rates)),
+            rates: RefCell::new(RateLimits::new(&config.limits)),
             replay: RefCell::new(ReplayGuard::new(date(BOOT))),
             caps: StreamCaps::of(&config.limits),
             open: Rc::default(),
