@@ -18,7 +18,7 @@ mod kit;
 
 use std::cell::RefCell;
 
-use folio_core::auth::ReplayError;
+use folio_core::auth::{NonceUse, ReplayError};
 use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::{PAGE_HEADERS, SessionKey};
 use folio_core::events::{StreamsFull, Subscriber};
@@ -215,15 +215,8 @@ impl Guards for MemoryHost {
         self.counters.rate(rate, now)
     }
 
-    fn check_nonce(
-        &self,
-        user: &User,
-        app: RecordId,
-        nonce: &str,
-        ts_ms: i64,
-        now: RecordDate,
-    ) -> Result<(), ReplayError> {
-        self.counters.check_nonce(user, app, nonce, ts_ms, now)
+    fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+        self.counters.check_nonce(user, used)
     }
 }
 

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use folio_core::auth::ReplayError;
+use folio_core::auth::{NonceUse, ReplayError};
 use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::{SessionKey, verify_password};
 use folio_core::events::{
     HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveSubscriber, LiveVersion, StreamsFull, Subscriber,
 };
-use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
+use folio_core::model::{BlobHash, RecordDate, UserName};
 use folio_core::store::Statement;
 use folio_core::{
     Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate, Row,
@@ -351,20 +351,13 @@ impl Guards for App {
             .check(rate, now)
     }
 
-    fn check_nonce(
-        &self,
-        _user: &User,
-        app: RecordId,
-        nonce: &str,
-        ts_ms: i64,
-        now: RecordDate,
-    ) -> Result<(), ReplayError> {
+    fn check_nonce(&self, _user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
         // One guard for the server: it outlives no restart, so it refuses
         // requests signed before it started (its boot fence).
         self.replay
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .check(app, nonce, ts_ms, now)
+            .check(used)
     }
 }
 

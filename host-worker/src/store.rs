@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use folio_core::auth::{HeaderLookup, ReplayError, SignedRequest, nonce_table};
+use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, SignedRequest, nonce_table};
 use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::{SessionKey, verify_password};
 use folio_core::dialect::Dialect;
@@ -14,7 +14,7 @@ use folio_core::events::{
 };
 use folio_core::fresh::Fresh;
 use folio_core::limits::{Limits, header_section_len};
-use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
+use folio_core::model::{BlobHash, RecordDate, UserName};
 use folio_core::problem::default_docs_url;
 use folio_core::service::store::{Row, RowExt};
 use folio_core::service::writes::{Job, JobOutcome};
@@ -528,14 +528,13 @@ impl Guards for UserStore {
         }
     }
 
-    fn check_nonce(
-        &self,
-        _user: &User,
-        app: RecordId,
-        nonce: &str,
-        ts_ms: i64,
-        now: RecordDate,
-    ) -> Result<(), ReplayError> {
+    fn check_nonce(&self, _user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+        let NonceUse {
+            app,
+            nonce,
+            ts_ms,
+            now,
+        } = *used;
         // In the object's own storage: strongly consistent, and it outlives
         // an eviction (memory would not).
         let sql = self.state.storage().sql();

@@ -24,6 +24,17 @@ pub struct ReplayGuard {
     by_ts: BTreeSet<(i64, RecordId, Box<str>)>,
 }
 
+/// A verified request's nonce, as a host records it: the app that signed,
+/// the nonce and the signature's timestamp (checked within the window of
+/// `now`, the request's time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NonceUse<'a> {
+    pub app: RecordId,
+    pub nonce: &'a str,
+    pub ts_ms: i64,
+    pub now: RecordDate,
+}
+
 /// Why a guard refused a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplayError {
@@ -45,13 +56,13 @@ impl ReplayGuard {
 
     /// Records the nonce of a request whose signature and `ts` (within the
     /// window of `now`) were verified; refuses a replay.
-    pub fn check(
-        &mut self,
-        app: RecordId,
-        nonce: &str,
-        ts_ms: i64,
-        now: RecordDate,
-    ) -> Result<(), ReplayError> {
+    pub fn check(&mut self, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+        let NonceUse {
+            app,
+            nonce,
+            ts_ms,
+            now,
+        } = *used;
         if ts_ms < self.boot_ms {
             return Err(ReplayError::Auth(AuthError::StaleTimestamp));
         }
@@ -132,6 +143,21 @@ pub mod nonce_table {
 mod tests {
     use super::*;
 
+    fn check(
+        guard: &mut ReplayGuard,
+        app: RecordId,
+        nonce: &str,
+        ts_ms: i64,
+        now: RecordDate,
+    ) -> Result<(), ReplayError> {
+        guard.check(&NonceUse {
+            app,
+            nonce,
+            ts_ms,
+            now,
+        })
+    }
+
     fn at(ms: i64) -> RecordDate {
         RecordDate::from_unix_millis(ms).expect("a date")
     }
@@ -142,12 +168,12 @@ mod tests {
     fn a_nonce_is_accepted_once_per_app() {
         let mut guard = ReplayGuard::new(at(BOOT));
         let (a, b) = (RecordId::from_bytes([1; 16]), RecordId::from_bytes([2; 16]));
-        assert_eq!(guard.check(a, "n1", BOOT + 10, at(BOOT + 20)), Ok(()));
+        assert_eq!(check(&mut guard, a, "n1", BOOT + 10, at(BOOT + 20)), Ok(()));
         assert_eq!(
-            guard.check(a, "n1", BOOT + 11, at(BOOT + 21)),
+            check(&mut guard, a, "n1", BOOT + 11, at(BOOT + 21)),
             Err(ReplayError::Auth(AuthError::ReplayedRequest))
         );
-        assert_eq!(guard.check(b, "n1", BOOT + 12, at(BOOT + 22)), Ok(()));
+        assert_eq!(check(&mut guard, b, "n1", BOOT + 12, at(BOOT + 22)), Ok(()));
     }
 
     #[test]
@@ -155,7 +181,7 @@ mod tests {
         let mut guard = ReplayGuard::new(at(BOOT));
         let a = RecordId::from_bytes([1; 16]);
         assert_eq!(
-            guard.check(a, "n", BOOT - 1, at(BOOT)),
+            check(&mut guard, a, "n", BOOT - 1, at(BOOT)),
             Err(ReplayError::Auth(AuthError::StaleTimestamp))
         );
     }
@@ -164,15 +190,9 @@ mod tests {
     fn nonces_leave_with_the_window() {
         let mut guard = ReplayGuard::new(at(BOOT));
         let a = RecordId::from_bytes([1; 16]);
-        guard.check(a, "old", BOOT, at(BOOT)).expect("fresh");
-        guard
-            .check(
-                a,
-                "new",
-                BOOT + TIMESTAMP_WINDOW_MS + 1,
-                at(BOOT + TIMESTAMP_WINDOW_MS + 1),
-            )
-            .expect("fresh");
+        check(&mut guard, a, "old", BOOT, at(BOOT)).expect("fresh");
+        let later = BOOT + TIMESTAMP_WINDOW_MS + 1;
+        check(&mut guard, a, "new", later, at(later)).expect("fresh");
         assert_eq!(guard.len(), 1, "the old nonce left the window");
     }
 }

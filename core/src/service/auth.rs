@@ -4,7 +4,8 @@
 use crate::access::Access;
 use crate::apps::app_access;
 use crate::auth::{
-    AppKey, AuthError, BearerToken, Malformed, ReplayError, check_body_digest, check_timestamp,
+    AppKey, AuthError, BearerToken, Malformed, NonceUse, ReplayError, check_body_digest,
+    check_timestamp,
 };
 use crate::model::{Record, RecordDate, RecordId};
 use crate::problem::{Problem, ProblemType};
@@ -130,7 +131,15 @@ impl<H: Host> Context<'_, '_, H> {
         ts_ms: i64,
     ) -> Result<(), Failure> {
         self.host
-            .check_nonce(user, app_id, nonce, ts_ms, self.request.now)
+            .check_nonce(
+                user,
+                &NonceUse {
+                    app: app_id,
+                    nonce,
+                    ts_ms,
+                    now: self.request.now,
+                },
+            )
             .map_err(|error| match error {
                 ReplayError::Auth(e) => auth(&e),
                 ReplayError::Full => Problem::new(ProblemType::Unavailable)

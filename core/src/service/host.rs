@@ -3,7 +3,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use crate::auth::ReplayError;
+use crate::auth::{NonceUse, ReplayError};
 use crate::consent::SessionKey;
 use crate::dialect::Dialect;
 use crate::events::Subscriber;
@@ -303,14 +303,7 @@ pub trait Guards {
     /// refuses one seen within the window (PROTOCOL.md §10). Natively a
     /// [`ReplayGuard`](crate::auth::ReplayGuard) in memory; on the edge the
     /// user object's own storage ([`nonce_table`](crate::auth::nonce_table)).
-    fn check_nonce(
-        &self,
-        user: &User,
-        app: RecordId,
-        nonce: &str,
-        ts_ms: i64,
-        now: RecordDate,
-    ) -> Result<(), ReplayError>;
+    fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError>;
 }
 
 /// The consent page's secrets.

@@ -16,7 +16,7 @@ use std::rc::Rc;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ed25519_dalek::{Signer as _, SigningKey};
-use folio_core::auth::{HeaderLookup, ReplayError, ReplayGuard};
+use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, ReplayGuard};
 use folio_core::blob::{Received, UploadMeter};
 use folio_core::dialect::Dialect;
 use folio_core::events::{StreamCaps, StreamsFull, Subscriber};
@@ -307,20 +307,13 @@ impl Counters {
         result
     }
 
-    pub fn check_nonce(
-        &self,
-        user: &User,
-        app: RecordId,
-        nonce: &str,
-        ts_ms: i64,
-        now: RecordDate,
-    ) -> Result<(), ReplayError> {
-        let verdict = self.replay.borrow_mut().check(app, nonce, ts_ms, now);
+    pub fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+        let verdict = self.replay.borrow_mut().check(used);
         self.nonce_calls.borrow_mut().push(NonceCall {
             user: user.name.clone(),
-            app,
-            nonce: nonce.to_owned(),
-            now,
+            app: used.app,
+            nonce: used.nonce.to_owned(),
+            now: used.now,
             verdict: verdict.clone(),
         });
         verdict

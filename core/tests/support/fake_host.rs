@@ -19,7 +19,7 @@ use folio_core::access::Access;
 use folio_core::apps::{
     Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
 };
-use folio_core::auth::ReplayError;
+use folio_core::auth::{NonceUse, ReplayError};
 use folio_core::blob::{Received, UploadMeter};
 use folio_core::builtin::BuiltinType;
 use folio_core::consent::{SessionKey, verify_password};
@@ -612,15 +612,8 @@ impl Guards for FakeHost {
         self.counters.rate(rate, now)
     }
 
-    fn check_nonce(
-        &self,
-        user: &User,
-        app: RecordId,
-        nonce: &str,
-        ts_ms: i64,
-        now: RecordDate,
-    ) -> Result<(), ReplayError> {
-        self.counters.check_nonce(user, app, nonce, ts_ms, now)
+    fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+        self.counters.check_nonce(user, used)
     }
 }
 
