@@ -941,35 +941,22 @@ fn deleting_a_record_deletes_its_existential_dependants_recursively() {
 #[test]
 fn local_and_leave_deletions_do_not_cascade() {
     let (mut store, note_type) = setup();
-    let root = note(&mut store, &note_type, json!({"text": "root"}));
-    let child = note(
-        &mut store,
-        &note_type,
-        json!({"text": "child", "parent": record_link(&root)}),
-    );
-    let commit = delete(
-        &mut store,
-        &key(&root),
-        json!({"no_content": {"action": "local"}}),
-    )
-    .unwrap();
-    assert_eq!(commit.versions().count(), 1);
-    assert!(!store.latest(&key(&child)).is_tombstone());
-
-    let root = note(&mut store, &note_type, json!({"text": "root"}));
-    let child = note(
-        &mut store,
-        &note_type,
-        json!({"text": "child", "parent": record_link(&root)}),
-    );
-    let commit = delete(
-        &mut store,
-        &key(&root),
-        json!({"no_content": {"action": "leave"}}),
-    )
-    .unwrap();
-    assert_eq!(commit.versions().count(), 1);
-    assert!(!store.latest(&key(&child)).is_tombstone());
+    for action in ["local", "leave"] {
+        let root = note(&mut store, &note_type, json!({"text": "root"}));
+        let child = note(
+            &mut store,
+            &note_type,
+            json!({"text": "child", "parent": record_link(&root)}),
+        );
+        let commit = delete(
+            &mut store,
+            &key(&root),
+            json!({"no_content": {"action": action}}),
+        )
+        .unwrap();
+        assert_eq!(commit.versions().count(), 1, "{action}");
+        assert!(!store.latest(&key(&child)).is_tombstone(), "{action}");
+    }
 }
 
 #[test]
