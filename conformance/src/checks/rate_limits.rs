@@ -58,11 +58,16 @@ async fn ensure_some_limited(http: &Http, calls: Vec<Call<'_>>) -> CheckResult {
             .count();
         format!("none of {sent} requests sent at once was rate limited ({errors} failed to send)")
     })?;
-    expect::problem_response(first, RATE_LIMITED)?;
+    rate_limited_with_retry_after(first)
+}
+
+/// A `request/429-rate-limited` problem with a `Retry-After` in seconds.
+fn rate_limited_with_retry_after(response: &Response) -> CheckResult {
+    expect::problem_response(response, RATE_LIMITED)?;
     ensure!(
-        retry_after(&first.headers).is_some(),
+        retry_after(&response.headers).is_some(),
         "429 without a Retry-After in seconds: {:?}",
-        first.header("retry-after")
+        response.header("retry-after")
     );
     Ok(())
 }
@@ -184,13 +189,7 @@ async fn reads_across_users(ctx: &Ctx) -> CheckResult {
                 elapsed.as_secs_f64()
             ));
         };
-        expect::problem_response(limited, RATE_LIMITED)?;
-        ensure!(
-            retry_after(&limited.headers).is_some(),
-            "429 without a Retry-After in seconds: {:?}",
-            limited.header("retry-after")
-        );
-        Ok(())
+        rate_limited_with_retry_after(limited)
     })();
     tokio::time::sleep(refill_time(per_second, burst)).await;
     result
