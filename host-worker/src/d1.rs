@@ -1,8 +1,8 @@
 //! Core's statements on D1: binding values, reading rows, and a write job's
 //! atomic batch.
 
-use folio_core::service::store::{CommitError, Fetch, Row, Transaction};
 use folio_core::store::{SqlValue, Statement};
+use folio_core::{CommitError, Fetch, Row, Transaction};
 use serde_json::Value;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};

@@ -5,7 +5,7 @@
 //! there.
 //!
 //! The worker entry only sends each request to its object; the object
-//! hands it to `folio_core::service::handle` with itself as the host. Rates
+//! hands it to `folio_core::handle` with itself as the host. Rates
 //! of a client address are counted across users in one [`RateObject`] per
 //! address (`rates`).
 
@@ -15,8 +15,7 @@ mod store;
 
 use folio_core::model::RecordDate;
 use folio_core::route::route;
-use folio_core::service::upkeep::Upkeep;
-use folio_core::service::writes::Job;
+use folio_core::{Job, Upkeep};
 use worker::{Context, Env, Request, Response, Result, ScheduleContext, ScheduledEvent, event};
 
 pub use rates::RateObject;

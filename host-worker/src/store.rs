@@ -16,13 +16,12 @@ use folio_core::fresh::Fresh;
 use folio_core::limits::{Limits, header_section_len};
 use folio_core::model::{BlobHash, RecordDate, UserName};
 use folio_core::problem::default_docs_url;
-use folio_core::service::store::{Row, RowExt};
-use folio_core::service::writes::{Job, JobOutcome};
-use folio_core::service::{
-    self, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, RateLimits, Reply,
-    ReplyBody, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
-};
 use folio_core::store::{Statement, user_by_name_sql, users_sql};
+use folio_core::{
+    Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate, RateLimits,
+    Reply, ReplyBody, Row, RowExt, Secrets, Settings, Store, Streams, UploadFailure, User,
+    WriteFailure,
+};
 use futures_channel::mpsc;
 use futures_util::StreamExt;
 use futures_util::lock::Mutex;
@@ -221,7 +220,7 @@ impl DurableObject for UserStore {
         let peer = headers
             .get("cf-connecting-ip")
             .and_then(|ip| ip.parse().ok());
-        let request = service::Request {
+        let request = folio_core::Request {
             method: &method,
             target: &target,
             host: &host,
@@ -234,7 +233,7 @@ impl DurableObject for UserStore {
             now: now(),
             fresh: Fresh::from_seed(random_seed()),
         };
-        let reply = service::handle(self, request, req).await;
+        let reply = folio_core::handle(self, request, req).await;
         response(reply)
     }
 
