@@ -10,6 +10,7 @@ use crate::consent::{
 };
 use crate::discovery::consent_path;
 use crate::model::{Record, RecordId, RecordLink};
+use crate::problem::ProblemType;
 use crate::store::{
     Statement, WriteOrigin, app_authorizations_sql, latest_version_sql, password_hash_sql,
     read_version,
@@ -73,12 +74,21 @@ async fn answer<H: Host>(
         )),
         Decision::CheckPassword { session, password } => {
             if let Err(limited) = cx.rate(Rate::SignIn(cx.request.peer)).await {
-                return Err(message(
-                    429,
-                    "Too many attempts",
-                    "Too many sign-in attempts from your address. Wait a minute, then try again.",
-                )
-                .with("retry-after", limited.retry_after_secs.to_string()));
+                let page = match limited.problem.kind {
+                    ProblemType::RateLimited => message(
+                        limited.problem.status(),
+                        "Too many attempts",
+                        "Too many sign-in attempts from your address. Wait a minute, then try again.",
+                    ),
+                    // The attempt could not be counted (the edge's rate
+                    // object did not answer): refused, but not as too many.
+                    _ => message(
+                        limited.problem.status(),
+                        "Try again in a moment",
+                        "The server could not take your sign-in just now. Try again in a moment.",
+                    ),
+                };
+                return Err(page.with("retry-after", limited.retry_after_secs.to_string()));
             }
             if check_password(cx, user, password).await? {
                 host.note(Note::SignedIn { user: &user.name });
