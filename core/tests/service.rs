@@ -79,6 +79,20 @@ pub fn send(host: &FakeHost, call: &Call, body: Body) -> Reply<Stream> {
     pollster::block_on(call.send(host, body))
 }
 
+/// A GET of `target` with no credentials.
+pub fn get(host: &FakeHost, target: &str) -> Reply<Stream> {
+    send(host, &Call::get(target), Body::empty())
+}
+
+/// A GET of `target` signed by `app` (over nothing but its request line).
+pub fn signed_get(host: &FakeHost, target: &str, app: &Signer, nonce: &str) -> Reply<Stream> {
+    send(
+        host,
+        &Call::get(target).signed(app, nonce, &[]),
+        Body::empty(),
+    )
+}
+
 /// Hex of the SHA-256 of `bytes`, as `X-Svc-Content-SHA256` carries it.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))

@@ -18,41 +18,28 @@ mod kit;
 
 use std::cell::RefCell;
 
-use folio_core::auth::{NonceUse, ReplayError};
-use folio_core::blob::{Received, UploadMeter};
-use folio_core::consent::{PAGE_HEADERS, SessionKey};
-use folio_core::events::{StreamsFull, Subscriber};
+use folio_core::consent::PAGE_HEADERS;
 use folio_core::fresh::Fresh;
-use folio_core::limits::RateLimit;
-use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
+use folio_core::model::{RecordDate, RecordId, UserName};
 use folio_core::problem::PROBLEM_CONTENT_TYPE;
 use folio_core::service::store::Row;
 use folio_core::service::writes::{Job, JobOutcome};
-use folio_core::service::{
-    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, Reply, ReplyBody, Secrets,
-    Settings, Store, Streams, UploadFailure, User, WriteFailure,
-};
+use folio_core::service::{Reply, ReplyBody, User, WriteFailure};
 use folio_core::store::{Statement, app_key_sql};
 use kit::{
-    Body, BodyLog, Call, Config, Counters, ENTITY, Noted, OTHER_PEER, PEER, RateKey, SEED, Signer,
-    Stream, Subscription, USER, header, json, millis_after, now, problem, read_limited,
-    receive_metered, text,
+    Backend, Body, Call, Config, ENTITY, Fake, OTHER_PEER, PEER, RateKey, SEED, Signer, Stream,
+    USER, header, json, millis_after, now, problem, rate_limited, text,
 };
 use serde_json::json;
 
 /// A host whose store is memory: its users, and no rows for any statement.
-struct MemoryHost {
-    settings: Settings,
+type MemoryHost = Fake<MemoryStore>;
+
+/// The store of [`MemoryHost`]: its users, and a count of the jobs it
+/// refused to run.
+struct MemoryStore {
     users: Vec<User>,
-    counters: Counters,
-    /// The SQL of every statement fetched.
-    fetched: RefCell<Vec<String>>,
-    user_lookups: RefCell<Vec<String>>,
     jobs: RefCell<usize>,
-    bodies: RefCell<BodyLog>,
-    notes: RefCell<Vec<Noted>>,
-    reports: RefCell<Vec<String>>,
-    session_key: SessionKey,
 }
 
 fn user(id: i64, name: &str, entity: &str) -> User {
@@ -69,50 +56,18 @@ impl MemoryHost {
     }
 
     fn with(config: Config) -> Self {
-        MemoryHost {
-            settings: config.settings(),
+        let store = MemoryStore {
             users: vec![user(1, USER, ENTITY)],
-            counters: Counters::new(&config),
-            fetched: RefCell::default(),
-            user_lookups: RefCell::default(),
             jobs: RefCell::new(0),
-            bodies: RefCell::default(),
-            notes: RefCell::default(),
-            reports: RefCell::default(),
-            session_key: SessionKey::from_bytes([0x4b; 32]),
-        }
-    }
-
-    fn fetched(&self) -> Vec<String> {
-        self.fetched.borrow().clone()
-    }
-
-    fn bodies(&self) -> BodyLog {
-        *self.bodies.borrow()
+        };
+        Fake::over(&config, store)
     }
 }
 
-impl Host for MemoryHost {
-    fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    fn report(&self, error: &dyn std::fmt::Display) {
-        self.reports.borrow_mut().push(error.to_string());
-    }
-
-    fn note(&self, note: Note<'_>) {
-        self.notes.borrow_mut().push(note.into());
-    }
-}
-
-impl Store for MemoryHost {
+impl Backend for MemoryStore {
     type Error = String;
 
     async fn user(&self, name: &UserName) -> Result<Option<User>, String> {
-        self.user_lookups
-            .borrow_mut()
-            .push(name.as_str().to_owned());
         Ok(self.users.iter().find(|u| u.name == name.as_str()).cloned())
     }
 
@@ -120,114 +75,33 @@ impl Store for MemoryHost {
         Ok(self.users.clone())
     }
 
-    async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, String> {
-        self.fetched.borrow_mut().push(statement.sql.clone());
+    async fn fetch(&self, _statement: &Statement) -> Result<Vec<Row>, String> {
         Ok(Vec::new())
     }
-}
 
-impl Jobs for MemoryHost {
     async fn run(&self, _job: Job) -> Result<JobOutcome, WriteFailure> {
         *self.jobs.borrow_mut() += 1;
         Err(WriteFailure::Failed(
             "the in-memory host runs no job".into(),
         ))
     }
-}
 
-impl Bodies for MemoryHost {
-    type Body = Body;
-    type Stream = Stream;
-
-    async fn read_body(&self, body: Body, max: usize) -> Result<Vec<u8>, BodyError> {
-        self.bodies.borrow_mut().read += 1;
-        read_limited(body, max)
-    }
-
-    async fn discard(&self, _body: Body) {
-        self.bodies.borrow_mut().discarded += 1;
-    }
-}
-
-impl Blobs for MemoryHost {
-    type Upload = Vec<u8>;
-
-    async fn receive_blob(
-        &self,
-        body: Body,
-        meter: UploadMeter,
-    ) -> Result<(Vec<u8>, Received), UploadFailure> {
-        self.bodies.borrow_mut().uploads_received += 1;
-        receive_metered(body, meter)
-    }
-
-    async fn discard_blob(&self, _upload: Vec<u8>) {
-        self.bodies.borrow_mut().uploads_discarded += 1;
-    }
-
-    async fn place_blob(
-        &self,
-        _upload: Vec<u8>,
-        _hash: &BlobHash,
-        row: Job,
-    ) -> Result<JobOutcome, WriteFailure> {
-        self.run(row).await
-    }
-
-    async fn blob_size(&self, _hash: &BlobHash) -> Result<Option<u64>, String> {
-        Ok(None)
-    }
-
-    async fn blob_bytes(&self, _hash: &BlobHash, _start: u64, _len: u64) -> Result<Stream, String> {
-        Err("the in-memory host keeps no blob".into())
-    }
-
-    async fn small_blob(&self, _hash: &BlobHash, _max: usize) -> Option<Vec<u8>> {
-        None
-    }
-}
-
-impl Streams for MemoryHost {
-    type Subscription = Subscription;
-
-    fn subscribe(&self, user: &User) -> Result<Subscription, StreamsFull> {
-        self.counters.subscribe(user)
-    }
-
-    fn event_stream(
-        &self,
-        subscription: Subscription,
-        subscriber: Subscriber,
-        catch_up: Vec<String>,
-        last_seq: u64,
-    ) -> Stream {
-        Stream::Events {
-            subscription,
-            subscriber,
-            catch_up,
-            last_seq,
-        }
-    }
-}
-
-impl Guards for MemoryHost {
-    async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
-        self.counters.rate(rate, now)
-    }
-
-    fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
-        self.counters.check_nonce(user, used)
-    }
-}
-
-impl Secrets for MemoryHost {
-    fn session_key(&self) -> &SessionKey {
-        &self.session_key
-    }
-
-    async fn verify_password(&self, _hash: String, _password: String) -> bool {
+    fn verify_password(&self, _hash: &str, _password: &str) -> bool {
         false
     }
+}
+
+/// Sends `method` of `target` and checks that it is the 405
+/// `method_not_allowed` problem; answers its `Allow`.
+#[track_caller]
+fn allow_of_405(host: &MemoryHost, method: &str, target: &str) -> String {
+    let reply = send(host, &Call::new(method, target), Body::empty());
+    problem(
+        &reply,
+        "request/405-method-not-allowed",
+        "method_not_allowed",
+    );
+    header(&reply, "allow").to_owned()
 }
 
 fn send(host: &MemoryHost, call: &Call, body: Body) -> Reply<Stream> {
@@ -272,7 +146,7 @@ fn an_unknown_path_is_request_404_problem_json_with_cors_and_no_cache() {
     assert_eq!(header(&reply, "access-control-allow-origin"), "*");
     assert_eq!(header(&reply, "access-control-expose-headers"), EXPOSED);
     assert_eq!(header(&reply, "cache-control"), "no-cache");
-    assert!(host.user_lookups.borrow().is_empty());
+    assert!(host.user_lookups().is_empty());
     assert!(host.fetched().is_empty());
 }
 
@@ -307,22 +181,16 @@ fn problem_types_are_urls_under_the_configured_docs_url() {
 #[test]
 fn a_method_an_endpoint_does_not_answer_is_405_with_its_allow_list() {
     let host = MemoryHost::new();
-    let reply = send(&host, &Call::new("PUT", RECORDS), Body::empty());
-    problem(
-        &reply,
-        "request/405-method-not-allowed",
-        "method_not_allowed",
+    assert_eq!(
+        allow_of_405(&host, "PUT", RECORDS),
+        "HEAD, GET, POST, OPTIONS"
     );
-    assert_eq!(header(&reply, "allow"), "HEAD, GET, POST, OPTIONS");
-    let reply = send(&host, &Call::get("/api/alice/blobs"), Body::empty());
-    problem(
-        &reply,
-        "request/405-method-not-allowed",
-        "method_not_allowed",
+    assert_eq!(
+        allow_of_405(&host, "GET", "/api/alice/blobs"),
+        "POST, OPTIONS"
     );
-    assert_eq!(header(&reply, "allow"), "POST, OPTIONS");
     assert!(
-        host.user_lookups.borrow().is_empty(),
+        host.user_lookups().is_empty(),
         "refused before its user is looked up"
     );
     assert_eq!(host.bodies().discarded, 2, "the unread bodies are drained");
@@ -331,13 +199,10 @@ fn a_method_an_endpoint_does_not_answer_is_405_with_its_allow_list() {
 #[test]
 fn an_unknown_method_is_405_with_the_allow_list() {
     let host = MemoryHost::new();
-    let reply = send(&host, &Call::new("PATCH", RECORD), Body::empty());
-    problem(
-        &reply,
-        "request/405-method-not-allowed",
-        "method_not_allowed",
+    assert_eq!(
+        allow_of_405(&host, "PATCH", RECORD),
+        "HEAD, GET, PUT, DELETE, OPTIONS"
     );
-    assert_eq!(header(&reply, "allow"), "HEAD, GET, PUT, DELETE, OPTIONS");
 }
 
 #[test]
@@ -368,7 +233,7 @@ fn a_preflight_is_204_with_exactly_the_four_cors_headers_on_any_path() {
             ]
         );
     }
-    assert!(host.user_lookups.borrow().is_empty());
+    assert!(host.user_lookups().is_empty());
 }
 
 #[test]
@@ -442,7 +307,7 @@ fn a_header_section_over_the_limit_is_431_before_routing() {
         body["detail"],
         "the request headers are 101 bytes; this server takes at most 100"
     );
-    assert!(host.user_lookups.borrow().is_empty());
+    assert!(host.user_lookups().is_empty());
 }
 
 #[test]
@@ -464,7 +329,7 @@ fn an_unknown_user_is_request_404_after_one_lookup_and_no_statement() {
     let reply = get(&host, "/api/bob/records");
     let body = problem(&reply, "request/404-not-found", "not_found");
     assert_eq!(body["detail"], "no user `bob` here");
-    assert_eq!(host.user_lookups.borrow().as_slice(), ["bob"]);
+    assert_eq!(host.user_lookups().as_slice(), ["bob"]);
     assert!(host.fetched().is_empty());
     assert!(host.counters.rates_counted().is_empty());
 }
@@ -492,7 +357,7 @@ fn notifications_are_501_not_implemented() {
 #[test]
 fn discovery_on_a_host_that_names_none_of_several_users_is_404() {
     let mut host = MemoryHost::new();
-    host.users.push(user(2, "bob", "bob.example"));
+    host.store.users.push(user(2, "bob", "bob.example"));
     let mut call = Call::new("HEAD", "/");
     call.host = "elsewhere.example".into();
     let reply = send(&host, &call, Body::empty());
@@ -632,7 +497,7 @@ fn a_bearer_token_on_a_write_is_ignored_so_the_write_is_401_missing_authorizatio
         "missing_authorization",
     );
     assert!(host.fetched().is_empty());
-    assert_eq!(*host.jobs.borrow(), 0);
+    assert_eq!(*host.store.jobs.borrow(), 0);
 }
 
 #[test]
@@ -657,30 +522,20 @@ fn a_bearer_tokens_expiry_is_measured_at_the_requests_time() {
 
 #[test]
 fn anonymous_reads_are_counted_per_address_and_refused_with_429_and_retry_after() {
-    let mut config = Config::default();
-    config.limits.unauthenticated_reads_per_address = Some(RateLimit {
-        per_second: 1,
-        burst: 2,
-    });
+    let config = Config::with_rate(|limits| &mut limits.unauthenticated_reads_per_address, 1, 2);
     let host = MemoryHost::with(config);
     assert_eq!(get(&host, RECORDS).status, 200);
     assert_eq!(get(&host, RECORD).status, 404, "no such record");
     let reply = get(&host, RECORDS);
-    let body = problem(&reply, "request/429-rate-limited", "rate_limited");
+    let body = rate_limited(&reply, "1");
     assert_eq!(
         body["detail"],
         "too many unauthenticated requests from this address"
     );
-    assert_eq!(header(&reply, "retry-after"), "1");
     assert_eq!(host.fetched().len(), 2, "the refused read ran no statement");
     let other = Call::get(RECORDS).from(Some(OTHER_PEER));
     assert_eq!(send(&host, &other, Body::empty()).status, 200);
-    let keys: Vec<RateKey> = host
-        .counters
-        .rates_counted()
-        .iter()
-        .map(|c| c.key)
-        .collect();
+    let keys: Vec<RateKey> = host.counters.rate_keys();
     assert_eq!(
         keys,
         [
@@ -694,11 +549,7 @@ fn anonymous_reads_are_counted_per_address_and_refused_with_429_and_retry_after(
 
 #[test]
 fn the_anonymous_read_bucket_refills_by_the_requests_clock() {
-    let mut config = Config::default();
-    config.limits.unauthenticated_reads_per_address = Some(RateLimit {
-        per_second: 1,
-        burst: 1,
-    });
+    let config = Config::with_rate(|limits| &mut limits.unauthenticated_reads_per_address, 1, 1);
     let host = MemoryHost::with(config);
     assert_eq!(get(&host, RECORDS).status, 200);
     assert_eq!(get(&host, RECORDS).status, 429);
@@ -706,12 +557,7 @@ fn the_anonymous_read_bucket_refills_by_the_requests_clock() {
     assert_eq!(send(&host, &later, Body::empty()).status, 429);
     let later = Call::get(RECORDS).at(millis_after(now(), 1_000));
     assert_eq!(send(&host, &later, Body::empty()).status, 200);
-    let times: Vec<RecordDate> = host
-        .counters
-        .rates_counted()
-        .iter()
-        .map(|c| c.now)
-        .collect();
+    let times: Vec<RecordDate> = host.counters.rate_times();
     assert_eq!(
         times,
         [
@@ -725,11 +571,7 @@ fn the_anonymous_read_bucket_refills_by_the_requests_clock() {
 
 #[test]
 fn registrations_are_counted_per_address_before_their_body_is_read() {
-    let mut config = Config::default();
-    config.limits.registrations_per_address = Some(RateLimit {
-        per_second: 1,
-        burst: 1,
-    });
+    let config = Config::with_rate(|limits| &mut limits.registrations_per_address, 1, 1);
     let host = MemoryHost::with(config);
     let app = stranger();
     let register = || {
@@ -748,19 +590,13 @@ fn registrations_are_counted_per_address_before_their_body_is_read() {
     );
     assert_eq!(host.bodies().read, 1);
     let reply = register();
-    problem(&reply, "request/429-rate-limited", "rate_limited");
-    assert_eq!(header(&reply, "retry-after"), "1");
+    rate_limited(&reply, "1");
     assert_eq!(
         (host.bodies().read, host.bodies().discarded),
         (1, 1),
         "the refused registration's body is drained, not read"
     );
-    let keys: Vec<RateKey> = host
-        .counters
-        .rates_counted()
-        .iter()
-        .map(|c| c.key)
-        .collect();
+    let keys: Vec<RateKey> = host.counters.rate_keys();
     assert_eq!(keys, [RateKey::Registration(Some(PEER)); 2]);
 }
 
@@ -778,12 +614,11 @@ fn the_per_user_stream_cap_refuses_one_more_with_429_and_retry_after_5() {
         ReplyBody::Stream(Stream::Events { .. })
     ));
     let second = get(&host, EVENTS);
-    let body = problem(&second, "request/429-rate-limited", "rate_limited");
+    let body = rate_limited(&second, "5");
     assert_eq!(
         body["detail"],
         "too many event streams are open; retry later"
     );
-    assert_eq!(header(&second, "retry-after"), "5");
     assert_eq!(host.counters.open_streams(1), 1);
     drop(first);
     assert_eq!(get(&host, EVENTS).status, 200);
@@ -794,12 +629,11 @@ fn the_per_server_stream_cap_counts_every_users_streams() {
     let mut config = Config::default();
     config.limits.sse_connections_per_server = Some(1);
     let mut host = MemoryHost::with(config);
-    host.users.push(user(2, "bob", "bob.example"));
+    host.store.users.push(user(2, "bob", "bob.example"));
     let alice = get(&host, EVENTS);
     assert_eq!(alice.status, 200);
     let bob = get(&host, "/api/bob/events");
-    problem(&bob, "request/429-rate-limited", "rate_limited");
-    assert_eq!(header(&bob, "retry-after"), "5");
+    rate_limited(&bob, "5");
     assert_eq!(
         host.counters.subscribes.borrow().as_slice(),
         [(1, true), (2, false)]
@@ -808,11 +642,7 @@ fn the_per_server_stream_cap_counts_every_users_streams() {
 
 #[test]
 fn an_anonymous_events_request_is_counted_against_its_address_before_taking_a_place() {
-    let mut config = Config::default();
-    config.limits.unauthenticated_reads_per_address = Some(RateLimit {
-        per_second: 1,
-        burst: 1,
-    });
+    let config = Config::with_rate(|limits| &mut limits.unauthenticated_reads_per_address, 1, 1);
     let host = MemoryHost::with(config);
     let open = get(&host, EVENTS);
     assert_eq!(open.status, 200);

@@ -7,7 +7,6 @@ use folio_core::apps::ServerKeys;
 use folio_core::auth::{AuthError, ReplayError};
 use folio_core::builtin::BuiltinType;
 use folio_core::fresh::Fresh;
-use folio_core::limits::RateLimit;
 use folio_core::problem::ProblemType;
 use folio_core::query::ListQuery;
 use folio_core::store::{app_authorizations_sql, app_key_sql, latest_version_sql, list_sql};
@@ -16,11 +15,11 @@ use serde_json::json;
 use crate::fake_host::{JobEnd, JobKind};
 use crate::kit::{
     BOOT, Body, Call, Config, ENTITY, Noted, PEER, RateKey, SEED, Signer, USER, date, header, json,
-    millis_after, now, problem,
+    millis_after, now, problem, rate_limited,
 };
 use crate::{
     APP_KEY_SEED, OTHER_KEY_SEED, RECORDS, app_id, full_access, host_with_app, id, link, note_type,
-    record_path, send, write,
+    record_path, send, signed_get, write,
 };
 
 #[test]
@@ -29,7 +28,7 @@ fn a_signed_read_fetches_the_app_key_then_its_authorization_then_the_page() {
     let call = Call::get(RECORDS).signed(&app, "n1", &[]);
     let reply = send(&host, &call, Body::empty());
     assert_eq!(reply.status, 200, "{}", json(&reply));
-    let user = &host.user;
+    let user = &host.store.user;
     let query = ListQuery::from_params(&[], &user.entity).expect("the default query");
     let fetched = host.fetched();
     assert_eq!(fetched.len(), 4, "{fetched:#?}");
@@ -66,11 +65,7 @@ fn a_signature_over_another_target_is_401_invalid_signature_and_keeps_no_nonce()
     problem(&reply, "auth/401-invalid-signature", "invalid_signature");
     assert!(host.counters.nonce_calls.borrow().is_empty());
     // The nonce was not spent: the same nonce, rightly signed, passes.
-    let reply = send(
-        &host,
-        &Call::get(RECORDS).signed(&app, "n1", &[]),
-        Body::empty(),
-    );
+    let reply = signed_get(&host, RECORDS, &app, "n1");
     assert_eq!(reply.status, 200);
 }
 
@@ -167,7 +162,7 @@ fn a_bearer_read_asks_the_store_for_the_key_and_authorization_then_the_record() 
         Body::empty(),
     );
     assert_eq!(reply.status, 200);
-    let user = &host.user;
+    let user = &host.store.user;
     assert_eq!(
         host.fetched()[..3],
         [
@@ -236,11 +231,7 @@ fn a_registration_stores_its_records_in_one_job_and_answers_the_key_drawn_from_t
     assert_eq!(rates.len(), 1);
     assert_eq!(rates[0].key, RateKey::Registration(Some(PEER)));
     // Registered, not authorized: its signed requests name no app yet.
-    let reply = send(
-        &host,
-        &Call::get(RECORDS).signed(&newcomer, "r2", &[]),
-        Body::empty(),
-    );
+    let reply = signed_get(&host, RECORDS, &newcomer, "r2");
     problem(&reply, "auth/401-unknown-app", "unknown_app");
 }
 
@@ -261,31 +252,21 @@ fn registering_a_known_id_with_another_key_is_409_id_conflict_and_stores_nothing
 
 #[test]
 fn the_write_rate_is_counted_per_app_and_answers_429_with_retry_after_and_no_job() {
-    let mut config = Config::default();
-    config.limits.writes_per_app = Some(RateLimit {
-        per_second: 1,
-        burst: 1,
-    });
+    let config = Config::with_rate(|limits| &mut limits.writes_per_app, 1, 1);
     let (host, app) = host_with_app(config);
     let other = host.add_app(id(0xc1), id(0xc2), OTHER_KEY_SEED, None);
     let note_type = note_type(&host);
     let body = json!({"type": link(&note_type), "content": {"text": "a"}});
     assert_eq!(write(&host, "POST", RECORDS, &body, &app, "w1").status, 200);
     let reply = write(&host, "POST", RECORDS, &body, &app, "w2");
-    problem(&reply, "request/429-rate-limited", "rate_limited");
-    assert_eq!(header(&reply, "retry-after"), "1");
+    rate_limited(&reply, "1");
     assert_eq!(host.jobs().len(), 1, "a refused write submits no job");
     assert_eq!(
         write(&host, "POST", RECORDS, &body, &other, "w3").status,
         200,
         "another app has its own bucket"
     );
-    let keys: Vec<RateKey> = host
-        .counters
-        .rates_counted()
-        .iter()
-        .map(|call| call.key)
-        .collect();
+    let keys: Vec<RateKey> = host.counters.rate_keys();
     assert_eq!(
         keys,
         [

@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::fake_host::{FakeHost, JobEnd, JobKind};
 use crate::kit::{Body, Call, Config, ENTITY, Signer, Stream, header, json, now, problem};
 use crate::{host_with_app, link, note_type, record_path, send, sha256_hex, write};
-use folio_core::service::ReplyBody;
+use folio_core::service::{Reply, ReplyBody};
 
 const BLOBS: &str = "/api/alice/blobs";
 const PNG: &[u8] = b"\x89PNG fake image bytes";
@@ -25,31 +25,41 @@ fn upload(app: &Signer, body: &[u8], declared: Option<usize>, nonce: &str) -> (C
     (call.signed(app, nonce, &[]), Body::of(body))
 }
 
-#[test]
-fn an_upload_shorter_than_its_content_length_is_400_invalid_body_and_not_kept() {
+/// Uploads the 5 bytes `12345` declaring `declared`, and checks that it is
+/// 400 `invalid_body` for the mismatch and runs no job; answers the host.
+#[track_caller]
+fn upload_of_5_bytes_refused_as_declaring(declared: usize) -> FakeHost {
     let (host, app) = host_with_app(Config::default());
-    let (call, body) = upload(&app, b"12345", Some(10), "u1");
+    let (call, body) = upload(&app, b"12345", Some(declared), "u1");
     let reply = send(&host, &call, body);
     let body = problem(&reply, "request/400-invalid-body", "invalid_body");
     assert_eq!(
         body["detail"],
-        "the body is 5 bytes, not the 10 its Content-Length declares"
+        format!("the body is 5 bytes, not the {declared} its Content-Length declares")
     );
     assert!(host.jobs().is_empty());
+    host
+}
+
+/// An upload of [`PNG`] whose signed `X-Svc-Content-SHA256` is the digest
+/// of `digest_of`.
+fn digest_signed_upload(app: &Signer, digest_of: &[u8], nonce: &str) -> Call {
+    Call::post(BLOBS)
+        .header("content-type", "image/png")
+        .header("content-length", PNG.len().to_string())
+        .header("x-svc-content-sha256", sha256_hex(digest_of))
+        .signed(app, nonce, &["x-svc-content-sha256"])
+}
+
+#[test]
+fn an_upload_shorter_than_its_content_length_is_400_invalid_body_and_not_kept() {
+    let host = upload_of_5_bytes_refused_as_declaring(10);
     assert_eq!(host.count("SELECT COUNT(*) FROM blobs"), 0);
 }
 
 #[test]
 fn an_upload_longer_than_its_content_length_is_400_invalid_body_and_not_kept() {
-    let (host, app) = host_with_app(Config::default());
-    let (call, body) = upload(&app, b"12345", Some(3), "u1");
-    let reply = send(&host, &call, body);
-    let body = problem(&reply, "request/400-invalid-body", "invalid_body");
-    assert_eq!(
-        body["detail"],
-        "the body is 5 bytes, not the 3 its Content-Length declares"
-    );
-    assert!(host.jobs().is_empty());
+    let host = upload_of_5_bytes_refused_as_declaring(3);
     let hash = BlobHash::from_bytes(<sha2::Sha256 as sha2::Digest>::digest(b"12345").into());
     assert_eq!(host.kept_blob(&hash), None);
 }
@@ -83,11 +93,7 @@ fn an_upload_without_content_type_is_415() {
 #[test]
 fn an_upload_whose_signed_digest_is_not_its_bodys_is_401_and_dropped() {
     let (host, app) = host_with_app(Config::default());
-    let call = Call::post(BLOBS)
-        .header("content-type", "image/png")
-        .header("content-length", PNG.len().to_string())
-        .header("x-svc-content-sha256", sha256_hex(b"other bytes"))
-        .signed(&app, "u1", &["x-svc-content-sha256"]);
+    let call = digest_signed_upload(&app, b"other bytes", "u1");
     let reply = send(&host, &call, Body::of(PNG));
     problem(&reply, "auth/401-invalid-signature", "invalid_signature");
     let bodies = host.bodies();
@@ -98,11 +104,7 @@ fn an_upload_whose_signed_digest_is_not_its_bodys_is_401_and_dropped() {
 
 /// Uploads [`PNG`] with its digest signed; answers its hash.
 fn upload_png(host: &FakeHost, app: &Signer) -> String {
-    let call = Call::post(BLOBS)
-        .header("content-type", "image/png")
-        .header("content-length", PNG.len().to_string())
-        .header("x-svc-content-sha256", sha256_hex(PNG))
-        .signed(app, "up", &["x-svc-content-sha256"]);
+    let call = digest_signed_upload(app, PNG, "up");
     let reply = send(host, &call, Body::of(PNG));
     assert_eq!(reply.status, 200, "{}", json(&reply));
     json(&reply)["hash"].as_str().expect("a hash").to_owned()
@@ -111,11 +113,7 @@ fn upload_png(host: &FakeHost, app: &Signer) -> String {
 #[test]
 fn an_upload_runs_one_statements_job_and_answers_hash_size_and_expiry() {
     let (host, app) = host_with_app(Config::default());
-    let call = Call::post(BLOBS)
-        .header("content-type", "image/png")
-        .header("content-length", PNG.len().to_string())
-        .header("x-svc-content-sha256", sha256_hex(PNG))
-        .signed(&app, "u1", &["x-svc-content-sha256"]);
+    let call = digest_signed_upload(&app, PNG, "u1");
     let reply = send(&host, &call, Body::of(PNG));
     assert_eq!(reply.status, 200, "{}", json(&reply));
     let hash = sha256_hex(PNG);
@@ -132,7 +130,7 @@ fn an_upload_runs_one_statements_job_and_answers_hash_size_and_expiry() {
         "2026-11-21T11:00:00.0000000Z",
         "an hour after the request, not after the scheduler's time"
     );
-    let row = upload_blob_sql(host.user.id, &hash, 0, now(), now());
+    let row = upload_blob_sql(host.store.user.id, &hash, 0, now(), now());
     let jobs = host.jobs();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].kind, JobKind::Statements(vec![row.sql]));
@@ -192,13 +190,18 @@ fn a_download_through_a_linking_record_streams_the_blob_with_its_headers() {
     );
 }
 
+/// A GET of the blob at `path` by `app`, of the byte range `range`.
+fn download_range(host: &FakeHost, app: &Signer, path: &str, range: &str) -> Reply<Stream> {
+    let call = Call::get(path)
+        .header("range", range)
+        .signed(app, "d1", &[]);
+    send(host, &call, Body::empty())
+}
+
 #[test]
 fn a_range_download_is_206_with_content_range() {
     let (host, app, path) = linked_png();
-    let call = Call::get(path.as_str())
-        .header("range", "bytes=2-5")
-        .signed(&app, "d1", &[]);
-    let reply = send(&host, &call, Body::empty());
+    let reply = download_range(&host, &app, &path, "bytes=2-5");
     assert_eq!(reply.status, 206);
     assert_eq!(streamed(&reply.body), &PNG[2..=5]);
     assert_eq!(header(&reply, "content-length"), "4");
@@ -211,10 +214,7 @@ fn a_range_download_is_206_with_content_range() {
 #[test]
 fn a_range_past_the_end_is_416_with_the_blobs_size() {
     let (host, app, path) = linked_png();
-    let call = Call::get(path.as_str())
-        .header("range", "bytes=100-")
-        .signed(&app, "d1", &[]);
-    let reply = send(&host, &call, Body::empty());
+    let reply = download_range(&host, &app, &path, "bytes=100-");
     problem(
         &reply,
         "blob/416-range-not-satisfiable",

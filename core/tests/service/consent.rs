@@ -14,7 +14,7 @@ use crate::kit::{
     Body, Call, Config, Noted, PASSWORD, PEER, RateKey, SCHEDULER_NOW, SEED, Stream, USER, date,
     header, now, text,
 };
-use crate::{app_id, authorization_id, host_with_app, send};
+use crate::{app_id, authorization_id, host_with_app, send, signed_get};
 
 fn page() -> String {
     consent_path(USER, &app_id())
@@ -181,11 +181,7 @@ fn an_approval_runs_one_job_at_the_schedulers_time_and_redirects_with_the_drawn_
     );
     assert_eq!(reply.status, 200);
     assert_ne!(granted, authorization_id());
-    let reply = send(
-        &host,
-        &Call::get(crate::RECORDS).signed(&app, "n2", &[]),
-        Body::empty(),
-    );
+    let reply = signed_get(&host, crate::RECORDS, &app, "n2");
     assert_eq!(reply.status, 401);
 }
 

@@ -4,15 +4,14 @@
 
 use folio_core::apps::Scope;
 use folio_core::events::EVENT_STREAM_CONTENT_TYPE;
-use folio_core::limits::RateLimit;
 use folio_core::model::{Record, RecordLink};
 use folio_core::service::{Reply, ReplyBody};
 use folio_core::store::{app_authorizations_sql, app_key_sql, event_log_bounds_sql};
 use serde_json::json;
 
 use crate::fake_host::FakeHost;
-use crate::kit::{Body, Call, Config, PEER, RateKey, Signer, Stream, header, json, problem};
-use crate::{OTHER_KEY_SEED, app_id, host_with_app, id, link, note_type, send, write};
+use crate::kit::{Config, PEER, RateKey, Signer, Stream, header, json, problem, rate_limited};
+use crate::{OTHER_KEY_SEED, app_id, get, host_with_app, id, link, note_type, signed_get, write};
 
 const EVENTS: &str = "/api/alice/events";
 
@@ -51,19 +50,28 @@ fn note(
 fn latest_seq(host: &FakeHost) -> u64 {
     host.count(&format!(
         "SELECT event_seq FROM users WHERE id = {}",
-        host.user.id
+        host.store.user.id
     )) as u64
+}
+
+/// The full-access app's host with two notes it wrote, each `(text,
+/// public)`, and its log cleared after; answers the notes' ids too.
+fn host_with_two_notes(
+    first: (&str, bool),
+    second: (&str, bool),
+) -> (FakeHost, Signer, String, String) {
+    let (host, app) = host_with_app(Config::default());
+    let note_type = note_type(&host);
+    let first = note(&host, &app, &note_type, first.0, first.1, "w1");
+    let second = note(&host, &app, &note_type, second.0, second.1, "w2");
+    host.clear_log();
+    (host, app, first, second)
 }
 
 #[test]
 fn an_authorized_subscriber_takes_a_place_then_gets_the_catch_up_from_the_log() {
-    let (host, app) = host_with_app(Config::default());
-    let note_type = note_type(&host);
-    let a = note(&host, &app, &note_type, "a", false, "w1");
-    let b = note(&host, &app, &note_type, "b", false, "w2");
-    host.clear_log();
-    let call = Call::get(EVENTS).signed(&app, "e1", &[]);
-    let reply = send(&host, &call, Body::empty());
+    let (host, app, a, b) = host_with_two_notes(("a", false), ("b", false));
+    let reply = signed_get(&host, EVENTS, &app, "e1");
     assert_eq!(reply.status, 200);
     assert_eq!(header(&reply, "content-type"), EVENT_STREAM_CONTENT_TYPE);
     let (frames, last_seq) = catch_up(&reply);
@@ -78,10 +86,10 @@ fn an_authorized_subscriber_takes_a_place_then_gets_the_catch_up_from_the_log() 
     assert!(frames[0].contains(&a) && frames[1].contains(&b));
     assert_eq!(
         host.counters.subscribes.borrow().as_slice(),
-        [(host.user.id, true)]
+        [(host.store.user.id, true)]
     );
-    assert_eq!(host.counters.open_streams(host.user.id), 1);
-    let user = &host.user;
+    assert_eq!(host.counters.open_streams(host.store.user.id), 1);
+    let user = &host.store.user;
     let fetched = host.fetched();
     assert_eq!(
         fetched[..3],
@@ -93,7 +101,7 @@ fn an_authorized_subscriber_takes_a_place_then_gets_the_catch_up_from_the_log() 
     );
     assert_eq!(fetched.len(), 4, "then one chunk of the log: {fetched:#?}");
     drop(reply);
-    assert_eq!(host.counters.open_streams(host.user.id), 0);
+    assert_eq!(host.counters.open_streams(host.store.user.id), 0);
 }
 
 #[test]
@@ -101,30 +109,17 @@ fn the_per_user_cap_refuses_one_stream_more_with_429_and_retry_after_5() {
     let mut config = Config::default();
     config.limits.sse_connections_per_user = Some(1);
     let (host, app) = host_with_app(config);
-    let first = send(
-        &host,
-        &Call::get(EVENTS).signed(&app, "e1", &[]),
-        Body::empty(),
-    );
+    let first = signed_get(&host, EVENTS, &app, "e1");
     assert_eq!(first.status, 200);
-    let second = send(
-        &host,
-        &Call::get(EVENTS).signed(&app, "e2", &[]),
-        Body::empty(),
-    );
-    problem(&second, "request/429-rate-limited", "rate_limited");
-    assert_eq!(header(&second, "retry-after"), "5");
+    let second = signed_get(&host, EVENTS, &app, "e2");
+    rate_limited(&second, "5");
     assert_eq!(
         host.counters.subscribes.borrow().as_slice(),
-        [(host.user.id, true), (host.user.id, false)]
+        [(host.store.user.id, true), (host.store.user.id, false)]
     );
     // Closing the first stream gives its place back.
     drop(first);
-    let third = send(
-        &host,
-        &Call::get(EVENTS).signed(&app, "e3", &[]),
-        Body::empty(),
-    );
+    let third = signed_get(&host, EVENTS, &app, "e3");
     assert_eq!(third.status, 200);
 }
 
@@ -141,23 +136,15 @@ fn an_app_without_a_subscribe_grant_is_403_forbidden_and_takes_no_place() {
         ..Scope::default()
     };
     let app = host.add_app(id(0xd1), id(0xd2), OTHER_KEY_SEED, Some(scope));
-    let reply = send(
-        &host,
-        &Call::get(EVENTS).signed(&app, "e1", &[]),
-        Body::empty(),
-    );
+    let reply = signed_get(&host, EVENTS, &app, "e1");
     problem(&reply, "auth/403-forbidden", "forbidden");
     assert!(host.counters.subscribes.borrow().is_empty());
 }
 
 #[test]
 fn an_anonymous_listener_is_counted_by_address_and_caught_up_on_public_records_only() {
-    let (host, app) = host_with_app(Config::default());
-    let note_type = note_type(&host);
-    let public = note(&host, &app, &note_type, "for all", true, "w1");
-    let private = note(&host, &app, &note_type, "for me", false, "w2");
-    host.clear_log();
-    let reply = send(&host, &Call::get(EVENTS), Body::empty());
+    let (host, _app, public, private) = host_with_two_notes(("for all", true), ("for me", false));
+    let reply = get(&host, EVENTS);
     assert_eq!(reply.status, 200);
     let (frames, _) = catch_up(&reply);
     assert_eq!(frames.len(), 1, "{frames:#?}");
@@ -170,15 +157,10 @@ fn an_anonymous_listener_is_counted_by_address_and_caught_up_on_public_records_o
 
 #[test]
 fn an_anonymous_listener_over_the_address_rate_is_429_before_taking_a_place() {
-    let mut config = Config::default();
-    config.limits.unauthenticated_reads_per_address = Some(RateLimit {
-        per_second: 1,
-        burst: 1,
-    });
+    let config = Config::with_rate(|limits| &mut limits.unauthenticated_reads_per_address, 1, 1);
     let host = FakeHost::with(config);
-    assert_eq!(send(&host, &Call::get(EVENTS), Body::empty()).status, 200);
-    let reply = send(&host, &Call::get(EVENTS), Body::empty());
-    problem(&reply, "request/429-rate-limited", "rate_limited");
-    assert_eq!(header(&reply, "retry-after"), "1");
+    assert_eq!(get(&host, EVENTS).status, 200);
+    let reply = get(&host, EVENTS);
+    rate_limited(&reply, "1");
     assert_eq!(host.counters.subscribes.borrow().len(), 1);
 }

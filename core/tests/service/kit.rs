@@ -1,7 +1,8 @@
 // What both service test crates share, with no SQLite: requests built and
 // signed here (the signature input is written out from PROTOCOL.md §10,
 // not with core's own code), request bodies, the counters a host keeps
-// (rates, nonces, open streams) on core's own types, a tiny executor, and
+// (rates, nonces, open streams) on core's own types, the fake host itself
+// ([`Fake`], generic over the store that each crate gives it), and
 // readers of the answers. Included with `#[path]` by `service.rs` (the
 // SQLite fake host) and `service_pure.rs` (the in-memory one, also run in
 // wasm32), so it uses only what wasm-tests depends on too.
@@ -18,16 +19,21 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ed25519_dalek::{Signer as _, SigningKey};
 use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, ReplayGuard};
 use folio_core::blob::{Received, UploadMeter};
+use folio_core::consent::SessionKey;
 use folio_core::dialect::Dialect;
 use folio_core::events::{StreamCaps, StreamsFull, Subscriber};
 use folio_core::fresh::Fresh;
-use folio_core::limits::{Limits, header_section_len};
-use folio_core::model::{RecordDate, RecordId};
+use folio_core::limits::{Limits, RateLimit, header_section_len};
+use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
 use folio_core::problem::{PROBLEM_CONTENT_TYPE, default_docs_url};
+use folio_core::service::store::Row;
+use folio_core::service::writes::{Job, JobOutcome};
 use folio_core::service::{
-    BodyError, Host, Limited, Note, Rate, RateLimits, Reply, ReplyBody, Request, Settings,
-    UploadFailure, User, handle,
+    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, RateLimits, Reply,
+    ReplyBody, Request, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
+    handle,
 };
+use folio_core::store::Statement;
 use serde_json::Value;
 
 /// The one user of the fakes: `{user}` segment, entity, and the host name
@@ -73,6 +79,18 @@ pub struct Config {
 }
 
 impl Config {
+    /// PROTOCOL.md §13's defaults, but for the rate `limit` picks:
+    /// `per_second`, with room for `burst`.
+    pub fn with_rate(
+        limit: fn(&mut Limits) -> &mut Option<RateLimit>,
+        per_second: u32,
+        burst: u32,
+    ) -> Self {
+        let mut config = Config::default();
+        *limit(&mut config.limits) = Some(RateLimit { per_second, burst });
+        config
+    }
+
     pub fn settings(&self) -> Settings {
         Settings {
             dialect: Dialect::Svc,
@@ -346,6 +364,24 @@ impl Counters {
     pub fn rates_counted(&self) -> Vec<RateCall> {
         self.rate_calls.borrow().clone()
     }
+
+    /// What each rate counted so far was of.
+    pub fn rate_keys(&self) -> Vec<RateKey> {
+        self.rate_calls
+            .borrow()
+            .iter()
+            .map(|call| call.key)
+            .collect()
+    }
+
+    /// The time each rate counted so far was counted at.
+    pub fn rate_times(&self) -> Vec<RecordDate> {
+        self.rate_calls
+            .borrow()
+            .iter()
+            .map(|call| call.now)
+            .collect()
+    }
 }
 
 /// A place among a user's subscribers, held while its stream is.
@@ -373,6 +409,251 @@ pub enum Stream {
         catch_up: Vec<String>,
         last_seq: u64,
     },
+}
+
+/// What a fake's store does its own way: the SQLite one runs core's SQL,
+/// the in-memory one answers from a list of users. All else a host does
+/// (bodies, blobs, counters, streams, the session key) is [`Fake`]'s.
+#[allow(async_fn_in_trait)]
+pub trait Backend {
+    type Error: std::fmt::Display;
+
+    async fn user(&self, name: &UserName) -> Result<Option<User>, Self::Error>;
+
+    async fn users(&self) -> Result<Vec<User>, Self::Error>;
+
+    async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, Self::Error>;
+
+    /// Runs a job (a blob's row too, once its bytes are kept).
+    async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure>;
+
+    /// Whether `password` matches `hash`.
+    fn verify_password(&self, hash: &str, password: &str) -> bool;
+
+    /// Forgets what the store logged of its own.
+    fn clear_log(&self) {}
+}
+
+/// What a fake saw of every request, whatever its store.
+#[derive(Debug, Default)]
+pub struct Log {
+    /// The SQL text of every `Store::fetch`, in order.
+    pub fetched: Vec<String>,
+    /// The name of every `Store::user`, in order.
+    pub user_lookups: Vec<String>,
+    pub notes: Vec<Noted>,
+    pub reports: Vec<String>,
+    pub bodies: BodyLog,
+    pub passwords_checked: usize,
+}
+
+/// A host of core's service for tests over the store `S`: core's counters,
+/// bodies as [`Body`], blobs in a map, a fixed session key, and a log.
+pub struct Fake<S> {
+    pub settings: Settings,
+    pub store: S,
+    pub counters: Counters,
+    pub log: RefCell<Log>,
+    blobs: RefCell<HashMap<BlobHash, Vec<u8>>>,
+    session_key: SessionKey,
+}
+
+impl<S: Backend> Fake<S> {
+    /// A fake configured by `config` over `store`.
+    pub fn over(config: &Config, store: S) -> Self {
+        Fake {
+            settings: config.settings(),
+            store,
+            counters: Counters::new(config),
+            log: RefCell::default(),
+            blobs: RefCell::default(),
+            session_key: SessionKey::from_bytes([0x4b; 32]),
+        }
+    }
+
+    pub fn session_key(&self) -> &SessionKey {
+        &self.session_key
+    }
+
+    /// A blob kept (bytes only, no row), as if uploaded earlier.
+    pub fn keep_blob(&self, hash: BlobHash, bytes: Vec<u8>) {
+        self.blobs.borrow_mut().insert(hash, bytes);
+    }
+
+    pub fn kept_blob(&self, hash: &BlobHash) -> Option<Vec<u8>> {
+        self.blobs.borrow().get(hash).cloned()
+    }
+
+    /// The statements fetched so far.
+    pub fn fetched(&self) -> Vec<String> {
+        self.log.borrow().fetched.clone()
+    }
+
+    pub fn user_lookups(&self) -> Vec<String> {
+        self.log.borrow().user_lookups.clone()
+    }
+
+    pub fn notes(&self) -> Vec<Noted> {
+        self.log.borrow().notes.clone()
+    }
+
+    pub fn reports(&self) -> Vec<String> {
+        self.log.borrow().reports.clone()
+    }
+
+    pub fn bodies(&self) -> BodyLog {
+        self.log.borrow().bodies
+    }
+
+    /// Forgets what the log holds (after a test's setup requests).
+    pub fn clear_log(&self) {
+        *self.log.borrow_mut() = Log::default();
+        self.counters.rate_calls.borrow_mut().clear();
+        self.counters.nonce_calls.borrow_mut().clear();
+        self.counters.subscribes.borrow_mut().clear();
+        self.store.clear_log();
+    }
+}
+
+impl<S: Backend> Host for Fake<S> {
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn report(&self, error: &dyn std::fmt::Display) {
+        self.log.borrow_mut().reports.push(error.to_string());
+    }
+
+    fn note(&self, note: Note<'_>) {
+        self.log.borrow_mut().notes.push(note.into());
+    }
+}
+
+impl<S: Backend> Store for Fake<S> {
+    type Error = S::Error;
+
+    async fn user(&self, name: &UserName) -> Result<Option<User>, S::Error> {
+        self.log
+            .borrow_mut()
+            .user_lookups
+            .push(name.as_str().to_owned());
+        self.store.user(name).await
+    }
+
+    async fn users(&self) -> Result<Vec<User>, S::Error> {
+        self.store.users().await
+    }
+
+    async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, S::Error> {
+        self.log.borrow_mut().fetched.push(statement.sql.clone());
+        self.store.fetch(statement).await
+    }
+}
+
+impl<S: Backend> Jobs for Fake<S> {
+    async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
+        self.store.run(job).await
+    }
+}
+
+impl<S: Backend> Bodies for Fake<S> {
+    type Body = Body;
+    type Stream = Stream;
+
+    async fn read_body(&self, body: Body, max: usize) -> Result<Vec<u8>, BodyError> {
+        self.log.borrow_mut().bodies.read += 1;
+        read_limited(body, max)
+    }
+
+    async fn discard(&self, _body: Body) {
+        self.log.borrow_mut().bodies.discarded += 1;
+    }
+}
+
+impl<S: Backend> Blobs for Fake<S> {
+    type Upload = Vec<u8>;
+
+    async fn receive_blob(
+        &self,
+        body: Body,
+        meter: UploadMeter,
+    ) -> Result<(Vec<u8>, Received), UploadFailure> {
+        self.log.borrow_mut().bodies.uploads_received += 1;
+        receive_metered(body, meter)
+    }
+
+    async fn discard_blob(&self, _upload: Vec<u8>) {
+        self.log.borrow_mut().bodies.uploads_discarded += 1;
+    }
+
+    async fn place_blob(
+        &self,
+        upload: Vec<u8>,
+        hash: &BlobHash,
+        row: Job,
+    ) -> Result<JobOutcome, WriteFailure> {
+        self.keep_blob(*hash, upload);
+        self.store.run(row).await
+    }
+
+    async fn blob_size(&self, hash: &BlobHash) -> Result<Option<u64>, S::Error> {
+        Ok(self.kept_blob(hash).map(|bytes| bytes.len() as u64))
+    }
+
+    async fn blob_bytes(&self, hash: &BlobHash, start: u64, len: u64) -> Result<Stream, S::Error> {
+        let bytes = self.kept_blob(hash).expect("a kept blob");
+        Ok(Stream::Blob(
+            bytes[start as usize..(start + len) as usize].to_vec(),
+        ))
+    }
+
+    async fn small_blob(&self, hash: &BlobHash, max: usize) -> Option<Vec<u8>> {
+        self.kept_blob(hash).filter(|bytes| bytes.len() <= max)
+    }
+}
+
+impl<S: Backend> Streams for Fake<S> {
+    type Subscription = Subscription;
+
+    fn subscribe(&self, user: &User) -> Result<Subscription, StreamsFull> {
+        self.counters.subscribe(user)
+    }
+
+    fn event_stream(
+        &self,
+        subscription: Subscription,
+        subscriber: Subscriber,
+        catch_up: Vec<String>,
+        last_seq: u64,
+    ) -> Stream {
+        Stream::Events {
+            subscription,
+            subscriber,
+            catch_up,
+            last_seq,
+        }
+    }
+}
+
+impl<S: Backend> Guards for Fake<S> {
+    async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
+        self.counters.rate(rate, now)
+    }
+
+    fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+        self.counters.check_nonce(user, used)
+    }
+}
+
+impl<S: Backend> Secrets for Fake<S> {
+    fn session_key(&self) -> &SessionKey {
+        &self.session_key
+    }
+
+    async fn verify_password(&self, hash: String, password: String) -> bool {
+        self.log.borrow_mut().passwords_checked += 1;
+        self.store.verify_password(&hash, &password)
+    }
 }
 
 /// A request, owned, as a test builds it.
@@ -609,6 +890,15 @@ pub fn problem<S>(reply: &Reply<S>, type_path: &str, code: &str) -> Value {
     );
     assert_eq!(body["status"], status, "{body}");
     assert_eq!(body["code"], code, "{body}");
+    body
+}
+
+/// Checks that `reply` is the 429 `rate_limited` problem with
+/// `Retry-After: retry_after`, and answers its body.
+#[track_caller]
+pub fn rate_limited<S>(reply: &Reply<S>, retry_after: &str) -> Value {
+    let body = problem(reply, "request/429-rate-limited", "rate_limited");
+    assert_eq!(header(reply, "retry-after"), retry_after);
     body
 }
 

@@ -134,7 +134,7 @@ fn a_replayed_create_answers_the_stored_version_and_stores_nothing_new() {
     assert_eq!(jobs.len(), 2);
     assert_eq!(jobs[1].end, JobEnd::Stored);
     assert!(jobs[1].committed.is_empty(), "{:?}", jobs[1].committed);
-    let published = &host.log.borrow().published;
+    let published = &host.store.log.borrow().published;
     assert_eq!(published[1].1.len(), 0, "a replay fans nothing out");
 }
 
@@ -168,7 +168,7 @@ fn a_write_the_schema_refuses_runs_one_job_stores_nothing_and_submits_no_other()
     assert_eq!(jobs[0].end, JobEnd::Refused(ProblemType::SchemaViolation));
     assert!(jobs[0].committed.is_empty());
     assert_eq!(versions(&host), before);
-    assert!(host.log.borrow().published.is_empty());
+    assert!(host.store.log.borrow().published.is_empty());
 }
 
 #[test]
@@ -190,12 +190,12 @@ fn the_fan_out_carries_each_stored_version_with_its_event_sequence_and_client() 
     }
     let latest = host.count(&format!(
         "SELECT MAX(seq) FROM events WHERE user_id = {}",
-        host.user.id
+        host.store.user.id
     ));
-    let log = host.log.borrow();
+    let log = host.store.log.borrow();
     assert_eq!(log.published.len(), 2);
     for (i, (user_id, live)) in log.published.iter().enumerate() {
-        assert_eq!(*user_id, host.user.id);
+        assert_eq!(*user_id, host.store.user.id);
         assert_eq!(live.len(), 1);
         assert_eq!(live[0].seq, (latest - 1 + i as i64) as u64);
         assert_eq!(
@@ -266,9 +266,9 @@ fn discovery_answers_204_with_a_link_to_the_entity_record() {
     let entity = host.fetched();
     assert_eq!(
         entity,
-        [entity_record_sql(host.user.id, &host.user.entity).sql]
+        [entity_record_sql(host.store.user.id, &host.store.user.entity).sql]
     );
-    let entity_record = host.entity_record.as_ref().expect("an Entity record");
+    let entity_record = host.store.entity_record.as_ref().expect("an Entity record");
     let link = header(&reply, "link");
     assert!(
         link.starts_with(&format!(

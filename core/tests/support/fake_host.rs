@@ -1,38 +1,33 @@
-// A host of core's service for tests: core's own SQL on an in-memory
-// SQLite (through rusqlite, as the native host runs it), core's rate
-// buckets, replay guard and stream caps, blobs in a map, and a fixed
-// scheduler clock for write jobs. It records what the service asked of it:
-// every statement fetched, every job submitted (its kind, the time it ran
-// at, what it committed and how it ended), the versions it fanned out,
-// notes, reports, rates, nonces and subscriptions.
+// A host of core's service for tests: kit's `Fake` (core's rate buckets,
+// replay guard and stream caps, blobs in a map, and its log of statements
+// fetched, notes, reports, rates, nonces and subscriptions) over core's own
+// SQL on an in-memory SQLite (through rusqlite, as the native host runs
+// it), with a fixed scheduler clock for write jobs. The store records every
+// job submitted (its kind, the time it ran at, what it committed and how it
+// ended) and the versions it fanned out.
 //
 // Included with `#[path]` by the service tests, after `kit` (the request
-// builder, bodies and counters it shares with the in-memory fake).
+// builder, bodies, counters and the fake itself, which it shares with the
+// in-memory fake).
 // Native only: rusqlite does not build for wasm32.
 
 #![allow(dead_code)]
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 
 use folio_core::access::Access;
 use folio_core::apps::{
     Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
 };
-use folio_core::auth::{NonceUse, ReplayError};
-use folio_core::blob::{Received, UploadMeter};
 use folio_core::builtin::BuiltinType;
-use folio_core::consent::{SessionKey, verify_password};
+use folio_core::consent::verify_password;
 use folio_core::discovery::entity_content;
-use folio_core::events::{LiveVersion, StreamsFull, Subscriber};
-use folio_core::model::{BlobHash, Entity, Record, RecordDate, RecordId, UserName};
+use folio_core::events::LiveVersion;
+use folio_core::model::{Entity, Record, RecordDate, RecordId, UserName};
 use folio_core::problem::{Problem, ProblemType};
 use folio_core::service::store::{CommitError, Fetch, Row, RowExt, Transaction};
 use folio_core::service::writes::{Done, Job, JobOutcome, RecordWrite};
-use folio_core::service::{
-    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, Secrets, Settings, Store,
-    Streams, UploadFailure, User, WriteFailure,
-};
+use folio_core::service::{User, WriteFailure};
 use folio_core::store::{
     MIGRATIONS, SqlValue, Statement, WriteOrigin, insert_app_sql, insert_user_sql, seed_statements,
     user_by_name_sql, users_sql,
@@ -43,8 +38,7 @@ use rusqlite::types::ValueRef;
 use serde_json::{Value, json};
 
 use crate::kit::{
-    BOOT, Body, BodyLog, Config, Counters, ENTITY, Noted, PASSWORD_HASH, SCHEDULER_NOW, Signer,
-    Stream, Subscription, USER, date, read_limited, receive_metered,
+    BOOT, Backend, Config, ENTITY, Fake, PASSWORD_HASH, SCHEDULER_NOW, Signer, USER, date,
 };
 
 /// What kind of job was submitted.
@@ -87,31 +81,28 @@ impl JobRecord {
     }
 }
 
-/// Everything the fake saw.
+/// What the SQLite store saw of its own: the jobs it ran and what they
+/// fanned out.
 #[derive(Debug, Default)]
-pub struct Log {
-    /// The SQL text of every `Store::fetch`, in order.
-    pub fetched: Vec<String>,
+pub struct JobLog {
     pub jobs: Vec<JobRecord>,
     /// The live versions each committed job handed to its user's streams.
     pub published: Vec<(i64, Vec<LiveVersion>)>,
-    pub notes: Vec<Noted>,
-    pub reports: Vec<String>,
-    pub bodies: BodyLog,
-    pub passwords_checked: usize,
-    pub user_lookups: Vec<String>,
 }
 
 /// A statement failure of the fake's store.
 pub type DbError = rusqlite::Error;
 
-/// The fake host. One user, `alice` at `alice.example`, with the built-in
-/// types and an Entity record, exists from the start.
-pub struct FakeHost {
-    settings: Settings,
+/// The fake host: the shared [`Fake`] over core's SQL on SQLite. One user,
+/// `alice` at `alice.example`, with the built-in types and an Entity
+/// record, exists from the start.
+pub type FakeHost = Fake<SqlStore>;
+
+/// The store of [`FakeHost`]: an in-memory SQLite database, and a fixed
+/// scheduler clock for write jobs.
+pub struct SqlStore {
     db: Connection,
-    pub counters: Counters,
-    pub log: RefCell<Log>,
+    pub log: RefCell<JobLog>,
     /// The time write jobs run at.
     scheduler_now: Cell<RecordDate>,
     /// The time provisioning writes run at (before any request).
@@ -120,8 +111,6 @@ pub struct FakeHost {
     busy: Cell<bool>,
     /// Knob: every `Store::fetch` fails.
     failing_store: Cell<bool>,
-    blobs: RefCell<HashMap<BlobHash, Vec<u8>>>,
-    session_key: SessionKey,
     pub user: User,
     /// The user's Entity record, as provisioned.
     pub entity_record: Option<Record>,
@@ -231,17 +220,13 @@ impl FakeHost {
         for statement in seed_statements(id) {
             query(&db, &statement).expect("a built-in type");
         }
-        let mut host = FakeHost {
-            settings: config.settings(),
+        let store = SqlStore {
             db,
-            counters: Counters::new(&config),
             log: RefCell::default(),
             scheduler_now: Cell::new(date(SCHEDULER_NOW)),
             provision_now: Cell::new(provision_now),
             busy: Cell::new(false),
             failing_store: Cell::new(false),
-            blobs: RefCell::default(),
-            session_key: SessionKey::from_bytes([0x4b; 32]),
             user: User {
                 id,
                 name: USER.to_owned(),
@@ -249,42 +234,41 @@ impl FakeHost {
             },
             entity_record: None,
         };
-        host.entity_record = Some(host.owner_post(json!({
+        let mut host = Fake::over(&config, store);
+        let user = &host.store.user;
+        let content = entity_content(&user.entity, USER, &host.settings.base_url, Some(USER));
+        host.store.entity_record = Some(host.owner_post(json!({
             "type": BuiltinType::Entity.link(),
             "permissions": {"read": "public"},
-            "content": entity_content(&host.user.entity, USER, &host.settings.base_url, Some(USER)),
+            "content": content,
         })));
         host
     }
 
     pub fn set_busy(&self, busy: bool) {
-        self.busy.set(busy);
+        self.store.busy.set(busy);
     }
 
     pub fn set_failing_store(&self, failing: bool) {
-        self.failing_store.set(failing);
+        self.store.failing_store.set(failing);
     }
 
     pub fn set_scheduler_now(&self, now: RecordDate) {
-        self.scheduler_now.set(now);
+        self.store.scheduler_now.set(now);
     }
 
     pub fn scheduler_now(&self) -> RecordDate {
-        self.scheduler_now.get()
-    }
-
-    pub fn session_key(&self) -> &SessionKey {
-        &self.session_key
+        self.store.scheduler_now.get()
     }
 
     /// Runs a job now, outside the log: provisioning, as the CLI writes.
     fn provision(&self, job: &Job) -> Done {
-        let now = self.provision_now.get();
-        self.provision_now
-            .set(RecordDate::from_unix_millis(now.unix_millis() + 1_000).expect("a date"));
+        let provision_now = &self.store.provision_now;
+        let now = provision_now.get();
+        provision_now.set(RecordDate::from_unix_millis(now.unix_millis() + 1_000).expect("a date"));
         let committed = RefCell::default();
         let mut tx = Tx {
-            db: &self.db,
+            db: &self.store.db,
             committed: &committed,
         };
         match pollster::block_on(job.run(&mut tx, now)) {
@@ -296,20 +280,21 @@ impl FakeHost {
 
     /// Writes a record as the owner, outside the log.
     pub fn owner_post(&self, body: Value) -> Record {
+        let user = &self.store.user;
         let write = RecordWrite {
             request: WriteRequest::post(body.to_string().as_bytes()).expect("a create body"),
             access: Access::Owner {
-                entity: self.user.entity.clone(),
+                entity: user.entity.clone(),
             },
             origin: WriteOrigin::default(),
             fresh_id: RecordId::from_bytes(
                 (0xee00_0000_0000_0000_0000_0000_0000_0000
-                    + self.provision_now.get().unix_ticks() as u128)
+                    + self.store.provision_now.get().unix_ticks() as u128)
                     .to_be_bytes(),
             ),
         };
         let job = Job::Writes {
-            user: self.user.clone(),
+            user: user.clone(),
             writes: vec![write],
         };
         match self.provision(&job) {
@@ -331,7 +316,7 @@ impl FakeHost {
         let signer = Signer::new(app_id, Some(authorization_id), key_seed);
         let full_access = scope.is_none();
         let scope = scope.unwrap_or_default();
-        let entity = self.user.entity.clone();
+        let entity = self.store.user.entity.clone();
         self.owner_post(app_record_body(
             &app_id,
             "Notes",
@@ -354,7 +339,7 @@ impl FakeHost {
             &scope,
         ));
         self.provision(&Job::Statements(vec![insert_app_sql(
-            self.user.id,
+            self.store.user.id,
             &app_id,
             &signer.public_key(),
             full_access,
@@ -362,58 +347,16 @@ impl FakeHost {
         signer
     }
 
-    /// A blob kept (bytes only, no row), as if uploaded earlier.
-    pub fn keep_blob(&self, hash: BlobHash, bytes: Vec<u8>) {
-        self.blobs.borrow_mut().insert(hash, bytes);
-    }
-
-    pub fn kept_blob(&self, hash: &BlobHash) -> Option<Vec<u8>> {
-        self.blobs.borrow().get(hash).cloned()
-    }
-
     /// A count from the store, outside the log.
     pub fn count(&self, sql: &str) -> i64 {
-        self.db
+        self.store
+            .db
             .query_row(sql, [], |row| row.get(0))
             .unwrap_or_else(|e| panic!("{e}: {sql}"))
     }
 
-    /// The statements fetched so far.
-    pub fn fetched(&self) -> Vec<String> {
-        self.log.borrow().fetched.clone()
-    }
-
     pub fn jobs(&self) -> Vec<JobRecord> {
-        self.log.borrow().jobs.clone()
-    }
-
-    pub fn notes(&self) -> Vec<Noted> {
-        self.log.borrow().notes.clone()
-    }
-
-    pub fn reports(&self) -> Vec<String> {
-        self.log.borrow().reports.clone()
-    }
-
-    pub fn bodies(&self) -> BodyLog {
-        self.log.borrow().bodies
-    }
-
-    /// Forgets what the log holds (after a test's setup requests).
-    pub fn clear_log(&self) {
-        *self.log.borrow_mut() = Log::default();
-        self.counters.rate_calls.borrow_mut().clear();
-        self.counters.nonce_calls.borrow_mut().clear();
-        self.counters.subscribes.borrow_mut().clear();
-    }
-
-    fn record_job(&self, kind: JobKind, committed: Vec<String>, end: JobEnd) {
-        self.log.borrow_mut().jobs.push(JobRecord {
-            kind,
-            now: self.scheduler_now.get(),
-            committed,
-            end,
-        });
+        self.store.log.borrow().jobs.clone()
     }
 }
 
@@ -433,28 +376,21 @@ fn job_kind(job: &Job) -> JobKind {
     }
 }
 
-impl Host for FakeHost {
-    fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    fn report(&self, error: &dyn std::fmt::Display) {
-        self.log.borrow_mut().reports.push(error.to_string());
-    }
-
-    fn note(&self, note: Note<'_>) {
-        self.log.borrow_mut().notes.push(note.into());
+impl SqlStore {
+    fn record_job(&self, kind: JobKind, committed: Vec<String>, end: JobEnd) {
+        self.log.borrow_mut().jobs.push(JobRecord {
+            kind,
+            now: self.scheduler_now.get(),
+            committed,
+            end,
+        });
     }
 }
 
-impl Store for FakeHost {
+impl Backend for SqlStore {
     type Error = DbError;
 
     async fn user(&self, name: &UserName) -> Result<Option<User>, DbError> {
-        self.log
-            .borrow_mut()
-            .user_lookups
-            .push(name.as_str().to_owned());
         let rows = query(&self.db, &user_by_name_sql(name.as_str()))?;
         Ok(rows.first().map(|row| user_of(row)))
     }
@@ -467,23 +403,12 @@ impl Store for FakeHost {
     }
 
     async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, DbError> {
-        self.log.borrow_mut().fetched.push(statement.sql.clone());
         if self.failing_store.get() {
             return Err(rusqlite::Error::InvalidQuery);
         }
         query(&self.db, statement)
     }
-}
 
-fn user_of(row: &[SqlValue]) -> User {
-    User {
-        id: row.integer(0).expect("an id"),
-        name: row.text(1).expect("a name").to_owned(),
-        entity: row.text(2).expect("an entity").parse().expect("an entity"),
-    }
-}
-
-impl Jobs for FakeHost {
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
         let kind = job_kind(&job);
         if self.busy.get() {
@@ -518,112 +443,20 @@ impl Jobs for FakeHost {
             }
         }
     }
-}
 
-impl Bodies for FakeHost {
-    type Body = Body;
-    type Stream = Stream;
-
-    async fn read_body(&self, body: Body, max: usize) -> Result<Vec<u8>, BodyError> {
-        self.log.borrow_mut().bodies.read += 1;
-        read_limited(body, max)
+    fn verify_password(&self, hash: &str, password: &str) -> bool {
+        verify_password(hash, password)
     }
 
-    async fn discard(&self, _body: Body) {
-        self.log.borrow_mut().bodies.discarded += 1;
+    fn clear_log(&self) {
+        *self.log.borrow_mut() = JobLog::default();
     }
 }
 
-impl Blobs for FakeHost {
-    type Upload = Vec<u8>;
-
-    async fn receive_blob(
-        &self,
-        body: Body,
-        meter: UploadMeter,
-    ) -> Result<(Vec<u8>, Received), UploadFailure> {
-        self.log.borrow_mut().bodies.uploads_received += 1;
-        receive_metered(body, meter)
-    }
-
-    async fn discard_blob(&self, _upload: Vec<u8>) {
-        self.log.borrow_mut().bodies.uploads_discarded += 1;
-    }
-
-    async fn place_blob(
-        &self,
-        upload: Vec<u8>,
-        hash: &BlobHash,
-        row: Job,
-    ) -> Result<JobOutcome, WriteFailure> {
-        self.blobs.borrow_mut().insert(*hash, upload);
-        self.run(row).await
-    }
-
-    async fn blob_size(&self, hash: &BlobHash) -> Result<Option<u64>, DbError> {
-        Ok(self
-            .blobs
-            .borrow()
-            .get(hash)
-            .map(|bytes| bytes.len() as u64))
-    }
-
-    async fn blob_bytes(&self, hash: &BlobHash, start: u64, len: u64) -> Result<Stream, DbError> {
-        let blobs = self.blobs.borrow();
-        let bytes = blobs.get(hash).expect("a kept blob");
-        let (start, end) = (start as usize, (start + len) as usize);
-        Ok(Stream::Blob(bytes[start..end].to_vec()))
-    }
-
-    async fn small_blob(&self, hash: &BlobHash, max: usize) -> Option<Vec<u8>> {
-        self.blobs
-            .borrow()
-            .get(hash)
-            .filter(|bytes| bytes.len() <= max)
-            .cloned()
-    }
-}
-
-impl Streams for FakeHost {
-    type Subscription = Subscription;
-
-    fn subscribe(&self, user: &User) -> Result<Subscription, StreamsFull> {
-        self.counters.subscribe(user)
-    }
-
-    fn event_stream(
-        &self,
-        subscription: Subscription,
-        subscriber: Subscriber,
-        catch_up: Vec<String>,
-        last_seq: u64,
-    ) -> Stream {
-        Stream::Events {
-            subscription,
-            subscriber,
-            catch_up,
-            last_seq,
-        }
-    }
-}
-
-impl Guards for FakeHost {
-    async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
-        self.counters.rate(rate, now)
-    }
-
-    fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
-        self.counters.check_nonce(user, used)
-    }
-}
-
-impl Secrets for FakeHost {
-    fn session_key(&self) -> &SessionKey {
-        &self.session_key
-    }
-
-    async fn verify_password(&self, hash: String, password: String) -> bool {
-        self.log.borrow_mut().passwords_checked += 1;
-        verify_password(&hash, &password)
+fn user_of(row: &[SqlValue]) -> User {
+    User {
+        id: row.integer(0).expect("an id"),
+        name: row.text(1).expect("a name").to_owned(),
+        entity: row.text(2).expect("an entity").parse().expect("an entity"),
     }
 }
