@@ -17,6 +17,9 @@ mod kit;
 #[path = "support/fake_host.rs"]
 mod fake_host;
 
+#[path = "support/sqlite.rs"]
+mod sqlite;
+
 #[path = "service/auth.rs"]
 mod auth;
 #[path = "service/blobs.rs"]

@@ -9,6 +9,9 @@
 
 #![cfg(not(target_arch = "wasm32"))]
 
+#[path = "support/sqlite.rs"]
+mod sqlite;
+
 use folio_core::access::{Access, AppGrant};
 use folio_core::model::{Entity, Record, RecordLink};
 use folio_core::query::{
@@ -19,6 +22,7 @@ use folio_core::schema::Schema;
 use folio_core::store::{MIGRATIONS, SqlValue, list_sql, read_version, version_statements};
 use rusqlite::Connection;
 use serde_json::{Value, json};
+use sqlite::bind;
 
 const USER_ID: i64 = 1;
 const MAX_PAGES_PER_QUERY: usize = 12;
@@ -396,17 +400,6 @@ fn open(store: &Store) -> Connection {
     }
     tx.commit().expect("commit");
     db
-}
-
-fn bind(params: &[SqlValue]) -> Vec<rusqlite::types::Value> {
-    params
-        .iter()
-        .map(|p| match p {
-            SqlValue::Null => rusqlite::types::Value::Null,
-            SqlValue::Integer(i) => rusqlite::types::Value::Integer(*i),
-            SqlValue::Text(t) => rusqlite::types::Value::Text(t.clone()),
-        })
-        .collect()
 }
 
 fn run(db: &Connection, sql: &str, params: &[SqlValue]) {

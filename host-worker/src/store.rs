@@ -528,12 +528,6 @@ impl Guards for UserStore {
     }
 
     fn check_nonce(&self, _user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
-        let NonceUse {
-            app,
-            nonce,
-            ts_ms,
-            now,
-        } = *used;
         // In the object's own storage: strongly consistent, and it outlives
         // an eviction (memory would not).
         let sql = self.state.storage().sql();
@@ -544,11 +538,14 @@ impl Guards for UserStore {
                 }
                 self.nonces_ready.set(true);
             }
-            sql.exec(nonce_table::FORGET, vec![nonce_table::cutoff(now).into()])?;
+            sql.exec(
+                nonce_table::FORGET,
+                vec![nonce_table::cutoff(used.now).into()],
+            )?;
             let values = vec![
-                app.to_string().into(),
-                nonce.to_owned().into(),
-                ts_ms.into(),
+                used.app.to_string().into(),
+                used.nonce.to_owned().into(),
+                used.ts_ms.into(),
             ];
             Ok::<_, worker::Error>(sql.exec(nonce_table::RECORD, values)?.rows_written())
         })();

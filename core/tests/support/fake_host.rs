@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 use crate::kit::{
     BOOT, Backend, Config, ENTITY, Fake, PASSWORD_HASH, SCHEDULER_NOW, Signer, USER, date,
 };
+use crate::sqlite::bind;
 
 /// What kind of job was submitted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,17 +115,6 @@ pub struct SqlStore {
     pub user: User,
     /// The user's Entity record, as provisioned.
     pub entity_record: Option<Record>,
-}
-
-fn bind(params: &[SqlValue]) -> Vec<rusqlite::types::Value> {
-    params
-        .iter()
-        .map(|p| match p {
-            SqlValue::Null => rusqlite::types::Value::Null,
-            SqlValue::Integer(i) => rusqlite::types::Value::Integer(*i),
-            SqlValue::Text(t) => rusqlite::types::Value::Text(t.clone()),
-        })
-        .collect()
 }
 
 /// Runs `statement`, answering its rows as core reads them.
