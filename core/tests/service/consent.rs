@@ -137,6 +137,20 @@ fn sign_ins_over_the_rate_are_a_429_page_and_the_password_is_not_checked() {
 }
 
 #[test]
+fn a_sign_in_that_cannot_be_counted_is_a_503_page_not_too_many_attempts() {
+    let (host, _) = host_with_app(Config::default());
+    let (cookie, csrf) = session(&host, false);
+    host.counters.unreachable.set(true);
+    let form = format!("csrf={csrf}&action=sign_in&password=guess");
+    let reply = post_form(&host, Some(&cookie), &form);
+    assert_page(&reply, 503);
+    assert_eq!(header(&reply, "retry-after"), "1");
+    assert!(text(&reply).contains("Try again in a moment"));
+    assert!(!text(&reply).contains("Too many"));
+    assert_eq!(host.log.borrow().passwords_checked, 0);
+}
+
+#[test]
 fn a_form_without_a_session_is_a_403_page() {
     let (host, _) = host_with_app(Config::default());
     let reply = post_form(&host, None, "csrf=00&action=sign_in&password=x");

@@ -300,6 +300,9 @@ pub struct Counters {
     pub nonce_calls: RefCell<Vec<NonceCall>>,
     /// Every `subscribe`: the user id, and whether a place was given.
     pub subscribes: RefCell<Vec<(i64, bool)>>,
+    /// Knob: the place that counts rates cannot be asked (as the edge's
+    /// rate object that does not answer).
+    pub unreachable: std::cell::Cell<bool>,
 }
 
 impl Counters {
@@ -312,11 +315,15 @@ impl Counters {
             rate_calls: RefCell::default(),
             nonce_calls: RefCell::default(),
             subscribes: RefCell::default(),
+            unreachable: std::cell::Cell::new(false),
         }
     }
 
     pub fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
-        let result = self.rates.borrow_mut().check(rate, now);
+        let result = match self.unreachable.get() {
+            true => Err(Limited::counter_unreachable()),
+            false => self.rates.borrow_mut().check(rate, now),
+        };
         self.rate_calls.borrow_mut().push(RateCall {
             key: rate.into(),
             now,
