@@ -212,17 +212,17 @@ fn push_line(input: &mut Vec<u8>, line: &[u8]) {
 mod error_mapping_tests {
     use super::*;
 
-    /// PROTOCOL.md §11's type of each authentication error, stated apart
-    /// from the `From` impl. No wildcard: a new variant does not compile
-    /// until it is mapped here too.
-    fn documented(error: &AuthError) -> ProblemType {
+    /// PROTOCOL.md §11's type of each authentication error, as the table
+    /// writes it, stated apart from the `From` impl. No wildcard: a new
+    /// variant does not compile until it is mapped here too.
+    fn documented(error: &AuthError) -> &'static str {
         match error {
-            AuthError::MissingAuthorization => ProblemType::MissingAuthorization,
-            AuthError::Malformed(_) => ProblemType::MalformedAuthorization,
-            AuthError::InvalidSignature => ProblemType::InvalidSignature,
-            AuthError::StaleTimestamp => ProblemType::StaleTimestamp,
-            AuthError::ReplayedRequest => ProblemType::ReplayedRequest,
-            AuthError::UnknownApp => ProblemType::UnknownApp,
+            AuthError::MissingAuthorization => "auth/401-missing-authorization",
+            AuthError::Malformed(_) => "auth/401-malformed-authorization",
+            AuthError::InvalidSignature => "auth/401-invalid-signature",
+            AuthError::StaleTimestamp => "auth/401-stale-timestamp",
+            AuthError::ReplayedRequest => "auth/401-replayed-request",
+            AuthError::UnknownApp => "auth/401-unknown-app",
         }
     }
 
@@ -238,7 +238,7 @@ mod error_mapping_tests {
         ];
         for error in errors {
             let problem = Problem::from(&error);
-            assert_eq!(problem.kind, documented(&error), "{error:?}");
+            assert_eq!(problem.kind.type_path(), documented(&error), "{error:?}");
             assert_eq!(problem.status(), 401, "{error:?}");
             assert!(problem.detail.is_some(), "{error:?}");
         }
