@@ -297,7 +297,7 @@ async fn collect_blobs(app: &App, upkeep: &Upkeep) -> Result<(), Box<dyn std::er
         app.writer.run_when_ready(blob.release()).await??;
         let held = app.readers.fetch(&blob.held()).await?;
         let stored_at = app.blobs.stored_at(&blob.hash).await?;
-        if upkeep.may_remove_bytes(held.first().map_or(&[][..], Vec::as_slice), stored_at) {
+        if upkeep.may_remove_bytes(&held, stored_at) {
             app.blobs.remove(&blob.hash).await?;
             tracing::info!(hash = %blob.hash, "collected an expired blob");
         }

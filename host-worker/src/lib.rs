@@ -76,7 +76,7 @@ async fn upkeep(env: &Env) -> Result<()> {
             let millis = i64::try_from(object.uploaded().as_millis()).ok()?;
             RecordDate::from_unix_millis(millis).ok()
         });
-        if upkeep.may_remove_bytes(held.first().map_or(&[][..], Vec::as_slice), stored_at) {
+        if upkeep.may_remove_bytes(&held, stored_at) {
             bucket.delete(&blob.hash).await?;
             worker::console_log!("collected the expired blob {}", blob.hash);
         }

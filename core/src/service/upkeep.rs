@@ -18,7 +18,7 @@ use crate::store::{
     Statement, blob_held_sql, delete_blob_sql, expired_blobs_sql, prune_events_sql,
 };
 
-use super::store::{RowError, RowExt};
+use super::store::{Row, RowError, RowExt};
 use super::writes::Job;
 
 /// How often a host runs its upkeep.
@@ -62,17 +62,15 @@ impl Upkeep {
     }
 
     /// Whether the bytes of an expired blob may be removed: no store holds
-    /// them any more (`held`, the answer of [`ExpiredBlob::held`]), and they
+    /// them any more (`held`, the rows of [`ExpiredBlob::held`]), and they
     /// were stored (or stored again) at `stored_at` longer ago than an
     /// upload may wait to be linked, so that an upload of the same bytes
     /// still on its way to its row keeps them. `None`: the host cannot
     /// tell when, and keeps them.
-    pub fn may_remove_bytes(
-        &self,
-        held: &[crate::store::SqlValue],
-        stored_at: Option<RecordDate>,
-    ) -> bool {
-        let unheld = held.integer(0).is_ok_and(|count| count == 0);
+    pub fn may_remove_bytes(&self, held: &[Row], stored_at: Option<RecordDate>) -> bool {
+        let unheld = held
+            .first()
+            .is_some_and(|row| row.integer(0).is_ok_and(|count| count == 0));
         let fresh_after = self.now.saturating_sub_millis(UNLINKED_BLOB_LIFETIME_MS);
         unheld && stored_at.is_some_and(|at| at < fresh_after)
     }
@@ -104,8 +102,8 @@ mod tests {
     fn bytes_go_only_when_unheld_and_older_than_an_upload_may_wait() {
         let now = 10 * UNLINKED_BLOB_LIFETIME_MS;
         let upkeep = Upkeep::at(at_ms(now));
-        let unheld = [SqlValue::Integer(0)];
-        let held = [SqlValue::Integer(1)];
+        let unheld = [vec![SqlValue::Integer(0)]];
+        let held = [vec![SqlValue::Integer(1)]];
         let old = Some(at_ms(now - UNLINKED_BLOB_LIFETIME_MS - 1));
         let fresh = Some(at_ms(now - UNLINKED_BLOB_LIFETIME_MS + 1));
         assert!(upkeep.may_remove_bytes(&unheld, old));
