@@ -96,11 +96,7 @@ impl BlobStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let since = modified
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        let millis = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
-        Ok(RecordDate::from_unix_millis(millis).ok())
+        Ok(Some(crate::clock::date_of(modified)))
     }
 
     /// Removes a blob's file (call with [`BlobStore::lock`] held).

@@ -10,11 +10,15 @@ pub struct Clock;
 
 impl Clock {
     pub fn now(&self) -> RecordDate {
-        let since = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let ticks = i64::try_from(since.as_nanos() / 100).unwrap_or(i64::MAX);
-        RecordDate::from_unix_ticks(ticks)
-            .unwrap_or_else(|_| RecordDate::from_unix_ticks(0).expect("the epoch is a date"))
+        date_of(SystemTime::now())
     }
+}
+
+/// A system time as core reads it (a time before the epoch, or past
+/// core's dates, is the epoch).
+pub fn date_of(time: SystemTime) -> RecordDate {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let ticks = i64::try_from(since.as_nanos() / 100).unwrap_or(i64::MAX);
+    RecordDate::from_unix_ticks(ticks)
+        .unwrap_or_else(|_| RecordDate::from_unix_ticks(0).expect("the epoch is a date"))
 }
