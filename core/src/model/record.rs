@@ -245,20 +245,15 @@ impl ReceivedRecord {
         })
     }
 
-    /// `record` received: the record at `received_at` (kept if it has
-    /// one: a record is received with its first version), its version at
-    /// `version_received_at`.
-    pub fn stamp(
-        mut record: Record,
-        received_at: RecordDate,
-        version_received_at: RecordDate,
-    ) -> Self {
-        let received_at = *record.received_at.get_or_insert(received_at);
-        record.version.received_at = Some(version_received_at);
+    /// `record`'s version received `at`; the record keeps the
+    /// `received_at` of its first version, or takes `at` for a first one.
+    pub fn stamp(mut record: Record, at: RecordDate) -> Self {
+        let received_at = *record.received_at.get_or_insert(at);
+        record.version.received_at = Some(at);
         ReceivedRecord {
             record,
             received_at,
-            version_received_at,
+            version_received_at: at,
         }
     }
 

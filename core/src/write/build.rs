@@ -86,7 +86,7 @@ pub(super) fn next_version(parent: &Record, stamp: &Stamp, fields: Fields) -> Re
 /// The version with its hash, as received at the stamp's time.
 fn sealed(stamp: &Stamp, mut record: Record) -> ReceivedRecord {
     record.version.hash = record.hash_input().hash();
-    ReceivedRecord::stamp(record, stamp.received_at, stamp.received_at)
+    ReceivedRecord::stamp(record, stamp.received_at)
 }
 
 /// The tombstone that replaces the live version `live` of a record of type

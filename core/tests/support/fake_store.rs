@@ -63,7 +63,7 @@ mod fake_store {
             // keeps it as received at the epoch.
             let epoch = RecordDate::from_unix_ticks(0).unwrap();
             let record = ReceivedRecord::new(record.clone())
-                .unwrap_or_else(|| ReceivedRecord::stamp(record, epoch, epoch));
+                .unwrap_or_else(|| ReceivedRecord::stamp(record, epoch));
             let version = NewVersion {
                 record,
                 links: Vec::new(),
