@@ -96,7 +96,7 @@ impl Writer {
     }
 
     /// Runs a job in the next group commit, waiting for room in the queue
-    /// rather than refusing (the server's own jobs: upkeep, the CLI).
+    /// rather than refusing (the server's own jobs: upkeep).
     pub async fn run_when_ready(&self, job: Job) -> WriteResult {
         let (reply, answer) = oneshot::channel();
         self.jobs
