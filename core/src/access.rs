@@ -91,6 +91,19 @@ impl Access {
             }
     }
 
+    /// Whether the caller may delete this record with `local` or `leave`
+    /// (PROTOCOL.md §5): it may read it and, for an app, its grant covers
+    /// the record's type. What every app may read (public records, Entity
+    /// and Type records) is not thereby the app's to delete.
+    pub fn can_forget(&self, record: &Record) -> bool {
+        self.can_read(record)
+            && match self {
+                Access::Anonymous => false,
+                Access::Owner { .. } => true,
+                Access::App { grant, .. } => grant.covers_read(&record.type_link),
+            }
+    }
+
     /// Whether the caller's grant lets it write this record, by its type and
     /// id (the record's own permissions are checked apart). An app writes
     /// the types its grant names, and its own App record; it never writes
@@ -150,6 +163,13 @@ pub fn described_entity(record: &Record) -> Option<&str> {
         return None;
     }
     record.content()?.as_map().get("entity")?.as_str()
+}
+
+/// Whether `record` is `user`'s own Entity record: authored by the user and
+/// describing them. Discovery (`HEAD /`) serves it, so no write may delete
+/// it or make it describe anything else.
+pub fn is_own_entity_record(record: &Record, user: &Entity) -> bool {
+    record.author.entity == *user && described_entity(record) == Some(user.as_str())
 }
 
 /// Whether `types` names the Type record that `type_link` points into.

@@ -54,7 +54,7 @@ pub fn checks() -> Vec<Check> {
 /// The relation of the discovery link (PROTOCOL.md §1).
 const ENTITY_RECORD_RELATION: &str = "https://folio.dev/rels/entity-record";
 
-async fn root(ctx: &Ctx, method: Method) -> Result<Response, String> {
+pub(super) async fn root(ctx: &Ctx, method: Method) -> Result<Response, String> {
     ctx.send(Call::new(method, ctx.url("/")?)).await
 }
 
@@ -77,7 +77,7 @@ fn parse_link(response: &Response) -> Result<(String, String), String> {
 }
 
 /// The user's Entity record, found through `HEAD /`, read unsigned.
-async fn entity_record(ctx: &Ctx) -> Result<Value, String> {
+pub(super) async fn entity_record(ctx: &Ctx) -> Result<Value, String> {
     let (url, _) = parse_link(&root(ctx, Method::HEAD).await?)?;
     let url = url::Url::parse(&url).map_err(|error| format!("Link URL {url:?}: {error}"))?;
     let response = ctx.send(Call::get(url)).await?;

@@ -2,10 +2,14 @@
 
 use serde_json::{Value, json};
 
+use reqwest::Method;
+
+use super::discovery::{entity_record, root};
 use super::{Check, CheckResult, check};
 use crate::client::{Call, Response};
 use crate::context::{Ctx, ids, type_filter, with_query};
-use crate::expect::{self, FORBIDDEN, RECORD_NOT_FOUND, ensure, ensure_eq, str_at};
+use crate::expect::{self, FORBIDDEN, RECORD_NOT_FOUND, at, ensure, ensure_eq, str_at};
+use crate::signer::AppKey;
 
 pub fn checks() -> Vec<Check> {
     vec![
@@ -18,6 +22,18 @@ pub fn checks() -> Vec<Check> {
         check!("scopes/update-ungranted-type-404", update_ungranted_404),
         check!("scopes/delete-ungranted-type-404", delete_ungranted_404),
         check!("scopes/leave-on-read-only-type-allowed", leave_read_only),
+        check!(
+            "scopes/local-delete-of-readable-record-outside-grant-403",
+            local_delete_outside_grant_403
+        ),
+        check!(
+            "scopes/own-entity-record-never-deleted",
+            own_entity_record_never_deleted
+        ),
+        check!(
+            "scopes/own-entity-record-keeps-describing-the-user",
+            own_entity_record_keeps_entity
+        ),
         check!("scopes/list-leaves-out-ungranted-types", list_leaves_out),
         check!("scopes/get-ungranted-type-404", get_ungranted_404),
         check!("scopes/sees-public-records-of-any-type", sees_public),
@@ -129,6 +145,63 @@ async fn leave_read_only(ctx: &Ctx) -> CheckResult {
         "no_content.action"
     );
     Ok(())
+}
+
+/// `DELETE` of a record with a `no_content.action`, signed by `app`.
+async fn delete_with(ctx: &Ctx, app: &AppKey, id: &str, action: &str) -> Result<Response, String> {
+    let body = json!({"no_content": {"action": action}});
+    ctx.send(Call::delete(ctx.record_url(id)?).json(&body).signed(app))
+        .await
+}
+
+/// `local` and `leave` need the app's read grant for the record's type
+/// (PROTOCOL.md §5): that every app may read public records does not make
+/// them its to delete.
+async fn local_delete_outside_grant_403(ctx: &Ctx) -> CheckResult {
+    let record = ctx
+        .public_note(&ctx.note_type().await?, json!({"title": "public"}))
+        .await?;
+    let id = str_at(&record, "/id")?;
+    for action in ["local", "leave"] {
+        let response = delete_with(ctx, &ctx.scoped, id, action).await?;
+        expect::problem_response(&response, FORBIDDEN).map_err(|e| format!("{action}: {e}"))?;
+    }
+    let kept = expect::json(&ctx.get_record(id).await?, 200)?;
+    ensure!(
+        kept.pointer("/record/content").is_some(),
+        "the record was deleted: {}",
+        expect::brief(&kept)
+    );
+    Ok(())
+}
+
+/// Discovery serves the user's own Entity record: no app deletes it, with
+/// any action, whatever its grant.
+async fn own_entity_record_never_deleted(ctx: &Ctx) -> CheckResult {
+    let entity_record = entity_record(ctx).await?;
+    let id = str_at(&entity_record, "/id")?;
+    for (app, name) in [(&ctx.scoped, "scoped"), (&ctx.full, "full")] {
+        for action in ["local", "leave", "delete"] {
+            let response = delete_with(ctx, app, id, action).await?;
+            expect::problem_response(&response, FORBIDDEN)
+                .map_err(|e| format!("the {name} app's `{action}`: {e}"))?;
+        }
+    }
+    expect::status(&root(ctx, Method::HEAD).await?, 204).map_err(|e| format!("HEAD /: {e}"))
+}
+
+/// An update of the user's own Entity record may change the profile, not
+/// make the record describe someone else.
+async fn own_entity_record_keeps_entity(ctx: &Ctx) -> CheckResult {
+    let entity_record = entity_record(ctx).await?;
+    let id = str_at(&entity_record, "/id")?;
+    let mut content = at(&entity_record, "/content")?.clone();
+    content["entity"] = json!("someone-else.example");
+    let call = Call::put(ctx.record_url(id)?)
+        .json(&json!({"content": content}))
+        .signed(&ctx.full);
+    expect::problem_response(&ctx.send(call).await?, FORBIDDEN)?;
+    expect::status(&root(ctx, Method::HEAD).await?, 204).map_err(|e| format!("HEAD /: {e}"))
 }
 
 async fn list_leaves_out(ctx: &Ctx) -> CheckResult {

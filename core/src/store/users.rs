@@ -154,16 +154,20 @@ pub fn types_by_name_sql(user_id: i64, name: &str) -> Statement {
     b.finish(sql)
 }
 
-/// The user's own live Entity record: at most one row `(record, links)`.
+/// The user's own live Entity record (authored by the user and describing
+/// them, [`crate::access::is_own_entity_record`]; the oldest, should there
+/// be several): at most one row `(record, links)`.
 pub fn entity_record_sql(user_id: i64, entity: &Entity) -> Statement {
     let mut b = Binder::default();
+    let entity = b.bind(entity.as_str());
     let sql = format!(
         "SELECT v.record, v.links FROM records r \
          JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
-         WHERE r.user_id = {} AND r.author = {} AND r.type_record_id = {} \
-         AND r.type_entity = {} AND r.deleted = 0 ORDER BY r.received_at LIMIT 1",
+         WHERE r.user_id = {} AND r.author = {entity} AND r.type_record_id = {} \
+         AND r.type_entity = {} AND r.deleted = 0 \
+         AND json_extract(v.record, '$.content.entity') = {entity} \
+         ORDER BY r.received_at LIMIT 1",
         b.bind(user_id),
-        b.bind(entity.as_str()),
         b.bind(BuiltinType::Entity.record_id().to_string()),
         b.bind(SYSTEM_ENTITY),
     );

@@ -40,8 +40,12 @@ pub enum WriteError {
     #[error("the record's permissions do not let `{0}` write it")]
     WriteNotPermitted(RecordKey),
     /// The app's grant does not cover this type (`auth/403-forbidden`).
-    #[error("the app's grant does not let it write records of this type")]
+    #[error("the app's grant does not cover records of this type")]
     TypeNotGranted,
+    /// The write would delete the user's own Entity record, or make it
+    /// describe another entity: discovery serves it (`auth/403-forbidden`).
+    #[error("the user's own Entity record cannot be deleted or describe another entity")]
+    OwnEntityRecord,
     /// No record the writer can read has this key (`record/404-not-found`).
     #[error("no record {0}")]
     NotFound(RecordKey),
@@ -135,7 +139,8 @@ impl WriteError {
             WriteError::Unauthenticated => ProblemType::MissingAuthorization,
             WriteError::BuiltinRecord
             | WriteError::WriteNotPermitted(_)
-            | WriteError::TypeNotGranted => ProblemType::Forbidden,
+            | WriteError::TypeNotGranted
+            | WriteError::OwnEntityRecord => ProblemType::Forbidden,
             WriteError::NotFound(_) => ProblemType::RecordNotFound,
             WriteError::Deleted(_) => ProblemType::RecordDeleted,
             WriteError::VersionConflict { .. } => ProblemType::VersionConflict,
@@ -182,7 +187,8 @@ mod tests {
             WriteError::Unauthenticated => "auth/401-missing-authorization",
             WriteError::BuiltinRecord
             | WriteError::WriteNotPermitted(_)
-            | WriteError::TypeNotGranted => "auth/403-forbidden",
+            | WriteError::TypeNotGranted
+            | WriteError::OwnEntityRecord => "auth/403-forbidden",
             WriteError::NotFound(_) => "record/404-not-found",
             WriteError::Deleted(_) => "record/410-deleted",
             WriteError::VersionConflict { .. } => "record/409-version-conflict",
@@ -209,6 +215,7 @@ mod tests {
             WriteError::BuiltinRecord,
             WriteError::WriteNotPermitted(key.clone()),
             WriteError::TypeNotGranted,
+            WriteError::OwnEntityRecord,
             WriteError::NotFound(key.clone()),
             WriteError::Deleted(key.clone()),
             WriteError::VersionConflict {
@@ -239,7 +246,7 @@ mod tests {
     #[test]
     fn each_write_error_maps_to_its_documented_problem_type() {
         let errors = every_variant();
-        assert_eq!(errors.len(), 18, "one sample per variant");
+        assert_eq!(errors.len(), 19, "one sample per variant");
         for error in errors {
             let problem = Problem::from(&error);
             assert_eq!(problem.kind, error.problem_type(), "{error:?}");

@@ -9,7 +9,7 @@ use super::links;
 use super::needs::{Asker, Fetched, Need, RecordKey};
 use super::request::{Create, Operation, Update};
 use super::{Commit, NewVersion, WriteContext};
-use crate::access::is_type;
+use crate::access::{is_own_entity_record, is_type};
 use crate::builtin::BuiltinType;
 use crate::model::{
     DeletionAction, EntityLink, LinkPath, Permission, Permissions, ReceivedRecord, Record,
@@ -234,19 +234,32 @@ impl Env {
                 if let Err(error) = self.check_write(latest, &candidate) {
                     return fail(error);
                 }
+                let user = &self.context.user;
+                if is_own_entity_record(latest, user) && !is_own_entity_record(&candidate, user) {
+                    return fail(WriteError::OwnEntityRecord);
+                }
                 Advance::Next(Phase::Validate {
                     candidate: Box::new(candidate),
                     replaces: Some(latest.version.hash),
                 })
             }
             Operation::Delete(_, delete) => {
-                // `local` and `leave` need only read, checked above.
-                if delete.action == DeletionAction::Delete
-                    && let Err(error) = self.check_write(latest, latest)
-                {
-                    return fail(error);
+                if is_own_entity_record(latest, &self.context.user) {
+                    return fail(WriteError::OwnEntityRecord);
                 }
-                Advance::Next(Phase::Tombstone(delete.action))
+                let allowed = match delete.action {
+                    DeletionAction::Delete => self.check_write(latest, latest),
+                    DeletionAction::Local | DeletionAction::Leave if access.can_forget(latest) => {
+                        Ok(())
+                    }
+                    DeletionAction::Local | DeletionAction::Leave => {
+                        Err(WriteError::TypeNotGranted)
+                    }
+                };
+                match allowed {
+                    Ok(()) => Advance::Next(Phase::Tombstone(delete.action)),
+                    Err(error) => fail(error),
+                }
             }
             Operation::Create(_) => fail(WriteError::HostContract("a create past its start")),
         }
