@@ -117,9 +117,13 @@ impl VersionsQuery {
         versions_sql(user_id, author, record_id, self.after, self.page_size)
     }
 
-    /// The page, from the statement's rows. A record the caller may not
-    /// read (judged by its latest version, `latest`) is not found; so is
-    /// one with no versions.
+    /// The page, from the statement's rows. Each version is shown under
+    /// its own permissions (PROTOCOL.md §7): a version that was private
+    /// stays private after the record is made public, as `…/versions/{hash}`
+    /// keeps it. A record the caller may read no version of on this page,
+    /// and whose latest version it may not read, is not found; so is one
+    /// with no versions. The next page starts after the last version
+    /// fetched, shown or not.
     pub fn page(
         &self,
         params: &[(String, String)],
@@ -128,9 +132,6 @@ impl VersionsQuery {
         user: &Entity,
         access: &Access,
     ) -> Result<Result<JsonAnswer, Problem>, StoredDataError> {
-        if !latest.is_some_and(|record| access.can_read(record)) {
-            return Ok(Err(Problem::new(ProblemType::RecordNotFound)));
-        }
         let mut records = read_rows(rows)?;
         let more = records.len() > self.page_size as usize;
         records.truncate(self.page_size as usize);
@@ -147,6 +148,10 @@ impl VersionsQuery {
                     },
                 )
             });
+        records.retain(|(record, _)| access.can_read(record));
+        if records.is_empty() && !latest.is_some_and(|record| access.can_read(record)) {
+            return Ok(Err(Problem::new(ProblemType::RecordNotFound)));
+        }
         Ok(Ok(JsonAnswer {
             shape: Shape::Page {
                 page_size: self.page_size,

@@ -16,6 +16,10 @@ pub fn checks() -> Vec<Check> {
         check!("versions/get-one-version", get_one),
         check!("versions/unknown-hash-404", unknown_hash),
         check!("versions/unknown-record-404", unknown_record),
+        check!(
+            "versions/each-version-under-its-own-permissions",
+            each_version_own_permissions
+        ),
     ]
 }
 
@@ -140,4 +144,35 @@ async fn unknown_record(ctx: &Ctx) -> CheckResult {
         RECORD_NOT_FOUND,
     )
     .map(drop)
+}
+
+/// A record written private and then made public: its list of versions
+/// shows an anonymous reader the public version only, as reading the
+/// private one by its hash answers not found.
+async fn each_version_own_permissions(ctx: &Ctx) -> CheckResult {
+    let record = ctx
+        .note(&ctx.note_type().await?, json!({"title": "private draft"}))
+        .await?;
+    let id = str_at(&record, "/id")?;
+    let private = str_at(&record, "/version/hash")?;
+    let body = json!({"content": {"title": "published"}, "permissions": {"read": "public"}});
+    let call = Call::put(ctx.record_url(id)?).json(&body).signed(&ctx.full);
+    let published = expect::json(&ctx.send(call).await?, 200)?;
+    let public = str_at(&published, "/record/version/hash")?;
+
+    let url = ctx.record_url_with(id, &["versions"])?;
+    let anonymous = expect::json(&ctx.send(Call::get(url)).await?, 200)?;
+    ensure_eq!(
+        hashes(&anonymous)?,
+        vec![public.to_string()],
+        "versions anyone sees"
+    );
+    let owner = versions_page(ctx, id, &[]).await?;
+    ensure_eq!(
+        hashes(&owner)?,
+        vec![private.to_string(), public.to_string()],
+        "versions the owner sees"
+    );
+    let one = ctx.record_url_with(id, &["versions", private])?;
+    expect::problem_response(&ctx.send(Call::get(one)).await?, RECORD_NOT_FOUND).map(drop)
 }
