@@ -26,6 +26,10 @@ pub fn checks() -> Vec<Check> {
             Needs::OtherUser
         ),
         check!(
+            "rate-limits/failed-authentication-counts-as-unauthenticated",
+            failed_authentication
+        ),
+        check!(
             "rate-limits/writes-past-burst-429-with-retry-after",
             writes_past_burst
         ),
@@ -82,6 +86,23 @@ async fn unauthenticated_reads(ctx: &Ctx) -> CheckResult {
     let result = ensure_some_limited(&ctx.http.without_retries(), calls).await;
     // Let the bucket refill for whatever runs next.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    result
+}
+
+/// A request whose `Authorization` fails to verify counts against the
+/// address's unauthenticated rate: a forged header does not skip it.
+async fn failed_authentication(ctx: &Ctx) -> CheckResult {
+    let (per_second, burst) = ctx
+        .rate_limit("unauthenticated_reads_per_address", (300, 300))
+        .await?;
+    let count = usize::try_from(burst * 2 + per_second).map_err(|error| error.to_string())?;
+    let url = crate::context::with_query(ctx.records_url()?, &[("page_size", "1")]);
+    let forged = "Svc app_id=\"00000000000000000000000000000000\", ts=\"0\", nonce=\"n\", signature=\"AA==\"";
+    let calls = (0..count)
+        .map(|_| Call::get(url.clone()).authorization(forged.to_string()))
+        .collect();
+    let result = ensure_some_limited(&ctx.http.without_retries(), calls).await;
+    tokio::time::sleep(refill_time(per_second, burst)).await;
     result
 }
 

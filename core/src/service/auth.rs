@@ -45,7 +45,26 @@ fn auth(error: &AuthError) -> Failure {
 impl<H: Host> Context<'_, '_, H> {
     /// Authenticates the request to `user`'s store; `body_sha256` is the
     /// digest of a body already read, checked against the signed one.
+    ///
+    /// A request that fails to authenticate counts against its address's
+    /// unauthenticated rate, as an unsigned read would: otherwise any
+    /// `Authorization` header, however forged, would buy a signature check
+    /// and a store read without limit.
     pub(super) async fn authenticate(
+        &self,
+        user: &User,
+        body_sha256: Option<&[u8; 32]>,
+    ) -> Result<Caller, Failure> {
+        match self.verify_caller(user, body_sha256).await {
+            Err(failure) if failure.internal.is_none() => {
+                self.rate(Rate::AnonymousRead(self.request.peer)).await?;
+                Err(failure)
+            }
+            verified => verified,
+        }
+    }
+
+    async fn verify_caller(
         &self,
         user: &User,
         body_sha256: Option<&[u8; 32]>,

@@ -133,9 +133,6 @@ fn a_bearer_token_reads_one_record_until_its_expiry_at_the_requests_time() {
         host.counters.rates_counted().is_empty(),
         "a bearer read is not anonymous"
     );
-    let late = Call::get(target.as_str()).at(millis_after(now(), 60_001));
-    let reply = send(&host, &late, Body::empty());
-    problem(&reply, "auth/401-stale-timestamp", "stale_timestamp");
     // A token for one record does not open another.
     let other = host.owner_post(json!({"type": link(&note_type), "content": {"text": "no"}}));
     let elsewhere = format!(
@@ -145,6 +142,9 @@ fn a_bearer_token_reads_one_record_until_its_expiry_at_the_requests_time() {
     );
     let reply = send(&host, &Call::get(elsewhere), Body::empty());
     problem(&reply, "auth/401-invalid-signature", "invalid_signature");
+    let late = Call::get(target.as_str()).at(millis_after(now(), 60_001));
+    let reply = send(&host, &late, Body::empty());
+    problem(&reply, "auth/401-stale-timestamp", "stale_timestamp");
 }
 
 #[test]
