@@ -41,6 +41,34 @@ impl Dialect {
     }
 }
 
+/// `X-Content-Type-Options` on every answer but a preflight: a browser
+/// never guesses a script or a page from bytes served as something else
+/// (a blob an app uploaded as `image/png`, a problem+json body).
+pub const NOSNIFF: (&str, &str) = ("x-content-type-options", "nosniff");
+
+/// `Strict-Transport-Security` of a server reached at `base_url`: a year,
+/// for an HTTPS base URL whose host is a name the public can reach. None
+/// for plain HTTP and for loopback hosts (`localhost`, `127.0.0.1`,
+/// `[::1]`), where a browser that remembered it would refuse every other
+/// development server on that host.
+pub fn strict_transport_security(base_url: &str) -> Option<&'static str> {
+    let rest = base_url.strip_prefix("https://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let host = match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => authority,
+    };
+    let host = host.to_ascii_lowercase();
+    let loopback = host == "localhost"
+        || host.ends_with(".localhost")
+        || host == "[::1]"
+        || host.starts_with("127.");
+    (!loopback && !host.is_empty()).then_some(HSTS)
+}
+
+/// The value [`strict_transport_security`] sends: one year.
+const HSTS: &str = "max-age=31536000";
+
 /// The status of the answer that sends a plain-HTTP request to HTTPS: a
 /// permanent redirect that keeps the method and body.
 pub const HTTPS_REDIRECT_STATUS: u16 = 308;
@@ -174,7 +202,29 @@ mod tests {
 
 #[cfg(test)]
 mod https_tests {
-    use super::{https_location, https_redirect};
+    use super::{HSTS, https_location, https_redirect, strict_transport_security};
+
+    #[test]
+    fn hsts_is_sent_for_public_https_hosts_only() {
+        for public in [
+            "https://folio.example",
+            "https://folio.example:8443/",
+            "https://Folio.Example/x",
+        ] {
+            assert_eq!(strict_transport_security(public), Some(HSTS), "{public}");
+        }
+        for local in [
+            "http://folio.example",
+            "https://localhost:8443",
+            "https://LOCALHOST",
+            "https://app.localhost",
+            "https://127.0.0.1:8443",
+            "https://[::1]:8443/",
+            "https://",
+        ] {
+            assert_eq!(strict_transport_security(local), None, "{local}");
+        }
+    }
 
     #[test]
     fn plain_http_is_sent_to_https_unless_allowed() {

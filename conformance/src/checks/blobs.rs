@@ -30,6 +30,7 @@ pub fn checks() -> Vec<Check> {
             download_content_type
         ),
         check!("blobs/download-content-length", download_content_length),
+        check!("blobs/download-nosniff", download_nosniff),
         check!("blobs/download-disposition-token-name", disposition_token),
         check!("blobs/download-disposition-quoted-name", disposition_quoted),
         check!(
@@ -178,6 +179,20 @@ async fn download_content_length(ctx: &Ctx) -> CheckResult {
         response.header("content-length"),
         Some("1024"),
         "Content-Length"
+    );
+    Ok(())
+}
+
+/// A browser must not guess a page or a script from an uploaded blob's
+/// bytes, whatever type its link declares.
+async fn download_nosniff(ctx: &Ctx) -> CheckResult {
+    let blob = private_blob(ctx, "image.png").await?;
+    let response = download(ctx, &blob, None).await?;
+    expect::status(&response, 200)?;
+    ensure_eq!(
+        response.header("x-content-type-options"),
+        Some("nosniff"),
+        "X-Content-Type-Options"
     );
     Ok(())
 }

@@ -75,7 +75,7 @@ use crate::auth::{HeaderLookup, SignedRequest};
 use crate::discovery::{discovery_link, entity_record_url, server_info_json, user_for_host};
 use crate::docs::{ERROR_TYPE_PAGE_CONTENT_TYPE, error_type_page};
 use crate::fresh::Fresh;
-use crate::http::{NO_CACHE, PREFLIGHT_STATUS};
+use crate::http::{NO_CACHE, NOSNIFF, PREFLIGHT_STATUS, strict_transport_security};
 use crate::limits::{check_header_bytes, check_request_target};
 use crate::model::RecordDate;
 use crate::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
@@ -283,6 +283,10 @@ pub async fn handle<H: Host>(host: &H, request: Request<'_>, body: H::Body) -> R
     if !preflight {
         for (name, value) in settings.dialect.cors_headers() {
             reply.set(name, value);
+        }
+        reply.set(NOSNIFF.0, NOSNIFF.1);
+        if let Some(value) = strict_transport_security(&settings.base_url) {
+            reply.set("strict-transport-security", value);
         }
     }
     if reply.header("cache-control").is_none() {
