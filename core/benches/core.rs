@@ -242,11 +242,11 @@ fn create_transition(c: &mut Criterion) {
             };
             Supplied::Blob(Some(BlobFacts {
                 size,
-                available: true,
+                uploaded: true,
             }))
         }
         Need::Latest(_) => Supplied::Record(None),
-        Need::Dependants(_) => Supplied::Records(Vec::new()),
+        Need::Dependants(_) | Need::BlobLinkers(_) => Supplied::Records(Vec::new()),
     };
     let create = |body: &[u8]| {
         let context = WriteContext {

@@ -17,7 +17,7 @@ use serde::{Serialize, Serializer};
 
 use crate::events::{HEARTBEAT_INTERVAL_MS, MAX_CONNECTIONS_PER_SERVER, MAX_CONNECTIONS_PER_USER};
 use crate::problem::{Problem, ProblemType};
-use crate::query::{MAX_FILTER_LEN, PAGE_SIZES};
+use crate::query::{MAX_FILTER_LEN, MAX_FILTERS, PAGE_SIZES};
 use crate::schema::MAX_VALUE_DEPTH;
 
 /// Default largest JSON request body: 1 MiB.
@@ -113,7 +113,7 @@ impl std::fmt::Display for RateLimit {
 /// Serialized (for `server_info`) as an object with one stable snake_case
 /// name per limit, the fixed ones included, a switched-off limit as `null`:
 /// `json_body_bytes`, `json_depth`, `blob_bytes`, `page_size_max`,
-/// `filter_bytes`, `sse_connections_per_server`, `sse_connections_per_user`,
+/// `filter_bytes`, `filters`, `registration_body_bytes`, `sse_connections_per_server`, `sse_connections_per_user`,
 /// `heartbeat_ms`, `request_target_bytes`, `request_header_bytes`,
 /// `writes_per_app` and `unauthenticated_reads_per_address` (each
 /// `{"per_second", "burst"}`).
@@ -155,6 +155,27 @@ impl Limits {
     pub const PAGE_SIZE_MAX: u32 = *PAGE_SIZES.end();
     /// Longest `filter`, in bytes, fixed by the protocol (`request/400-invalid-filter`).
     pub const FILTER_BYTES: usize = MAX_FILTER_LEN;
+    /// Most `filter` parameters on one list or events request, fixed by
+    /// the protocol (`request/400-invalid-parameter`): each becomes a
+    /// condition of one SQL statement, whose depth SQLite bounds.
+    pub const FILTERS: usize = MAX_FILTERS;
+    /// Largest registration body (an App record), in bytes: anyone may
+    /// register, and each registration is stored for good, so it may not
+    /// be as large as an authorized app's write (`request/413-body-too-large`).
+    /// The App type's own bounds (a name of 100 characters, a description
+    /// of 500, three URIs of 2,048) leave room for about 250 scope types.
+    pub const REGISTRATION_BODY_BYTES: u64 = 32 << 10;
+
+    /// The largest registration body: [`Self::REGISTRATION_BODY_BYTES`],
+    /// or the JSON body limit if that is smaller.
+    pub fn registration_body_bytes(&self) -> Option<u64> {
+        Some(
+            self.json_body_bytes
+                .map_or(Self::REGISTRATION_BODY_BYTES, |json| {
+                    json.min(Self::REGISTRATION_BODY_BYTES)
+                }),
+        )
+    }
 }
 
 impl Default for Limits {
@@ -185,6 +206,8 @@ impl Serialize for Limits {
             blob_bytes: Option<u64>,
             page_size_max: u32,
             filter_bytes: usize,
+            filters: usize,
+            registration_body_bytes: Option<u64>,
             sse_connections_per_server: Option<usize>,
             sse_connections_per_user: Option<usize>,
             heartbeat_ms: u64,
@@ -199,6 +222,8 @@ impl Serialize for Limits {
             blob_bytes: self.blob_bytes,
             page_size_max: Self::PAGE_SIZE_MAX,
             filter_bytes: Self::FILTER_BYTES,
+            filters: Self::FILTERS,
+            registration_body_bytes: self.registration_body_bytes(),
             sse_connections_per_server: self.sse_connections_per_server,
             sse_connections_per_user: self.sse_connections_per_user,
             heartbeat_ms: self.heartbeat_ms,

@@ -187,8 +187,15 @@ fn app_record(body: &[u8], app_id: &RecordId) -> Result<Map<String, Value>, Regi
     if !type_link.is_some_and(|link| is_type(&link, BuiltinType::App)) {
         return Err(invalid("a registration creates an App record"));
     }
-    if !body.get("content").is_some_and(Value::is_object) {
+    let Some(content) = body.get("content").and_then(Value::as_object) else {
         return Err(invalid("the App record needs its `content`"));
+    };
+    // Registration writes as the owner, who may link any blob of the store:
+    // an icon here would tell a stranger whether the store holds a blob.
+    if content.contains_key("icon") {
+        return Err(invalid(
+            "an app links its icon after it is authorized, not when it registers",
+        ));
     }
     Ok(["id", "type", "content"]
         .into_iter()

@@ -332,6 +332,8 @@ fn server_info_lists_every_limit_in_force() {
                 "blob_bytes": 67_108_864,
                 "page_size_max": 200,
                 "filter_bytes": 4_096,
+                "filters": 16,
+                "registration_body_bytes": 32_768,
                 "sse_connections_per_server": 1_024,
                 "sse_connections_per_user": 64,
                 "heartbeat_ms": 15_000,

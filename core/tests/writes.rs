@@ -790,6 +790,35 @@ fn a_blob_link_needs_an_available_blob_of_its_stated_size_within_max_size() {
 }
 
 #[test]
+fn a_blob_not_uploaded_within_the_hour_needs_a_linking_record_the_writer_can_read() {
+    let (mut store, note_type) = setup();
+    let mut diary = note_type_content();
+    diary["name"] = json!("diary");
+    let body = json!({"type": BuiltinType::Type.link(), "content": diary});
+    let diary_type = version_link(post(&mut store, body).unwrap().record());
+    let with_blob = |ty: &Value| {
+        let blob = json!({"hash": BLOB, "type": "image/jpeg", "name": "a.jpg"});
+        json!({"type": ty, "content": {"text": "hi", "attachment": blob}})
+    };
+    store.put_blob(BLOB, 800, true);
+    post(&mut store, with_blob(&diary_type)).unwrap();
+    // An hour later, only the diary links it.
+    store.put_blob(BLOB, 800, false);
+
+    let notes_only = app(&[&note_type], &[]);
+    assert_eq!(
+        link_fault(post_as(&mut store, notes_only, with_blob(&note_type))).1,
+        LinkFault::BlobUnavailable,
+        "an app that cannot read the diary links its blob"
+    );
+    let diaries_too = app(&[&note_type], &[&diary_type]);
+    assert!(post_as(&mut store, diaries_too.clone(), with_blob(&note_type)).is_ok());
+    // Now a note links it too: the notes-only app may link it again.
+    let notes_only = app(&[&note_type], &[]);
+    assert!(post_as(&mut store, notes_only, with_blob(&note_type)).is_ok());
+}
+
+#[test]
 fn a_schema_violation_names_its_path() {
     let (mut store, note_type) = setup();
     let body = json!({"type": note_type, "content": {"text": 7}});

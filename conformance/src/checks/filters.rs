@@ -7,7 +7,7 @@ use super::list::{expect_list_problem, id, sorted};
 use super::{Check, CheckResult, check};
 use crate::client::Call;
 use crate::context::{Ctx, ids, record_link, record_value, type_filter, type_value, version_link};
-use crate::expect::{self, INVALID_FILTER, ensure, ensure_eq, str_at};
+use crate::expect::{self, INVALID_FILTER, INVALID_PARAMETER, ensure, ensure_eq, str_at};
 
 pub fn checks() -> Vec<Check> {
     vec![
@@ -36,6 +36,14 @@ pub fn checks() -> Vec<Check> {
         check!(
             "list/filter-33-conditions-invalid-filter",
             filter_33_conditions
+        ),
+        check!(
+            "list/filter-16-parameters-of-32-conditions-accepted",
+            filter_16_parameters
+        ),
+        check!(
+            "list/filter-17-parameters-invalid-parameter",
+            filter_17_parameters
         ),
         check!("list/filter-8-parenthesis-levels-accepted", filter_8_levels),
         check!(
@@ -257,6 +265,19 @@ async fn filter_32_conditions(ctx: &Ctx) -> CheckResult {
 
 async fn filter_33_conditions(ctx: &Ctx) -> CheckResult {
     expect_list_problem(ctx, &[("filter", &conditions(33))], INVALID_FILTER).await
+}
+
+/// The most `filter` parameters a request may carry (PROTOCOL.md §13),
+/// each as large as a filter may be.
+async fn filter_16_parameters(ctx: &Ctx) -> CheckResult {
+    let filter = conditions(32);
+    let parameters = vec![("filter", filter.as_str()); 16];
+    ctx.list(&parameters).await.map(drop)
+}
+
+async fn filter_17_parameters(ctx: &Ctx) -> CheckResult {
+    let parameters = vec![("filter", "\"x\""); 17];
+    expect_list_problem(ctx, &parameters, INVALID_PARAMETER).await
 }
 
 /// `"a",("b",(… "z"))` with `levels` nested pairs of parentheses.

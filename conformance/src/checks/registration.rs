@@ -14,7 +14,7 @@ use crate::checks::cors::ensure_exposed_headers;
 use crate::client::{Call, Response, record_id};
 use crate::context::Ctx;
 use crate::expect::{
-    self, ID_CONFLICT, INVALID_BODY, INVALID_SIGNATURE, MALFORMED_AUTHORIZATION,
+    self, BODY_TOO_LARGE, ID_CONFLICT, INVALID_BODY, INVALID_SIGNATURE, MALFORMED_AUTHORIZATION,
     MISSING_AUTHORIZATION, Problem, RECORD_NOT_FOUND, UNKNOWN_APP, ensure, ensure_eq, str_at,
 };
 use crate::signer::AppKey;
@@ -66,6 +66,11 @@ pub fn checks() -> Vec<Check> {
         check!("registration/other-type-invalid-body", other_type),
         check!("registration/id-mismatch-invalid-body", id_mismatch),
         check!("registration/no-id-invalid-body", no_id),
+        check!(
+            "registration/icon-of-a-stored-blob-invalid-body",
+            icon_refused
+        ),
+        check!("registration/body-over-32-kib-413", body_over_32_kib),
         check!(
             "registration/unauthorized-app-unknown-app",
             unauthorized_app
@@ -324,6 +329,27 @@ async fn no_id(ctx: &Ctx) -> CheckResult {
         if let Some(body) = body.as_object_mut() {
             body.remove("id");
         }
+    })
+    .await
+}
+
+/// Registration writes with the owner's rights, so an icon linked then
+/// would tell a stranger whether the store holds a blob (PROTOCOL.md §9:
+/// an app links its icon once authorized).
+async fn icon_refused(ctx: &Ctx) -> CheckResult {
+    let uploaded = ctx.upload_blob(b"\x89PNG a held icon", "image/png").await?;
+    let hash = str_at(&uploaded, "/hash")?.to_string();
+    expect_body_refused(ctx, INVALID_BODY, |body| {
+        body["content"]["icon"] = json!({"hash": hash, "type": "image/png", "name": "icon.png"});
+    })
+    .await
+}
+
+/// Anyone may register, and what they register is kept: a registration
+/// body is capped well below an app's writes (PROTOCOL.md §13).
+async fn body_over_32_kib(ctx: &Ctx) -> CheckResult {
+    expect_body_refused(ctx, BODY_TOO_LARGE, |body| {
+        body["padding"] = json!("x".repeat(33 << 10));
     })
     .await
 }

@@ -15,6 +15,9 @@ use crate::problem::{Problem, ProblemType};
 
 /// The longest filter, in bytes.
 pub const MAX_FILTER_LEN: usize = 4096;
+/// The most `filter` parameters one request may carry (a record matches
+/// any of them): each becomes a condition of one SQL statement.
+pub const MAX_FILTERS: usize = 16;
 /// The most conditions one filter may hold.
 pub const MAX_FILTER_CONDITIONS: usize = 32;
 /// The most levels of parentheses one filter may nest.

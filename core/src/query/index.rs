@@ -18,7 +18,7 @@
 //! BINARY collation compares UTF-8 bytes as Rust's `str` does), so a tag
 //! sort can order by key.
 
-use crate::model::{Entity, Link, LinkPath, RecordId, VersionHash};
+use crate::model::{BlobHash, Entity, Link, LinkPath, RecordId, VersionHash};
 use crate::schema::FoundLink;
 
 use super::FilterValue;
@@ -71,7 +71,7 @@ pub fn index_entries(links: &[FoundLink]) -> Vec<IndexEntry> {
             }
             Link::Tag(tag) => add(path, tag_key(tag.as_str())),
             Link::Blob(blob) => {
-                add(path, format!("{}{}", BLOB_KEYS.0, blob.hash));
+                add(path, blob_key(&blob.hash));
                 add(
                     &format!("{path}['type']"),
                     tag_key(blob.media_type.as_str()),
@@ -109,6 +109,11 @@ pub fn record_key(entity: &Entity, record_id: &RecordId) -> String {
 
 pub fn version_key(entity: &Entity, record_id: &RecordId, hash: &VersionHash) -> String {
     format!("v:{entity} {record_id} {hash}")
+}
+
+/// The key of a blob link to this blob.
+pub fn blob_key(hash: &BlobHash) -> String {
+    format!("{}{hash}", BLOB_KEYS.0)
 }
 
 /// The key of an existential record link to this record: what a cascade looks up.

@@ -17,11 +17,11 @@ pub use eval::{
 };
 pub use filter::{
     Condition, Filter, FilterError, FilterFault, FilterValue, MAX_FILTER_CONDITIONS,
-    MAX_FILTER_DEPTH, MAX_FILTER_LEN, parse_filter,
+    MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTERS, parse_filter,
 };
 pub use index::{
-    IndexEntry, entity_key, existential_key, index_entries, record_key, tag_key, value_key,
-    version_key,
+    IndexEntry, blob_key, entity_key, existential_key, index_entries, record_key, tag_key,
+    value_key, version_key,
 };
 pub use page::{
     LinkPlan, ListResponse, RecordResponse, linked_records, next_page_query, next_page_start,

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::filter::{Filter, FilterError, parse_filter};
+use super::filter::{Filter, FilterError, MAX_FILTERS, parse_filter};
 use super::json_string_end;
 use crate::model::{Entity, LinkPath, RecordDate, RecordId, RecordSource};
 use crate::problem::{Problem, ProblemType};
@@ -156,10 +156,13 @@ impl<'p> Params<'p> {
         Ok(first)
     }
 
+    /// Every `filter`, at most [`MAX_FILTERS`] of them.
     fn filters(&self) -> Result<Vec<Filter>, QueryError> {
-        self.params
-            .iter()
-            .filter(|(name, _)| name == "filter")
+        let texts = self.params.iter().filter(|(name, _)| name == "filter");
+        if texts.clone().count() > MAX_FILTERS {
+            return Err(invalid("filter", "is given more than 16 times"));
+        }
+        texts
             .enumerate()
             .map(|(index, (_, text))| {
                 parse_filter(text).map_err(|error| QueryError::InvalidFilter { index, error })
@@ -390,5 +393,28 @@ impl fmt::Display for Direction {
             Direction::Ascending => "asc",
             Direction::Descending => "desc",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_most_max_filters_filters_are_read() {
+        let user: Entity = "alice.example".parse().expect("an entity");
+        let params = |n: usize| -> Vec<(String, String)> {
+            (0..n)
+                .map(|i| ("filter".to_owned(), format!("$['n']=\"{i}\"")))
+                .collect()
+        };
+        let query = ListQuery::from_params(&params(MAX_FILTERS), &user).expect("the most filters");
+        assert_eq!(query.filters.len(), MAX_FILTERS);
+        let refused = ListQuery::from_params(&params(MAX_FILTERS + 1), &user);
+        let Err(QueryError::InvalidParameter { name, reason }) = refused else {
+            panic!("one filter too many was read: {refused:?}");
+        };
+        assert_eq!(name, "filter");
+        assert!(reason.contains(&MAX_FILTERS.to_string()), "{reason}");
     }
 }

@@ -152,7 +152,8 @@ async fn register<H: Host>(
         cx.host.discard(body).await;
         return Err(limited.into());
     }
-    let body = cx.json_body(body).await?;
+    let limit = cx.host.settings().limits.registration_body_bytes();
+    let body = cx.json_body_within(body, limit).await?;
     let host = cx.host;
     let authorization = match cx.request.headers.header("authorization") {
         Some(value) => Some(
@@ -215,8 +216,17 @@ async fn register<H: Host>(
 impl<H: Host> Context<'_, '_, H> {
     /// A JSON body, within the body limit and with a JSON content type.
     pub(super) async fn json_body(&self, body: H::Body) -> Result<Vec<u8>, Failure> {
+        let limit = self.host.settings().limits.json_body_bytes;
+        self.json_body_within(body, limit).await
+    }
+
+    /// A JSON body of at most `limit` bytes (`None`: any size).
+    pub(super) async fn json_body_within(
+        &self,
+        body: H::Body,
+        limit: Option<u64>,
+    ) -> Result<Vec<u8>, Failure> {
         let host = self.host;
-        let limit = host.settings().limits.json_body_bytes;
         let declared = self
             .request
             .header("content-length")

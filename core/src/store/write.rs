@@ -10,10 +10,11 @@
 //! [`WRITE_ATTEMPTS`] times; a replay then finds what the other write
 //! stored, and a stale parent becomes a version conflict.
 
+use crate::blob::UNLINKED_BLOB_LIFETIME_MS;
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
 use crate::model::RecordDate;
-use crate::query::{existential_key, index_entries};
-use crate::write::{BlobFacts, Commit, Need, Supplied};
+use crate::query::{blob_key, existential_key, index_entries};
+use crate::write::{BlobFacts, Commit, MAX_BLOB_LINKERS, Need, Supplied};
 
 use super::read::{latest_version_sql, version_sql};
 use super::{Binder, Statement, StoredDataError, WriteOrigin, read_version, version_statements};
@@ -61,17 +62,29 @@ pub fn need_sql(user_id: i64, need: &Need, now: RecordDate) -> (Statement, NeedR
             (b.finish(sql), NeedRows::Known)
         }
         Need::Blob(hash) => {
-            // Uploaded to this store and not yet collected; a blob some
-            // record links never expires.
+            // `uploaded_at` is the last upload of these bytes, whoever made it.
             let mut b = Binder::default();
+            let since = now.saturating_sub_millis(UNLINKED_BLOB_LIFETIME_MS);
             let sql = format!(
-                "SELECT size, expires_at IS NULL OR expires_at > {} FROM blobs \
-                 WHERE user_id = {} AND hash = {}",
-                b.bind(now.unix_ticks()),
+                "SELECT size, uploaded_at > {} FROM blobs WHERE user_id = {} AND hash = {}",
+                b.bind(since.unix_ticks()),
                 b.bind(user_id),
                 b.bind(hash.to_string()),
             );
             (b.finish(sql), NeedRows::Blob)
+        }
+        Need::BlobLinkers(hash) => {
+            let mut b = Binder::default();
+            let user = b.bind(user_id);
+            let sql = format!(
+                "SELECT v.record, v.links FROM records r \
+                 JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+                 WHERE r.user_id = {user} AND r.deleted = 0 AND r.row IN \
+                 (SELECT record_row FROM link_index WHERE user_id = {user} AND key = {}) \
+                 ORDER BY r.public DESC LIMIT {MAX_BLOB_LINKERS}",
+                b.bind(blob_key(hash)),
+            );
+            (b.finish(sql), NeedRows::Records)
         }
         Need::Dependants(key) => {
             let mut b = Binder::default();
@@ -97,7 +110,7 @@ pub enum NeedRows {
     Records,
     /// One row of one integer, 0 or 1.
     Known,
-    /// At most one row `(size, available)`, integers.
+    /// At most one row `(size, uploaded)`, integers.
     Blob,
 }
 
@@ -131,9 +144,9 @@ impl NeedRows {
             NeedRows::Records => Supplied::Records(versions()?),
             NeedRows::Known => Supplied::Known(integers(0).is_some_and(|known| known != 0)),
             NeedRows::Blob => Supplied::Blob(match (integers(0), integers(1)) {
-                (Some(size), Some(available)) => Some(BlobFacts {
+                (Some(size), Some(uploaded)) => Some(BlobFacts {
                     size: u64::try_from(size).unwrap_or_default(),
-                    available: available != 0,
+                    uploaded: uploaded != 0,
                 }),
                 _ => None,
             }),

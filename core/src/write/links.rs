@@ -58,7 +58,21 @@ pub(super) fn check_links(
         let Some(facts) = ask.blob(&check.hash) else {
             continue;
         };
-        match facts.filter(|facts| facts.available) {
+        let available = match facts {
+            None => Some(false),
+            Some(facts) if facts.uploaded => Some(true),
+            // Linked already: by a record the writer can read, or a stranger
+            // who knows a hash could link (and so download) what it holds.
+            Some(_) => ask.blob_linkers(&check.hash).map(|linkers| {
+                linkers
+                    .iter()
+                    .any(|r| !r.is_tombstone() && access.can_read(r))
+            }),
+        };
+        let Some(available) = available else {
+            continue;
+        };
+        match facts.filter(|_| available) {
             None => fault(&check.path, LinkFault::BlobUnavailable),
             Some(facts) => {
                 if let Some(stated) = check.size.filter(|&size| size != facts.size) {

@@ -37,7 +37,7 @@ mod phases;
 mod request;
 
 pub use error::{LinkFault, WriteError};
-pub use needs::{BlobFacts, Need, RecordKey, Supplied};
+pub use needs::{BlobFacts, MAX_BLOB_LINKERS, Need, RecordKey, Supplied};
 pub use request::WriteRequest;
 
 use std::mem;

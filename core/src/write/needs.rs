@@ -59,6 +59,11 @@ pub enum Need {
     /// What the store knows of this blob: [`Supplied::Blob`], `None` when it
     /// has never seen it.
     Blob(BlobHash),
+    /// The live records of this store whose latest version links this blob,
+    /// at most [`MAX_BLOB_LINKERS`], public ones first: [`Supplied::Records`].
+    /// Asked only for a blob not uploaded within the hour: linking it then
+    /// needs a record the writer can read that links it (PROTOCOL.md §4).
+    BlobLinkers(BlobHash),
     /// The live records of this store whose latest version holds an
     /// existential record link to this record (the link index's
     /// `existential` flag, from [`FoundLink::existential`](crate::schema::FoundLink)):
@@ -76,7 +81,7 @@ pub enum Supplied {
     Known(bool),
     /// For [`Need::Blob`].
     Blob(Option<BlobFacts>),
-    /// For [`Need::Dependants`].
+    /// For [`Need::Dependants`] and [`Need::BlobLinkers`].
     Records(Vec<Record>),
 }
 
@@ -85,12 +90,17 @@ pub enum Supplied {
 pub struct BlobFacts {
     /// Its size in bytes.
     pub size: u64,
-    /// Whether the writer may link it (PROTOCOL.md §4, §9): it was uploaded
-    /// to this user's store and has not expired, or a record the writer can
-    /// read already links it. The host decides this with its own query;
-    /// the core only reads the verdict.
-    pub available: bool,
+    /// Whether it was uploaded to this user's store within the last hour
+    /// ([`UNLINKED_BLOB_LIFETIME_MS`](crate::blob::UNLINKED_BLOB_LIFETIME_MS)),
+    /// which lets any writer link it (PROTOCOL.md §4, §9). Otherwise a
+    /// record the writer can read must link it already ([`Need::BlobLinkers`]).
+    pub uploaded: bool,
 }
+
+/// The most linking records [`Need::BlobLinkers`] reads. A blob that more
+/// records link, none of the first readable by the writer, is refused as
+/// unavailable: a false refusal the writer cures by uploading it again.
+pub const MAX_BLOB_LINKERS: u32 = 64;
 
 impl Need {
     /// Whether `answer` is of the kind this need expects and, for a record,
@@ -106,7 +116,7 @@ impl Need {
                 .is_none_or(|r| RecordKey::of(r) == *key && r.version.hash == *hash),
             (Need::Entity(_), Supplied::Known(_))
             | (Need::Blob(_), Supplied::Blob(_))
-            | (Need::Dependants(_), Supplied::Records(_)) => true,
+            | (Need::Dependants(_) | Need::BlobLinkers(_), Supplied::Records(_)) => true,
             _ => false,
         }
     }
@@ -219,6 +229,14 @@ impl<'a> Asker<'a> {
         match self.answer(Need::Blob(*hash))? {
             Supplied::Blob(facts) => Some(*facts),
             _ => Some(None),
+        }
+    }
+
+    /// The live records that link a blob: `None` while unanswered.
+    pub(super) fn blob_linkers(&mut self, hash: &BlobHash) -> Option<&'a [Record]> {
+        match self.answer(Need::BlobLinkers(*hash))? {
+            Supplied::Records(records) => Some(records),
+            _ => Some(&[]),
         }
     }
 

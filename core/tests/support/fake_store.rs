@@ -51,8 +51,9 @@ mod fake_store {
             self.known_entities.push(entity.parse().unwrap());
         }
 
-        pub fn put_blob(&mut self, hash: &str, size: u64, available: bool) {
-            let facts = BlobFacts { size, available };
+        /// A blob of the store, `uploaded` within the hour or not.
+        pub fn put_blob(&mut self, hash: &str, size: u64, uploaded: bool) {
+            let facts = BlobFacts { size, uploaded };
             self.blobs.insert(hash.parse().unwrap(), facts);
         }
 
@@ -136,6 +137,19 @@ mod fake_store {
                                         && matches!(&found.link, Link::Record(link)
                                             if link.entity == target.entity
                                                 && link.record_id == target.record_id)
+                                })
+                        })
+                        .map(|latest| latest.record.record().clone())
+                        .collect(),
+                ),
+                Need::BlobLinkers(hash) => Supplied::Records(
+                    self.versions
+                        .values()
+                        .filter_map(|versions| versions.last())
+                        .filter(|latest| {
+                            !latest.record.is_tombstone()
+                                && latest.links.iter().any(|found| {
+                                    matches!(&found.link, Link::Blob(blob) if blob.hash == *hash)
                                 })
                         })
                         .map(|latest| latest.record.record().clone())
