@@ -30,9 +30,10 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::access::Access;
+use crate::access::{Access, is_type};
+use crate::builtin::BuiltinType;
 use crate::http::NO_CACHE;
-use crate::model::{ClientId, Record, RecordDate};
+use crate::model::{ClientId, Record, RecordDate, RecordId};
 use crate::problem::{Problem, ProblemType};
 use crate::query::{EventsQuery, Filter, IndexEntry, entries_match};
 
@@ -91,6 +92,39 @@ pub struct StreamCaps {
     pub per_user: Option<usize>,
 }
 
+/// The streams a host holds open when another asks to open: all of them
+/// and the unauthenticated ones, on the server (`None` for a host that
+/// keeps one user's streams only, as the edge's user object does) and for
+/// the user.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenStreams {
+    pub on_server: Option<Opened>,
+    pub for_user: Opened,
+}
+
+/// A count of open streams, and how many of them are unauthenticated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Opened {
+    pub all: usize,
+    pub anonymous: usize,
+}
+
+impl Opened {
+    /// Counts one more stream.
+    pub fn open(&mut self, anonymous: bool) {
+        self.all += 1;
+        self.anonymous += usize::from(anonymous);
+    }
+
+    /// Counts one stream fewer.
+    pub fn close(&mut self, anonymous: bool) {
+        self.all = self.all.saturating_sub(1);
+        if anonymous {
+            self.anonymous = self.anonymous.saturating_sub(1);
+        }
+    }
+}
+
 impl StreamCaps {
     /// The caps of `limits`.
     pub fn of(limits: &crate::limits::Limits) -> Self {
@@ -100,21 +134,18 @@ impl StreamCaps {
         }
     }
 
-    /// Whether one more stream may open when the server holds
-    /// `open_on_server` and the user `open_for_user` (a host that keeps
-    /// one user's streams only, as the edge's user object does, passes
-    /// `None` for the server).
-    pub fn admit(
-        &self,
-        open_on_server: Option<usize>,
-        open_for_user: usize,
-    ) -> Result<(), StreamsFull> {
-        let server_full = self
-            .per_server
-            .zip(open_on_server)
-            .is_some_and(|(cap, open)| open >= cap);
-        let user_full = self.per_user.is_some_and(|cap| open_for_user >= cap);
-        match server_full || user_full {
+    /// Whether one more stream, `anonymous` or signed, may open beside
+    /// `open`. Unauthenticated streams may hold at most half of each cap
+    /// (rounded down): whoever can reach the server may open them, and
+    /// they must not shut the user's own apps out.
+    pub fn admit(&self, open: OpenStreams, anonymous: bool) -> Result<(), StreamsFull> {
+        let full = |cap: Option<usize>, opened: Opened| {
+            cap.is_some_and(|cap| opened.all >= cap || (anonymous && opened.anonymous >= cap / 2))
+        };
+        let server_full = open
+            .on_server
+            .is_some_and(|opened| full(self.per_server, opened));
+        match server_full || full(self.per_user, open.for_user) {
             true => Err(StreamsFull),
             false => Ok(()),
         }
@@ -308,6 +339,13 @@ pub struct Subscriber {
     pub include_deleted: bool,
     /// Versions matching any of these are sent (none: every version).
     pub filters: Vec<Filter>,
+    /// The App Authorization record the caller's access comes from: a new
+    /// version of it (a revocation, a changed grant) ends the stream, and
+    /// the client reconnects under its standing then.
+    pub authorization: Option<RecordId>,
+    /// When the bearer token that opened the stream expires: the host ends
+    /// the stream then ([`LiveSubscriber::ends_at`]).
+    pub expires_at: Option<RecordDate>,
 }
 
 impl Subscriber {
@@ -319,7 +357,29 @@ impl Subscriber {
             client_id,
             include_deleted: query.include_deleted,
             filters: query.filters,
+            authorization: None,
+            expires_at: None,
         }
+    }
+
+    /// The same subscriber, whose access comes from `authorization` and
+    /// lasts until `expires_at` (a bearer token's expiry).
+    pub fn with_standing(
+        mut self,
+        authorization: Option<RecordId>,
+        expires_at: Option<RecordDate>,
+    ) -> Self {
+        self.authorization = authorization;
+        self.expires_at = expires_at;
+        self
+    }
+
+    /// Whether `record` changes the standing this subscriber was admitted
+    /// with: a new version of the App Authorization record its access
+    /// comes from.
+    pub fn is_revoked_by(&self, record: &Record) -> bool {
+        self.authorization == Some(record.id)
+            && is_type(&record.type_link, BuiltinType::AppAuthorization)
     }
 
     /// Whether a committed version is sent to this subscriber, in catch-up
@@ -401,17 +461,34 @@ impl LiveSubscriber {
     }
 
     /// The frame to send for a committed version, if this subscriber
-    /// receives it.
-    pub fn frame(&mut self, version: &LiveVersion) -> Option<Arc<str>> {
+    /// receives it; [`StandingChanged`] when the version revokes the
+    /// access the stream was opened with, which ends the stream.
+    pub fn frame(&mut self, version: &LiveVersion) -> Result<Option<Arc<str>>, StandingChanged> {
         if version.seq <= self.last_seq {
-            return None;
+            return Ok(None);
         }
         self.last_seq = version.seq;
-        self.subscriber
+        if self.subscriber.is_revoked_by(&version.record) {
+            return Err(StandingChanged);
+        }
+        Ok(self
+            .subscriber
             .should_send(&version.record, &version.entries, version.written_by)
-            .then(|| version.frame())
+            .then(|| version.frame()))
+    }
+
+    /// When the host ends the stream, whatever it sends: the expiry of the
+    /// bearer token that opened it.
+    pub fn ends_at(&self) -> Option<RecordDate> {
+        self.subscriber.expires_at
     }
 }
+
+/// A live stream's access was revoked or changed: the host ends the stream
+/// (the client's reconnection is authorized afresh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the access this stream was opened with changed")]
+pub struct StandingChanged;
 
 /// The `record` event of one committed version.
 pub fn record_event(id: EventId, record: &Record) -> String {

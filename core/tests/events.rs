@@ -10,8 +10,9 @@ include!("support/record.rs");
 use folio_core::access::{Access, AppGrant};
 use folio_core::events::{
     CatchUpStart, EVENT_RETENTION_MS, EVENT_STREAM_HEADERS, EventId, EventLogBounds, EventsError,
-    HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, MAX_CATCH_UP_EVENTS, Subscriber,
-    authorize_events, catch_up_batch, catch_up_start, record_event, retention_cutoff,
+    HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, MAX_CATCH_UP_EVENTS, OpenStreams, Opened,
+    StandingChanged, StreamCaps, StreamsFull, Subscriber, authorize_events, catch_up_batch,
+    catch_up_start, record_event, retention_cutoff,
 };
 use folio_core::model::{
     ClientId, DeletionAction, HexIdError, Link, NoContent, Record, RecordBody, RecordDate,
@@ -76,6 +77,8 @@ fn subscriber(access: Access) -> Subscriber {
         client_id: None,
         include_deleted: false,
         filters: Vec::new(),
+        authorization: None,
+        expires_at: None,
     }
 }
 
@@ -381,6 +384,8 @@ fn subscriber_takes_filters_and_include_deleted_from_the_query() {
             client_id: Some(id),
             include_deleted: true,
             filters: vec![filter],
+            authorization: None,
+            expires_at: None,
         }
     );
 }
@@ -497,15 +502,75 @@ fn a_live_subscriber_gets_each_newer_version_once_and_not_its_own_writes() {
         },
         7,
     );
-    assert_eq!(live.frame(&version(7, None)), None, "the catch-up sent it");
     assert_eq!(
-        live.frame(&version(8, None)).as_deref(),
+        live.frame(&version(7, None)),
+        Ok(None),
+        "the catch-up sent it"
+    );
+    assert_eq!(
+        live.frame(&version(8, None)).unwrap().as_deref(),
         Some(record_event(EventId::from_sequence(8), &record).as_str())
     );
-    assert_eq!(live.frame(&version(8, None)), None, "offered twice");
+    assert_eq!(live.frame(&version(8, None)), Ok(None), "offered twice");
     let own = Some(client_id("0123456789abcdef0123456789abcdef"));
-    assert_eq!(live.frame(&version(9, own)), None, "its own write");
-    assert!(live.frame(&version(10, None)).is_some());
+    assert_eq!(live.frame(&version(9, own)), Ok(None), "its own write");
+    assert!(matches!(live.frame(&version(10, None)), Ok(Some(_))));
+}
+
+#[test]
+fn a_new_version_of_the_authorization_a_stream_was_opened_under_ends_it() {
+    let authorization = private_record();
+    let mut revoked = authorization.clone();
+    revoked.type_link = folio_core::builtin::BuiltinType::AppAuthorization.link();
+    let standing = || subscriber(owner("alice.example")).with_standing(Some(revoked.id), None);
+    // A record of another type with the same id changes nothing.
+    let mut live = LiveSubscriber::new(standing(), 0);
+    let same_id = LiveVersion::new(1, authorization, Vec::new(), None);
+    assert!(matches!(live.frame(&same_id), Ok(Some(_))));
+    let revocation = LiveVersion::new(2, revoked.clone(), Vec::new(), None);
+    assert_eq!(live.frame(&revocation), Err(StandingChanged));
+    // A stream opened otherwise, or under another authorization, goes on.
+    let mut other = LiveSubscriber::new(subscriber(owner("alice.example")), 0);
+    assert!(other.frame(&revocation).is_ok());
+    assert_eq!(other.ends_at(), None);
+    let at = date("2026-01-01T00:00:00.000Z");
+    let bearer = LiveSubscriber::new(standing().with_standing(None, Some(at)), 0);
+    assert_eq!(bearer.ends_at(), Some(at));
+}
+
+#[test]
+fn unauthenticated_streams_hold_at_most_half_of_each_cap() {
+    let caps = StreamCaps {
+        per_server: Some(10),
+        per_user: Some(4),
+    };
+    let open = |server: (usize, usize), user: (usize, usize)| OpenStreams {
+        on_server: Some(Opened {
+            all: server.0,
+            anonymous: server.1,
+        }),
+        for_user: Opened {
+            all: user.0,
+            anonymous: user.1,
+        },
+    };
+    assert_eq!(caps.admit(open((1, 1), (1, 1)), true), Ok(()));
+    assert_eq!(caps.admit(open((2, 2), (2, 2)), true), Err(StreamsFull));
+    assert_eq!(caps.admit(open((2, 2), (2, 2)), false), Ok(()));
+    assert_eq!(caps.admit(open((4, 2), (4, 2)), false), Err(StreamsFull));
+    // The server's half, across users.
+    assert_eq!(caps.admit(open((5, 5), (0, 0)), true), Err(StreamsFull));
+    assert_eq!(caps.admit(open((9, 5), (0, 0)), false), Ok(()));
+    assert_eq!(caps.admit(open((10, 5), (0, 0)), false), Err(StreamsFull));
+    // The edge's object knows one user's streams only.
+    let edge = OpenStreams {
+        on_server: None,
+        for_user: Opened {
+            all: 1,
+            anonymous: 1,
+        },
+    };
+    assert_eq!(caps.admit(edge, true), Ok(()));
 }
 
 #[test]
@@ -514,7 +579,7 @@ fn a_live_version_is_framed_once_for_all_its_subscribers() {
     let mut first = LiveSubscriber::new(subscriber(owner("alice.example")), 0);
     let mut second = LiveSubscriber::new(subscriber(owner("alice.example")), 0);
     let (a, b) = (first.frame(&version), second.frame(&version));
-    let (Some(a), Some(b)) = (a, b) else {
+    let (Ok(Some(a)), Ok(Some(b))) = (a, b) else {
         panic!("both subscribers receive the version");
     };
     assert!(std::sync::Arc::ptr_eq(&a, &b), "one frame, shared");

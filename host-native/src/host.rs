@@ -105,11 +105,16 @@ struct LiveStream {
     /// No chunk leaves before this, unless it is full (see
     /// [`LIVE_FLUSH_INTERVAL_MS`]).
     next_flush: tokio::time::Instant,
+    /// When the stream ends whatever it sends: the expiry of the bearer
+    /// token that opened it ([`LiveSubscriber::ends_at`]).
+    ends: Option<tokio::time::Instant>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
-/// Why a stream ends: the server is shutting down, or the stream fell more
-/// than the hub's queue behind (the client resumes with `Last-Event-Id`).
+/// Why a stream ends: the server is shutting down, the stream fell more
+/// than the hub's queue behind (the client resumes with `Last-Event-Id`),
+/// or the access it was opened with was revoked or expired (the client's
+/// reconnection is authorized afresh).
 struct StreamEnd;
 
 impl LiveStream {
@@ -119,6 +124,14 @@ impl LiveStream {
     async fn next_chunk(&mut self) -> Option<Bytes> {
         let silence = tokio::time::sleep(self.heartbeat);
         tokio::pin!(silence);
+        let ends = self.ends;
+        let expiry = async move {
+            match ends {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(expiry);
         let first = loop {
             tokio::select! {
                 frame = next_frame(&mut self.receiver, &mut self.live) => match frame.ok()? {
@@ -126,6 +139,7 @@ impl LiveStream {
                     None => continue,
                 },
                 () = &mut silence => return Some(Bytes::from_static(HEARTBEAT_EVENT.as_bytes())),
+                () = &mut expiry => return None,
                 _ = self.shutdown.wait_for(|stopped| *stopped) => return None,
             }
         };
@@ -160,7 +174,7 @@ async fn next_frame(
     live: &mut LiveSubscriber,
 ) -> Result<Option<Arc<str>>, StreamEnd> {
     match receiver.recv().await {
-        Ok(version) => Ok(live.frame(&version)),
+        Ok(version) => live.frame(&version).map_err(|_| StreamEnd),
         Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => {
             Err(StreamEnd)
         }
@@ -175,12 +189,17 @@ fn live_body(
     heartbeat: Duration,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Body {
+    let ends = live.ends_at().map(|at| {
+        let left = at.unix_millis() - crate::clock::Clock.now().unix_millis();
+        tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0))
+    });
     let stream = LiveStream {
         receiver: subscription.receiver,
         _place: subscription.place,
         live,
         heartbeat,
         next_flush: tokio::time::Instant::now(),
+        ends,
         shutdown,
     };
     let catch_up = futures_util::stream::iter(catch_up.into_iter().map(Bytes::from));
@@ -322,8 +341,8 @@ impl Blobs for App {
 impl Streams for App {
     type Subscription = Subscription;
 
-    fn subscribe(&self, user: &User) -> Result<Subscription, StreamsFull> {
-        self.hub.subscribe(user.id)
+    fn subscribe(&self, user: &User, anonymous: bool) -> Result<Subscription, StreamsFull> {
+        self.hub.subscribe(user.id, anonymous)
     }
 
     fn event_stream(
@@ -418,7 +437,7 @@ mod tests {
     #[tokio::test]
     async fn a_burst_during_the_flush_interval_is_sent_whole() {
         let hub = uncapped_hub();
-        let subscription = hub.subscribe(1).expect("no caps");
+        let subscription = hub.subscribe(1, false).expect("no caps");
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         let body = live_body(
             subscription,
@@ -460,7 +479,7 @@ mod tests {
     #[tokio::test]
     async fn a_version_committed_during_the_catch_up_is_sent_once() {
         let hub = uncapped_hub();
-        let subscription = hub.subscribe(1).expect("no caps");
+        let subscription = hub.subscribe(1, false).expect("no caps");
         for seq in [6, 7] {
             publish(&hub, seq);
         }

@@ -9,13 +9,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use folio_core::events::{LiveVersion, SUBSCRIBER_QUEUE_LEN, StreamCaps, StreamsFull};
+use folio_core::events::{
+    LiveVersion, OpenStreams, Opened, SUBSCRIBER_QUEUE_LEN, StreamCaps, StreamsFull,
+};
 use tokio::sync::broadcast;
 
 #[derive(Default)]
 struct Channels {
-    users: HashMap<i64, (broadcast::Sender<Arc<LiveVersion>>, usize)>,
-    open: usize,
+    users: HashMap<i64, (broadcast::Sender<Arc<LiveVersion>>, Opened)>,
+    open: Opened,
 }
 
 /// Every user's live channel.
@@ -38,6 +40,7 @@ pub struct Subscription {
 pub struct StreamPlace {
     hub: Arc<Hub>,
     user_id: i64,
+    anonymous: bool,
 }
 
 impl Hub {
@@ -62,22 +65,35 @@ impl Hub {
         }
     }
 
-    /// Opens a stream for a user, within the caps.
-    pub fn subscribe(self: &Arc<Self>, user_id: i64) -> Result<Subscription, StreamsFull> {
+    /// Opens a stream for a user, `anonymous` or signed, within the caps.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        user_id: i64,
+        anonymous: bool,
+    ) -> Result<Subscription, StreamsFull> {
         let mut channels = self.lock();
-        let per_user = channels.users.get(&user_id).map_or(0, |(_, n)| *n);
-        self.caps.admit(Some(channels.open), per_user)?;
-        channels.open += 1;
-        let entry = channels
-            .users
-            .entry(user_id)
-            .or_insert_with(|| (broadcast::channel(SUBSCRIBER_QUEUE_LEN).0, 0));
-        entry.1 += 1;
+        let open = OpenStreams {
+            on_server: Some(channels.open),
+            for_user: channels
+                .users
+                .get(&user_id)
+                .map_or_else(Opened::default, |(_, n)| *n),
+        };
+        self.caps.admit(open, anonymous)?;
+        channels.open.open(anonymous);
+        let entry = channels.users.entry(user_id).or_insert_with(|| {
+            (
+                broadcast::channel(SUBSCRIBER_QUEUE_LEN).0,
+                Opened::default(),
+            )
+        });
+        entry.1.open(anonymous);
         let receiver = entry.0.subscribe();
         Ok(Subscription {
             place: StreamPlace {
                 hub: Arc::clone(self),
                 user_id,
+                anonymous,
             },
             receiver,
         })
@@ -87,10 +103,10 @@ impl Hub {
 impl Drop for StreamPlace {
     fn drop(&mut self) {
         let mut channels = self.hub.lock();
-        channels.open = channels.open.saturating_sub(1);
-        if let Some((_, count)) = channels.users.get_mut(&self.user_id) {
-            *count -= 1;
-            if *count == 0 {
+        channels.open.close(self.anonymous);
+        if let Some((_, opened)) = channels.users.get_mut(&self.user_id) {
+            opened.close(self.anonymous);
+            if opened.all == 0 {
                 channels.users.remove(&self.user_id);
             }
         }

@@ -9,8 +9,8 @@ use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::{SessionKey, verify_password};
 use folio_core::dialect::Dialect;
 use folio_core::events::{
-    HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, SUBSCRIBER_QUEUE_LEN, StreamCaps, StreamsFull,
-    Subscriber,
+    HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, OpenStreams, Opened, SUBSCRIBER_QUEUE_LEN,
+    StandingChanged, StreamCaps, StreamsFull, Subscriber,
 };
 use folio_core::fresh::Fresh;
 use folio_core::limits::{Limits, header_section_len};
@@ -49,14 +49,17 @@ struct Live {
     /// [`SUBSCRIBER_QUEUE_LEN`] of them, as in the stream's queue).
     stream: Option<(mpsc::Sender<Vec<u8>>, LiveSubscriber)>,
     pending: Vec<Rc<LiveVersion>>,
-    /// Fell more than its queue behind: closed, as natively (the client
-    /// resumes with `Last-Event-Id`).
-    lagging: bool,
+    /// Opened without authentication (counted apart against the caps).
+    anonymous: bool,
+    /// Ended: it fell more than its queue behind (the client resumes with
+    /// `Last-Event-Id`, as natively), or the access it was opened with was
+    /// revoked or expired (the client's reconnection is authorized afresh).
+    ended: bool,
 }
 
 impl Live {
     fn is_open(&self) -> bool {
-        !self.lagging
+        !self.ended
             && self
                 .stream
                 .as_ref()
@@ -64,28 +67,33 @@ impl Live {
     }
 
     /// Sends one event if the subscriber receives it; a subscriber whose
-    /// queue is full is disconnected.
+    /// queue is full, or whose access the event revokes, is disconnected.
     fn send(&mut self, version: &Rc<LiveVersion>) {
         let Some((sender, subscriber)) = &mut self.stream else {
-            self.lagging |= self.pending.len() >= SUBSCRIBER_QUEUE_LEN;
+            self.ended |= self.pending.len() >= SUBSCRIBER_QUEUE_LEN;
             self.pending.push(Rc::clone(version));
             return;
         };
-        if let Some(frame) = subscriber.frame(version) {
-            self.lagging |= sender.try_send(frame.as_bytes().to_vec()).is_err();
+        match subscriber.frame(version) {
+            Ok(Some(frame)) => self.ended |= sender.try_send(frame.as_bytes().to_vec()).is_err(),
+            Ok(None) => {}
+            Err(StandingChanged) => self.ended = true,
         }
-        if self.lagging {
+        if self.ended {
             sender.close_channel();
         }
     }
 
-    /// Sends a heartbeat; a stream whose queue is full is not being read.
-    fn heartbeat(&mut self) {
-        if let Some((sender, _)) = &mut self.stream {
-            self.lagging |= sender
-                .try_send(HEARTBEAT_EVENT.as_bytes().to_vec())
-                .is_err();
-            if self.lagging {
+    /// Sends a heartbeat; a stream whose queue is full is not being read,
+    /// and one whose bearer token expired by `now` ends (so within a
+    /// heartbeat interval of its expiry).
+    fn heartbeat(&mut self, now: RecordDate) {
+        if let Some((sender, subscriber)) = &mut self.stream {
+            self.ended |= subscriber.ends_at().is_some_and(|at| at <= now)
+                || sender
+                    .try_send(HEARTBEAT_EVENT.as_bytes().to_vec())
+                    .is_err();
+            if self.ended {
                 sender.close_channel();
             }
         }
@@ -240,7 +248,8 @@ impl DurableObject for UserStore {
     async fn alarm(&self) -> worker::Result<Response> {
         let again = {
             let mut streams = self.streams.borrow_mut();
-            streams.iter_mut().for_each(Live::heartbeat);
+            let now = now();
+            streams.iter_mut().for_each(|live| live.heartbeat(now));
             streams.retain(Live::is_open);
             !streams.is_empty()
         };
@@ -467,18 +476,27 @@ impl Blobs for UserStore {
 impl Streams for UserStore {
     type Subscription = u64;
 
-    fn subscribe(&self, _user: &User) -> Result<u64, StreamsFull> {
+    fn subscribe(&self, _user: &User, anonymous: bool) -> Result<u64, StreamsFull> {
         let mut streams = self.streams.borrow_mut();
         streams.retain(Live::is_open);
         // The object holds one user's streams; no object sees the server's.
-        self.caps.admit(None, streams.len())?;
+        let for_user = Opened {
+            all: streams.len(),
+            anonymous: streams.iter().filter(|live| live.anonymous).count(),
+        };
+        let open = OpenStreams {
+            on_server: None,
+            for_user,
+        };
+        self.caps.admit(open, anonymous)?;
         let id = self.next_stream.get();
         self.next_stream.set(id + 1);
         streams.push(Live {
             id,
             stream: None,
             pending: Vec::new(),
-            lagging: false,
+            anonymous,
+            ended: false,
         });
         Ok(id)
     }

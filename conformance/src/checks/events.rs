@@ -57,6 +57,10 @@ pub fn checks() -> Vec<Check> {
             "events/lagging-subscriber-disconnected-then-resumes",
             lagging_subscriber
         ),
+        check!(
+            "events/anonymous-streams-hold-at-most-half-the-users-cap",
+            anonymous_half
+        ),
     ]
 }
 
@@ -650,5 +654,52 @@ async fn lagging_subscriber(ctx: &Ctx) -> CheckResult {
             received.len()
         )
     );
+    Ok(())
+}
+
+/// Unauthenticated streams may hold at most half of the user's streams
+/// (PROTOCOL.md §13's cap), so that strangers cannot shut the user's own
+/// apps out. Streams other checks left open may still be counted, so this
+/// opens anonymous ones until the first refusal.
+async fn anonymous_half(ctx: &Ctx) -> CheckResult {
+    let cap = ctx.limit("sse_connections_per_user", 64).await?;
+    let cap = usize::try_from(cap).map_err(|error| error.to_string())?;
+    let http = ctx.http.without_retries();
+    let call = Call::get(ctx.events_url()?);
+    let mut open = Vec::new();
+    let refusal = loop {
+        ensure!(
+            open.len() <= cap / 2,
+            "{} unauthenticated streams open of a cap of {cap}",
+            open.len()
+        );
+        let response = http.open(&call).await?;
+        if response.status().as_u16() == 200 {
+            open.push(EventStream::new(response));
+            continue;
+        }
+        let refused = read_response(response).await?;
+        let detail = refused
+            .json()
+            .ok()
+            .and_then(|body| body["detail"].as_str().map(str::to_owned));
+        if refused.status == 429 && !detail.as_deref().unwrap_or_default().contains("stream") {
+            // The address's read rate, not the cap: wait it out.
+            tokio::time::sleep(
+                crate::client::retry_after(&refused.headers).unwrap_or(Duration::from_secs(1)),
+            )
+            .await;
+            continue;
+        }
+        break refused;
+    };
+    expect::status(&refusal, 429).map_err(|error| format!("the stream past the half: {error}"))?;
+    ensure!(!open.is_empty(), "no unauthenticated stream opened at all");
+    let signed = ctx
+        .http
+        .open(&events_call(ctx, Some(&ctx.full), &[])?)
+        .await?;
+    let beside = format!("a signed stream beside {} unauthenticated ones", open.len());
+    ensure_eq!(signed.status().as_u16(), 200, beside);
     Ok(())
 }

@@ -3,6 +3,8 @@
 //! app write App Authorization or Credentials records, or an App record
 //! other than its own.
 
+use std::time::{Duration, Instant};
+
 use serde_json::{Value, json};
 
 use super::{Check, CheckResult, Needs, check};
@@ -11,12 +13,18 @@ use crate::client::{Call, Response, record_id};
 use crate::context::Ctx;
 use crate::expect::{self, FORBIDDEN, UNKNOWN_APP, ensure_eq};
 use crate::signer::AppKey;
+use crate::sse::EventStream;
 
 pub fn checks() -> Vec<Check> {
     vec![
         check!(
             "revocation/deleting-authorization-revokes-at-once",
             deleting_revokes,
+            Needs::Password
+        ),
+        check!(
+            "revocation/deleting-authorization-ends-its-event-streams",
+            revoking_ends_streams,
             Needs::Password
         ),
         check!(
@@ -64,6 +72,48 @@ async fn ensure_still_authorized(ctx: &Ctx, key: &AppKey) -> CheckResult {
     expect::status(&probe(ctx, key).await?, 200)
         .map_err(|error| format!("the app's own authorization afterwards: {error}"))
 }
+
+/// An event stream opened under an authorization ends when it is deleted:
+/// a revoked app hears nothing more.
+async fn revoking_ends_streams(ctx: &Ctx) -> CheckResult {
+    let (ty, _) = scope_type(ctx, "conformance_revoked_stream").await?;
+    let scope = [
+        ScopeItem::of("read", &ty)?,
+        ScopeItem::of("subscribe", &ty)?,
+    ];
+    let app = NewApp::fresh();
+    let key = authorize(ctx, &app, &scope, &scope).await?;
+    let response = ctx
+        .http
+        .open(&Call::get(ctx.events_url()?).signed(&key))
+        .await?;
+    ensure_eq!(response.status().as_u16(), 200, "events status");
+    let mut stream = EventStream::new(response);
+    let delete = Call::delete(ctx.record_url(&key.authorization_id)?).signed(&ctx.full);
+    expect::status(&ctx.send(delete).await?, 200)
+        .map_err(|error| format!("the full app deleting the authorization: {error}"))?;
+    let deadline = Instant::now() + STREAM_END_WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match stream.next_event(left).await {
+            // Heartbeats, and no record: nothing of the type was written.
+            Ok(Some(event)) if !event.is_record() => {}
+            Ok(Some(event)) => {
+                return Err(format!("a revoked app's stream sent {}", event.data));
+            }
+            Ok(None) => {
+                return Err(format!(
+                    "the stream was still open {} s after its authorization was deleted",
+                    STREAM_END_WAIT.as_secs()
+                ));
+            }
+            Err(_) => return Ok(()),
+        }
+    }
+}
+
+/// How long a revoked app's stream may take to end.
+const STREAM_END_WAIT: Duration = Duration::from_secs(10);
 
 async fn deleting_revokes(ctx: &Ctx) -> CheckResult {
     let (ty, _) = scope_type(ctx, "conformance_revoked").await?;

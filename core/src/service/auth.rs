@@ -20,6 +20,9 @@ pub struct Caller {
     pub access: Access,
     /// The app that signed, if any (for its write rate).
     pub app: Option<RecordId>,
+    /// The App Authorization record the app's access comes from (none for
+    /// the owner's full-access apps and for anonymous callers).
+    pub authorization: Option<RecordId>,
     /// A bearer token's expiry, when the request came with one.
     pub bearer_expiry: Option<RecordDate>,
     /// The body digest the signature vouches for, to check a streamed body
@@ -32,6 +35,7 @@ impl Caller {
         Caller {
             access: Access::Anonymous,
             app: None,
+            authorization: None,
             bearer_expiry: None,
             signed_content_sha256: None,
         }
@@ -93,6 +97,7 @@ impl<H: Host> Context<'_, '_, H> {
             return Ok(Caller {
                 access,
                 app: Some(header.app_id),
+                authorization: authorization_id,
                 bearer_expiry: None,
                 signed_content_sha256,
             });
@@ -109,6 +114,7 @@ impl<H: Host> Context<'_, '_, H> {
             return Ok(Caller {
                 access,
                 app: Some(token.app_id),
+                authorization: authorization_id,
                 bearer_expiry: RecordDate::from_unix_millis(token.expires_at_ms).ok(),
                 signed_content_sha256: None,
             });

@@ -38,8 +38,9 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
         .and_then(EventId::from_header);
 
     // Subscribe first, so nothing committed during the catch-up is missed.
+    let anonymous = matches!(caller.access, Access::Anonymous);
     let subscription = host
-        .subscribe(user)
+        .subscribe(user, anonymous)
         .map_err(|full| Failure::from(Limited::from(full)))?;
     let bounds_rows = cx.fetch(&event_log_bounds_sql(user.id)).await?;
     let bounds = match bounds_rows.first() {
@@ -54,7 +55,8 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
         None => EventLogBounds::default(),
     };
     let start = catch_up_start(&query, last_event_id, bounds);
-    let subscriber = Subscriber::new(caller.access, client_id, query);
+    let subscriber = Subscriber::new(caller.access, client_id, query)
+        .with_standing(caller.authorization, caller.bearer_expiry);
 
     // Read the log in chunks, keeping what this subscriber accepts.
     let mut pending = Vec::new();

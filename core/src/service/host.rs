@@ -271,13 +271,17 @@ pub trait Streams: Bodies {
 
     /// A place among the user's subscribers, taken before the catch-up is
     /// read so that nothing committed meanwhile is missed. The host counts
-    /// its open streams and asks core's
-    /// [`StreamCaps::admit`](crate::events::StreamCaps::admit) whether one
-    /// more fits.
-    fn subscribe(&self, user: &User) -> Result<Self::Subscription, StreamsFull>;
+    /// its open streams, `anonymous` (unauthenticated) ones apart, and asks
+    /// core's [`StreamCaps::admit`](crate::events::StreamCaps::admit)
+    /// whether one more fits.
+    fn subscribe(&self, user: &User, anonymous: bool) -> Result<Self::Subscription, StreamsFull>;
 
     /// The event stream: the catch-up frames, then the live events after
     /// `last_seq` that `subscriber` accepts, with heartbeats in silences.
+    /// The stream ends when [`LiveSubscriber::frame`](crate::events::LiveSubscriber::frame)
+    /// says the subscriber's standing changed, and at
+    /// [`LiveSubscriber::ends_at`](crate::events::LiveSubscriber::ends_at)
+    /// by the host's clock.
     /// A subscriber that falls more than
     /// [`SUBSCRIBER_QUEUE_LEN`](crate::events::SUBSCRIBER_QUEUE_LEN)
     /// versions behind is disconnected.

@@ -164,3 +164,53 @@ fn an_anonymous_listener_over_the_address_rate_is_429_before_taking_a_place() {
     rate_limited(&reply, "1");
     assert_eq!(host.counters.subscribes.borrow().len(), 1);
 }
+
+/// The subscriber a stream was opened with.
+fn subscriber(reply: &Reply<Stream>) -> &folio_core::events::Subscriber {
+    match &reply.body {
+        ReplyBody::Stream(Stream::Events { subscriber, .. }) => subscriber,
+        _ => panic!("an event stream, got status {}", reply.status),
+    }
+}
+
+#[test]
+fn anonymous_listeners_hold_at_most_half_of_the_users_streams() {
+    let mut config = Config::default();
+    config.limits.sse_connections_per_user = Some(4);
+    let (host, app) = host_with_app(config);
+    let first = get(&host, EVENTS);
+    let second = get(&host, EVENTS);
+    assert_eq!((first.status, second.status), (200, 200));
+    rate_limited(&get(&host, EVENTS), "5");
+    // The user's own apps still have the other half.
+    let signed: Vec<_> = ["e1", "e2"]
+        .iter()
+        .map(|nonce| signed_get(&host, EVENTS, &app, nonce))
+        .collect();
+    assert!(signed.iter().all(|reply| reply.status == 200));
+    rate_limited(&signed_get(&host, EVENTS, &app, "e3"), "5");
+    drop(first);
+    assert_eq!(get(&host, EVENTS).status, 200, "a place given back");
+}
+
+#[test]
+fn a_stream_knows_the_authorization_it_was_opened_under_and_a_bearer_tokens_expiry() {
+    let (host, app) = host_with_app(Config::default());
+    let signed = signed_get(&host, EVENTS, &app, "e1");
+    let opened = subscriber(&signed);
+    assert_eq!(opened.authorization, Some(crate::authorization_id()));
+    assert_eq!(opened.expires_at, None);
+
+    let expires = crate::kit::now().unix_millis() + 60_000;
+    let target = format!("{EVENTS}?bearer={}", app.bearer(expires, EVENTS));
+    let by_bearer = get(&host, &target);
+    let opened = subscriber(&by_bearer);
+    assert_eq!(opened.authorization, Some(crate::authorization_id()));
+    assert_eq!(
+        opened.expires_at.map(|at| at.unix_millis()),
+        Some(expires),
+        "the stream ends when the token does"
+    );
+    assert!(get(&host, EVENTS).status == 200);
+    assert_eq!(subscriber(&get(&host, EVENTS)).authorization, None);
+}

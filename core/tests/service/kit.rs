@@ -21,7 +21,7 @@ use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, ReplayGuard};
 use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::SessionKey;
 use folio_core::dialect::Dialect;
-use folio_core::events::{StreamCaps, StreamsFull, Subscriber};
+use folio_core::events::{OpenStreams, Opened, StreamCaps, StreamsFull, Subscriber};
 use folio_core::fresh::Fresh;
 use folio_core::limits::{Limits, RateLimit, header_section_len};
 use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
@@ -295,7 +295,7 @@ pub struct Counters {
     caps: StreamCaps,
     /// Open streams per user id; a [`Subscription`] gives its place back
     /// when dropped.
-    open: Rc<RefCell<HashMap<i64, usize>>>,
+    open: Rc<RefCell<HashMap<i64, Opened>>>,
     pub rate_calls: RefCell<Vec<RateCall>>,
     pub nonce_calls: RefCell<Vec<NonceCall>>,
     /// Every `subscribe`: the user id, and whether a place was given.
@@ -344,27 +344,42 @@ impl Counters {
         verdict
     }
 
-    pub fn subscribe(&self, user: &User) -> Result<Subscription, StreamsFull> {
+    pub fn subscribe(&self, user: &User, anonymous: bool) -> Result<Subscription, StreamsFull> {
         let admitted = {
             let open = self.open.borrow();
-            let on_server = open.values().sum();
-            let for_user = open.get(&user.id).copied().unwrap_or(0);
-            self.caps.admit(Some(on_server), for_user)
+            let on_server = open.values().fold(Opened::default(), |sum, opened| Opened {
+                all: sum.all + opened.all,
+                anonymous: sum.anonymous + opened.anonymous,
+            });
+            let for_user = open.get(&user.id).copied().unwrap_or_default();
+            let open = OpenStreams {
+                on_server: Some(on_server),
+                for_user,
+            };
+            self.caps.admit(open, anonymous)
         };
         self.subscribes
             .borrow_mut()
             .push((user.id, admitted.is_ok()));
         admitted?;
-        *self.open.borrow_mut().entry(user.id).or_default() += 1;
+        self.open
+            .borrow_mut()
+            .entry(user.id)
+            .or_default()
+            .open(anonymous);
         Ok(Subscription {
             user_id: user.id,
+            anonymous,
             open: Rc::clone(&self.open),
         })
     }
 
     /// The streams of user `user_id` open now.
     pub fn open_streams(&self, user_id: i64) -> usize {
-        self.open.borrow().get(&user_id).copied().unwrap_or(0)
+        self.open
+            .borrow()
+            .get(&user_id)
+            .map_or(0, |opened| opened.all)
     }
 
     /// The rates counted so far.
@@ -395,13 +410,14 @@ impl Counters {
 #[derive(Debug)]
 pub struct Subscription {
     pub user_id: i64,
-    open: Rc<RefCell<HashMap<i64, usize>>>,
+    anonymous: bool,
+    open: Rc<RefCell<HashMap<i64, Opened>>>,
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        if let Some(count) = self.open.borrow_mut().get_mut(&self.user_id) {
-            *count = count.saturating_sub(1);
+        if let Some(opened) = self.open.borrow_mut().get_mut(&self.user_id) {
+            opened.close(self.anonymous);
         }
     }
 }
@@ -412,7 +428,7 @@ pub enum Stream {
     Blob(Vec<u8>),
     Events {
         subscription: Subscription,
-        subscriber: Subscriber,
+        subscriber: Box<Subscriber>,
         catch_up: Vec<String>,
         last_seq: u64,
     },
@@ -622,8 +638,8 @@ impl<S: Backend> Blobs for Fake<S> {
 impl<S: Backend> Streams for Fake<S> {
     type Subscription = Subscription;
 
-    fn subscribe(&self, user: &User) -> Result<Subscription, StreamsFull> {
-        self.counters.subscribe(user)
+    fn subscribe(&self, user: &User, anonymous: bool) -> Result<Subscription, StreamsFull> {
+        self.counters.subscribe(user, anonymous)
     }
 
     fn event_stream(
@@ -635,7 +651,7 @@ impl<S: Backend> Streams for Fake<S> {
     ) -> Stream {
         Stream::Events {
             subscription,
-            subscriber,
+            subscriber: Box::new(subscriber),
             catch_up,
             last_seq,
         }
