@@ -40,6 +40,13 @@ use crate::query::{EventsQuery, Filter, IndexEntry, entries_match};
 /// The most events a catch-up sends; more pending is `too_many_events`.
 pub const MAX_CATCH_UP_EVENTS: usize = 100;
 
+/// The most event-log rows one catch-up reads. A subscriber that sees few
+/// of the store's events (an anonymous one, an app with a narrow grant or
+/// filter) and resumes from far back would otherwise make the server read
+/// the whole day's log to find its hundred; past this it is answered
+/// `too_many_events`, as if they were pending, and lists afresh.
+pub const MAX_CATCH_UP_ROWS: usize = 10_000;
+
 /// How long a stream may stay silent before a heartbeat is written.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 15_000;
 

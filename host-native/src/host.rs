@@ -386,6 +386,10 @@ impl Secrets for App {
     }
 
     async fn verify_password(&self, hash: String, password: String) -> bool {
+        // The semaphore is never closed.
+        let Ok(_place) = self.password_checks.acquire().await else {
+            return false;
+        };
         // argon2 takes tens of milliseconds: off the async workers.
         tokio::task::spawn_blocking(move || verify_password(&hash, &password))
             .await

@@ -4,7 +4,7 @@
 //! older than the guard's creation is refused as stale, since its nonce
 //! could have been seen by the process before.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::model::{RecordDate, RecordId};
 
@@ -12,27 +12,46 @@ use super::{AuthError, TIMESTAMP_WINDOW_MS};
 
 /// How many nonces a guard holds at most. Past this, requests are refused
 /// until old nonces leave the window (`server/503-unavailable` for the
-/// host): forgetting one early would let a replay through.
-pub const MAX_REMEMBERED_NONCES: usize = 4_000_000;
+/// host): forgetting one early would let a replay through. About 150 bytes
+/// each: 150 MB at most.
+pub const MAX_REMEMBERED_NONCES: usize = 1_000_000;
+
+/// How many nonces one app may hold: about 800 signed requests a second,
+/// sustained over the window. Past this the app's requests are refused
+/// (`request/429-rate-limited`) until its oldest nonces leave the window,
+/// and no app can fill the guard for the others.
+pub const MAX_NONCES_PER_APP: usize = 250_000;
+
+/// How many nonces registrations may hold together. Each registration is
+/// signed under a new app id, so the per-app share does not bound them;
+/// past this registrations are refused (`server/503-unavailable`) while
+/// authorized apps go on.
+pub const MAX_REGISTRATION_NONCES: usize = 250_000;
 
 /// The nonces of the last window, per app.
 #[derive(Debug)]
 pub struct ReplayGuard {
     boot_ms: i64,
     seen: HashSet<(RecordId, Box<str>)>,
-    /// `(ts, app, nonce)`, to forget nonces as they leave the window.
-    by_ts: BTreeSet<(i64, RecordId, Box<str>)>,
+    /// `(ts, app, nonce, registration)`, to forget nonces as they leave the window.
+    by_ts: BTreeSet<(i64, RecordId, Box<str>, bool)>,
+    /// How many nonces each app holds.
+    per_app: HashMap<RecordId, usize>,
+    /// How many nonces registrations hold.
+    registrations: usize,
 }
 
 /// A verified request's nonce, as a host records it: the app that signed,
 /// the nonce and the signature's timestamp (checked within the window of
-/// `now`, the request's time).
+/// `now`, the request's time), and whether the request is a registration
+/// (signed under the id of an app that does not exist yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NonceUse<'a> {
     pub app: RecordId,
     pub nonce: &'a str,
     pub ts_ms: i64,
     pub now: RecordDate,
+    pub registration: bool,
 }
 
 /// Why a guard refused a request.
@@ -40,7 +59,10 @@ pub struct NonceUse<'a> {
 pub enum ReplayError {
     /// The request is stale or replayed.
     Auth(AuthError),
-    /// The guard is full ([`MAX_REMEMBERED_NONCES`]).
+    /// The app holds its share of the guard ([`MAX_NONCES_PER_APP`]).
+    AppFull,
+    /// The guard is full ([`MAX_REMEMBERED_NONCES`]), or registrations
+    /// hold their share of it ([`MAX_REGISTRATION_NONCES`]).
     Full,
 }
 
@@ -51,6 +73,8 @@ impl ReplayGuard {
             boot_ms: boot.unix_millis(),
             seen: HashSet::new(),
             by_ts: BTreeSet::new(),
+            per_app: HashMap::new(),
+            registrations: 0,
         }
     }
 
@@ -62,6 +86,7 @@ impl ReplayGuard {
             nonce,
             ts_ms,
             now,
+            registration,
         } = *used;
         if ts_ms < self.boot_ms {
             return Err(ReplayError::Auth(AuthError::StaleTimestamp));
@@ -71,10 +96,18 @@ impl ReplayGuard {
         if self.seen.contains(&key) {
             return Err(ReplayError::Auth(AuthError::ReplayedRequest));
         }
-        if self.seen.len() >= MAX_REMEMBERED_NONCES {
+        if self.seen.len() >= MAX_REMEMBERED_NONCES
+            || (registration && self.registrations >= MAX_REGISTRATION_NONCES)
+        {
             return Err(ReplayError::Full);
         }
-        self.by_ts.insert((ts_ms, app, key.1.clone()));
+        let held = self.per_app.entry(app).or_default();
+        if *held >= MAX_NONCES_PER_APP {
+            return Err(ReplayError::AppFull);
+        }
+        *held += 1;
+        self.registrations += usize::from(registration);
+        self.by_ts.insert((ts_ms, app, key.1.clone(), registration));
         self.seen.insert(key);
         Ok(())
     }
@@ -86,8 +119,16 @@ impl ReplayGuard {
             if first.0 >= cutoff_ms {
                 break;
             }
-            if let Some((_, app, nonce)) = self.by_ts.pop_first() {
-                self.seen.remove(&(app, nonce));
+            let Some((_, app, nonce, registration)) = self.by_ts.pop_first() else {
+                break;
+            };
+            self.seen.remove(&(app, nonce));
+            self.registrations -= usize::from(registration);
+            if let Some(held) = self.per_app.get_mut(&app) {
+                *held -= 1;
+                if *held == 0 {
+                    self.per_app.remove(&app);
+                }
             }
         }
     }
@@ -155,6 +196,7 @@ mod tests {
             nonce,
             ts_ms,
             now,
+            registration: false,
         })
     }
 
@@ -194,5 +236,47 @@ mod tests {
         let later = BOOT + TIMESTAMP_WINDOW_MS + 1;
         check(&mut guard, a, "new", later, at(later)).expect("fresh");
         assert_eq!(guard.len(), 1, "the old nonce left the window");
+    }
+
+    #[test]
+    fn one_app_fills_its_share_only_and_gets_it_back_as_its_nonces_leave() {
+        let mut guard = ReplayGuard::new(at(BOOT));
+        let (a, b) = (RecordId::from_bytes([1; 16]), RecordId::from_bytes([2; 16]));
+        for n in 0..MAX_NONCES_PER_APP {
+            check(&mut guard, a, &n.to_string(), BOOT, at(BOOT)).expect("within its share");
+        }
+        assert_eq!(
+            check(&mut guard, a, "one more", BOOT, at(BOOT)),
+            Err(ReplayError::AppFull)
+        );
+        assert_eq!(check(&mut guard, b, "n", BOOT, at(BOOT)), Ok(()));
+        let later = BOOT + TIMESTAMP_WINDOW_MS + 1;
+        assert_eq!(check(&mut guard, a, "again", later, at(later)), Ok(()));
+        assert_eq!(guard.len(), 1);
+    }
+
+    #[test]
+    fn registrations_fill_their_share_only() {
+        let mut guard = ReplayGuard::new(at(BOOT));
+        let register = |guard: &mut ReplayGuard, n: usize| {
+            let mut id = [0; 16];
+            id[..8].copy_from_slice(&(n as u64).to_be_bytes());
+            guard.check(&NonceUse {
+                app: RecordId::from_bytes(id),
+                nonce: "r",
+                ts_ms: BOOT,
+                now: at(BOOT),
+                registration: true,
+            })
+        };
+        for n in 0..MAX_REGISTRATION_NONCES {
+            register(&mut guard, n).expect("within the registrations' share");
+        }
+        assert_eq!(
+            register(&mut guard, MAX_REGISTRATION_NONCES),
+            Err(ReplayError::Full)
+        );
+        let app = RecordId::from_bytes([0xff; 16]);
+        assert_eq!(check(&mut guard, app, "n", BOOT, at(BOOT)), Ok(()));
     }
 }

@@ -42,6 +42,10 @@ impl Caller {
     }
 }
 
+/// The `Retry-After` of an app refused for holding its share of the replay
+/// guard: its oldest nonces leave the window within seconds under load.
+const APP_FULL_RETRY_AFTER_SECS: u64 = 5;
+
 fn auth(error: &AuthError) -> Failure {
     Problem::from(error).into()
 }
@@ -93,7 +97,7 @@ impl<H: Host> Context<'_, '_, H> {
             if let Some(digest) = body_sha256 {
                 check_body_digest(signed_content_sha256, digest).map_err(|e| auth(&e))?;
             }
-            self.check_replay(user, header.app_id, header.nonce, header.ts_ms)?;
+            self.check_replay(user, header.app_id, header.nonce, header.ts_ms, false)?;
             return Ok(Caller {
                 access,
                 app: Some(header.app_id),
@@ -154,6 +158,7 @@ impl<H: Host> Context<'_, '_, H> {
         app_id: RecordId,
         nonce: &str,
         ts_ms: i64,
+        registration: bool,
     ) -> Result<(), Failure> {
         self.host
             .check_nonce(
@@ -163,10 +168,16 @@ impl<H: Host> Context<'_, '_, H> {
                     nonce,
                     ts_ms,
                     now: self.request.now,
+                    registration,
                 },
             )
             .map_err(|error| match error {
                 ReplayError::Auth(e) => auth(&e),
+                ReplayError::AppFull => Failure::from(
+                    Problem::new(ProblemType::RateLimited)
+                        .with_detail("too many signed requests from this app in the replay window"),
+                )
+                .with("retry-after", APP_FULL_RETRY_AFTER_SECS.to_string()),
                 ReplayError::Full => Problem::new(ProblemType::Unavailable)
                     .with_detail("too many requests in the replay window")
                     .into(),

@@ -4,8 +4,9 @@
 use crate::access::Access;
 use crate::dialect::LAST_EVENT_ID;
 use crate::events::{
-    EVENT_STREAM_HEADERS, EventId, EventLogBounds, MAX_CATCH_UP_EVENTS, Subscriber,
-    authorize_events, catch_up_batch, catch_up_start, parse_client_id, record_event,
+    EVENT_STREAM_HEADERS, EventId, EventLogBounds, EventsError, MAX_CATCH_UP_EVENTS,
+    MAX_CATCH_UP_ROWS, Subscriber, authorize_events, catch_up_batch, catch_up_start,
+    parse_client_id, record_event,
 };
 use crate::problem::Problem;
 use crate::query::EventsQuery;
@@ -62,11 +63,13 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
     let mut pending = Vec::new();
     let mut after = None;
     let mut last_seq = 0u64;
+    let mut scanned = 0usize;
     loop {
         let rows = cx
             .fetch(&events_sql(user.id, start, after, CATCH_UP_CHUNK))
             .await?;
         let count = rows.len();
+        scanned += count;
         for row in rows {
             let read = || -> Result<_, Failure> {
                 let seq = row.integer(0)?;
@@ -90,6 +93,9 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
         }
         if count < CATCH_UP_CHUNK as usize || pending.len() > MAX_CATCH_UP_EVENTS {
             break;
+        }
+        if scanned >= MAX_CATCH_UP_ROWS {
+            return Err(Problem::from(&EventsError::TooManyEvents).into());
         }
     }
     let catch_up = catch_up_batch(pending).map_err(|e| Problem::from(&e))?;

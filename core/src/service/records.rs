@@ -178,6 +178,7 @@ async fn register<H: Host>(
         registration.app_id,
         &registration.nonce,
         registration.ts_ms,
+        true,
     )?;
     let answer_header = registration.key.header;
     let fresh = &cx.request.fresh;

@@ -14,10 +14,16 @@ use crate::blob::UNLINKED_BLOB_LIFETIME_MS;
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
 use crate::model::RecordDate;
 use crate::query::{blob_key, existential_key, index_entries};
-use crate::write::{BlobFacts, Commit, MAX_BLOB_LINKERS, Need, Supplied};
+use crate::write::{BlobFacts, Commit, MAX_BLOB_LINKERS, MAX_RECORDS_PER_WRITE, Need, Supplied};
 
 use super::read::{latest_version_sql, version_sql};
 use super::{Binder, Statement, StoredDataError, WriteOrigin, read_version, version_statements};
+
+/// The most dependants of one record a cascade reads: one more than a
+/// write may delete, which is enough to refuse it
+/// ([`WriteError::CascadeTooLarge`](crate::write::WriteError::CascadeTooLarge))
+/// without loading every record that links a popular one.
+const DEPENDANTS_READ: usize = MAX_RECORDS_PER_WRITE + 1;
 
 /// How many times a host runs one write whose commit lost a race.
 pub const WRITE_ATTEMPTS: usize = 3;
@@ -93,7 +99,8 @@ pub fn need_sql(user_id: i64, need: &Need, now: RecordDate) -> (Statement, NeedR
                 "SELECT v.record, v.links FROM records r \
                  JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
                  WHERE r.user_id = {user} AND r.deleted = 0 AND r.row IN \
-                 (SELECT record_row FROM link_index WHERE user_id = {user} AND key = {})",
+                 (SELECT record_row FROM link_index WHERE user_id = {user} AND key = {}) \
+                 LIMIT {DEPENDANTS_READ}",
                 b.bind(existential_key(&key.entity, &key.record_id)),
             );
             (b.finish(sql), NeedRows::Records)

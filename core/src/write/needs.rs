@@ -67,7 +67,9 @@ pub enum Need {
     /// The live records of this store whose latest version holds an
     /// existential record link to this record (the link index's
     /// `existential` flag, from [`FoundLink::existential`](crate::schema::FoundLink)):
-    /// [`Supplied::Records`], their latest versions, in any order.
+    /// [`Supplied::Records`], their latest versions, in any order; at most
+    /// one more than [`MAX_RECORDS_PER_WRITE`](super::MAX_RECORDS_PER_WRITE)
+    /// of them is enough.
     Dependants(RecordKey),
 }
 

@@ -214,3 +214,20 @@ fn a_stream_knows_the_authorization_it_was_opened_under_and_a_bearer_tokens_expi
     assert!(get(&host, EVENTS).status == 200);
     assert_eq!(subscriber(&get(&host, EVENTS)).authorization, None);
 }
+
+#[test]
+fn a_catch_up_that_would_read_more_than_max_catch_up_rows_is_too_many_events() {
+    let (host, _app, _public, _private) = host_with_two_notes(("a", false), ("b", false));
+    // The log repeats the last private version, so that an anonymous
+    // listener finds nothing it may see in more rows than a catch-up reads.
+    let copies = folio_core::events::MAX_CATCH_UP_ROWS;
+    host.execute(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {copies}) \
+         INSERT INTO events (user_id, seq, version_hash, received_at, client_id) \
+         SELECT e.user_id, e.seq + n.i, e.version_hash, e.received_at, NULL \
+         FROM n, (SELECT * FROM events ORDER BY seq DESC LIMIT 1) e"
+    ));
+    let reply = get(&host, EVENTS);
+    problem(&reply, "events/400-too-many-events", "too_many_events");
+    assert_eq!(host.counters.open_streams(host.store.user.id), 0);
+}

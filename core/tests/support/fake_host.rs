@@ -337,6 +337,14 @@ impl FakeHost {
         signer
     }
 
+    /// Runs a statement on the store, outside the log (a test's setup).
+    pub fn execute(&self, sql: &str) {
+        self.store
+            .db
+            .execute_batch(sql)
+            .unwrap_or_else(|e| panic!("{e}: {sql}"));
+    }
+
     /// A count from the store, outside the log.
     pub fn count(&self, sql: &str) -> i64 {
         self.store
