@@ -21,6 +21,9 @@ use crate::hub::Hub;
 /// How many jobs one transaction takes at most.
 pub const MAX_WRITES_PER_COMMIT: usize = 256;
 
+/// The exit status of a server whose writer panicked (`EX_SOFTWARE`).
+pub const WRITER_PANIC_EXIT_CODE: i32 = 70;
+
 /// How many jobs may wait for the writer before requests are refused with 503.
 pub const WRITE_QUEUE_LEN: usize = 4_096;
 
@@ -78,7 +81,19 @@ impl Writer {
             .build()?;
         let thread = std::thread::Builder::new()
             .name("folio-writer".to_owned())
-            .spawn(move || runtime.block_on(run(conn, receiver, clock, hub, wal_restart)))?;
+            .spawn(move || {
+                let writer = std::panic::AssertUnwindSafe(|| {
+                    runtime.block_on(run(conn, receiver, clock, hub, wal_restart));
+                });
+                if std::panic::catch_unwind(writer).is_err() {
+                    // What was in the failed transaction was never
+                    // acknowledged; the waiting requests would wait for
+                    // good, or each be refused while the server looked
+                    // alive. Exit for a supervisor to restart the server.
+                    tracing::error!("the writer panicked; exiting so that the server restarts");
+                    std::process::exit(WRITER_PANIC_EXIT_CODE);
+                }
+            })?;
         Ok((Writer { jobs }, thread))
     }
 
@@ -167,9 +182,29 @@ struct Ran {
 }
 
 async fn commit_batch(conn: &Connection, batch: Vec<Submitted>, clock: &Clock, hub: &Hub) {
+    let mut pending = batch.into_iter().peekable();
+    while pending.peek().is_some() {
+        commit_some(conn, &mut pending, clock, hub).await;
+    }
+}
+
+/// Runs jobs from `pending` in one transaction and commits them, until the
+/// jobs run out or SQLite rolls the transaction back by itself (a full
+/// disk, an I/O error: it may undo a whole transaction, not just the
+/// failed statement). Then nothing of the transaction is stored: its jobs
+/// are answered so, and the rest start a transaction of their own.
+/// Without this, the next job's `SAVEPOINT` would open a transaction of
+/// its own that its `RELEASE` commits, and the final `COMMIT` would fail:
+/// stored writes would be answered as failed.
+async fn commit_some(
+    conn: &Connection,
+    pending: &mut impl Iterator<Item = Submitted>,
+    clock: &Clock,
+    hub: &Hub,
+) {
     if let Err(error) = conn.execute_batch("BEGIN IMMEDIATE") {
         tracing::error!(%error, "could not begin a write transaction");
-        for Submitted { reply, .. } in batch {
+        for Submitted { reply, .. } in pending {
             let failed = WriterError::Job(format!("beginning a transaction: {error}"));
             let _ = reply.send(Err(failed));
         }
@@ -178,46 +213,69 @@ async fn commit_batch(conn: &Connection, batch: Vec<Submitted>, clock: &Clock, h
     // The batch's one time: each job's versions are received then, or
     // just after the latest its store holds.
     let now = clock.now();
-    let mut ran = Vec::with_capacity(batch.len());
-    for Submitted { job, reply } in batch {
-        if let Err(error) = conn.execute_batch("SAVEPOINT w") {
-            tracing::error!(%error, "could not open a savepoint");
-            let failed = WriterError::Job(format!("opening a savepoint: {error}"));
-            let _ = reply.send(Err(failed));
-            continue;
-        }
-        let result = job
-            .run(&mut Savepoint(conn), now)
-            .await
-            .map_err(WriterError::from);
-        let end = match result {
-            Ok(Ok(_)) => "RELEASE w",
-            _ => "ROLLBACK TO w; RELEASE w",
+    let mut ran = Vec::with_capacity(MAX_WRITES_PER_COMMIT);
+    for Submitted { job, reply } in pending.by_ref() {
+        let result = match conn.execute_batch("SAVEPOINT w") {
+            Ok(()) => {
+                let result = job
+                    .run(&mut Savepoint(conn), now)
+                    .await
+                    .map_err(WriterError::from);
+                let end = match result {
+                    Ok(Ok(_)) => "RELEASE w",
+                    _ => "ROLLBACK TO w; RELEASE w",
+                };
+                if let Err(error) = conn.execute_batch(end) {
+                    tracing::error!(%error, "could not end a savepoint");
+                }
+                result
+            }
+            Err(error) => {
+                tracing::error!(%error, "could not open a savepoint");
+                Err(WriterError::Job(format!("opening a savepoint: {error}")))
+            }
         };
-        if let Err(error) = conn.execute_batch(end) {
-            tracing::error!(%error, "could not end a savepoint");
-        }
         ran.push(Ran {
             user_id: job.user_id(),
             result,
             reply,
         });
+        if conn.is_autocommit() {
+            tracing::error!(
+                "SQLite rolled back a group commit's transaction; its writes are refused"
+            );
+            answer(
+                ran,
+                Err("the transaction was rolled back; nothing was stored"),
+                hub,
+            );
+            return;
+        }
     }
     let committed = conn.execute_batch("COMMIT");
     if let Err(error) = &committed {
         tracing::error!(%error, "a group commit failed");
         let _ = conn.execute_batch("ROLLBACK");
     }
+    let stored = committed
+        .as_ref()
+        .map(drop)
+        .map_err(|_| "the group commit failed; nothing was stored");
+    answer(ran, stored, hub);
+}
+
+/// Answers the jobs of one transaction, `stored` or not, and publishes the
+/// versions of those stored. A job that was refused keeps its answer
+/// either way; one that would have stored something fails with `lost`.
+fn answer(ran: Vec<Ran>, stored: Result<(), &str>, hub: &Hub) {
     for Ran {
         user_id,
         result,
         reply,
     } in ran
     {
-        let result = match (&committed, result) {
-            (Err(_), Ok(Ok(_))) => Err(WriterError::Job(
-                "the group commit failed; nothing was stored".to_owned(),
-            )),
+        let result = match (stored, result) {
+            (Err(lost), Ok(Ok(_))) => Err(WriterError::Job(lost.to_owned())),
             (Ok(()), Ok(Ok(mut done))) => {
                 if let Some(user_id) = user_id {
                     for version in done.take_live_versions() {
@@ -229,5 +287,65 @@ async fn commit_batch(conn: &Connection, batch: Vec<Submitted>, clock: &Clock, h
             (_, other) => other,
         };
         let _ = reply.send(result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use folio_core::Done;
+    use folio_core::events::StreamCaps;
+
+    use super::*;
+
+    fn statement(sql: &str) -> Job {
+        Job::Statements(vec![Statement {
+            sql: sql.to_owned(),
+            params: Vec::new(),
+        }])
+    }
+
+    fn submitted(job: Job) -> (Submitted, oneshot::Receiver<WriteResult>) {
+        let (reply, answer) = oneshot::channel();
+        (Submitted { job, reply }, answer)
+    }
+
+    fn stored(conn: &Connection) -> Vec<i64> {
+        let mut query = conn.prepare("SELECT x FROM t ORDER BY x").expect("a query");
+        query
+            .query_map([], |row| row.get(0))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("integers")
+    }
+
+    /// SQLite may roll back a whole transaction on a full disk or an I/O
+    /// error (a job's `ROLLBACK` stands in for it here). The jobs of that
+    /// transaction are answered as not stored, and each job after it is
+    /// answered as what became of it: never stored and answered failed.
+    #[tokio::test]
+    async fn a_transaction_sqlite_rolled_back_answers_its_jobs_as_not_stored() {
+        let conn = Connection::open_in_memory().expect("a database");
+        conn.execute_batch("CREATE TABLE t (x INTEGER)")
+            .expect("a table");
+        let hub = Hub::new(StreamCaps {
+            per_server: None,
+            per_user: None,
+        });
+        let (first, first_answer) = submitted(statement("INSERT INTO t VALUES (1)"));
+        let (rollback, rollback_answer) = submitted(statement("ROLLBACK"));
+        let (after, after_answer) = submitted(statement("INSERT INTO t VALUES (3)"));
+        let (last, last_answer) = submitted(statement("INSERT INTO t VALUES (4)"));
+        commit_batch(&conn, vec![first, rollback, after, last], &Clock, &hub).await;
+
+        assert!(conn.is_autocommit(), "no transaction is left open");
+        assert_eq!(stored(&conn), [3, 4]);
+        let first = first_answer.await.expect("an answer");
+        assert!(
+            matches!(&first, Err(WriterError::Job(reason)) if reason.contains("rolled back")),
+            "{first:?}"
+        );
+        assert!(rollback_answer.await.expect("an answer").is_err());
+        assert!(matches!(after_answer.await, Ok(Ok(Ok(Done::Ran)))));
+        assert!(matches!(last_answer.await, Ok(Ok(Ok(Done::Ran)))));
     }
 }
