@@ -148,6 +148,9 @@ impl Folio {
             .args(["--base-url", &base_url, "--durability", durability.name()])
             .args(["--write-rate", "off", "--read-rate", "off"])
             .args(["--sse-per-server", "off", "--sse-per-user", "off"])
+            // Every client of the load connects from 127.0.0.1 (2,000 for
+            // the delivery step).
+            .args(["--max-connections-per-address", "off"])
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())

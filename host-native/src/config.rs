@@ -209,6 +209,21 @@ pub struct ServeOptions {
     /// Consent-page sign-in attempts per client address per minute, or `off`.
     #[arg(long, value_parser = parse_per_minute, default_value_t = OrOff(default_limits().sign_in_attempts_per_minute))]
     pub sign_in_rate: OrOff<u32>,
+    /// Most HTTPS connections open at once (default: the open-file limit,
+    /// raised to its hard value, less 1,024); past it a connection is closed
+    /// as soon as it is accepted.
+    #[arg(long, env = "FOLIO_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Most HTTPS connections open at once from one client address, or `off`.
+    #[arg(long, env = "FOLIO_MAX_CONNECTIONS_PER_ADDRESS", value_parser = parse_limit::<usize>, default_value_t = OrOff(Some(crate::connections::DEFAULT_CONNECTIONS_PER_ADDRESS)))]
+    pub max_connections_per_address: OrOff<usize>,
+    /// Seconds a connection may send and receive nothing before it is closed.
+    #[arg(long, env = "FOLIO_IDLE_TIMEOUT_SECS", default_value_t = crate::connections::DEFAULT_IDLE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_secs: u64,
+    /// Seconds a client may take for its TLS handshake, and for a request's
+    /// headers over HTTP/1.1.
+    #[arg(long, env = "FOLIO_HEADER_TIMEOUT_SECS", default_value_t = crate::connections::DEFAULT_HEADER_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_secs: u64,
 }
 
 impl ServeOptions {

@@ -20,6 +20,7 @@ mod api;
 mod blobs;
 mod clock;
 mod config;
+mod connections;
 mod db;
 mod emit;
 mod host;

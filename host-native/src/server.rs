@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use crate::blobs::BlobStore;
 use crate::clock::Clock;
 use crate::config::{DataDir, ServeOptions, Settings};
+use crate::connections::{self, ConnectionLimits, LimitAcceptor, LimitedListener};
 use crate::hub::Hub;
 use crate::users::UserCache;
 use crate::writer::Writer;
@@ -160,12 +161,24 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
             source,
         })?;
     listener.set_nonblocking(true)?;
-    // TCP_NODELAY: an answer goes out when written, not after the client's
-    // delayed ACK of the previous segment (tens of milliseconds a request).
+    let header_timeout = Duration::from_secs(options.header_timeout_secs);
+    let connection_limits = ConnectionLimits {
+        total: Some(
+            options
+                .max_connections
+                .unwrap_or_else(connections::total_cap_from_file_limit),
+        ),
+        per_address: options.max_connections_per_address.0,
+        idle: Duration::from_secs(options.idle_timeout_secs),
+    };
+    tracing::info!(?connection_limits, ?header_timeout, "connection limits");
+    // One count for both listeners.
+    let limit = LimitAcceptor::new(connection_limits);
     let tls = axum_server::tls_rustls::RustlsAcceptor::new(
         axum_server::tls_rustls::RustlsConfig::from_config(tls_config),
     )
-    .acceptor(axum_server::accept::NoDelayAcceptor);
+    .handshake_timeout(header_timeout)
+    .acceptor(limit.clone());
     let mut server = axum_server::from_tcp(listener)?
         .acceptor(tls)
         .handle(handle.clone());
@@ -173,7 +186,9 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     server
         .http_builder()
         .http1()
-        .max_buf_size(HTTP_LIBRARY_HEADER_BYTES);
+        .max_buf_size(HTTP_LIBRARY_HEADER_BYTES)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout);
     server
         .http_builder()
         .http2()
@@ -196,6 +211,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
             let port = https_addr.port();
             let router = Router::new().fallback(move |request: Request| redirect(request, port));
             let mut stop = app.shutdown.clone();
+            let listener = LimitedListener::new(listener, limit);
             Some(tokio::spawn(async move {
                 let _ = axum::serve(listener, router)
                     .with_graceful_shutdown(async move {

@@ -1,0 +1,104 @@
+//! The listeners' connection limits, against a real `folio serve`: a
+//! connection past the per-address cap is closed as soon as it is accepted,
+//! one that never completes its TLS handshake is closed after the header
+//! timeout (giving its place back), and requests are answered meanwhile.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{Server, add_me, free_port, scratch};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const PER_ADDRESS: usize = 4;
+const HEADER_TIMEOUT_SECS: u64 = 2;
+
+/// Waits for the server to close `stream`: an end of stream or a reset,
+/// within `wait`. Answers how long it took.
+async fn closed_within(stream: &mut TcpStream, wait: Duration) -> Duration {
+    let started = Instant::now();
+    let mut buf = [0; 256];
+    loop {
+        match tokio::time::timeout(wait, stream.read(&mut buf)).await {
+            Err(_) => panic!("the connection is still open after {wait:?}"),
+            Ok(Ok(0) | Err(_)) => return started.elapsed(),
+            // Whatever the server sent before closing (nothing expected).
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// A plain-HTTP request to the redirecting listener: its status line.
+async fn redirect_status(port: u16) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("a connection");
+    stream
+        .write_all(b"GET /x HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("sent");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("an answer in time")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer);
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_or_silent_too_long_are_closed_and_requests_go_on() {
+    let data = scratch("connections");
+    let port = free_port();
+    add_me(&data, &format!("https://localhost:{port}"));
+    let per_address = PER_ADDRESS.to_string();
+    let header_timeout = HEADER_TIMEOUT_SECS.to_string();
+    let server = Server::start(
+        &data,
+        port,
+        &[
+            "--max-connections-per-address",
+            &per_address,
+            "--header-timeout-secs",
+            &header_timeout,
+        ],
+    );
+    assert_eq!(
+        redirect_status(server.http_port).await,
+        "HTTP/1.1 308 Permanent Redirect"
+    );
+
+    // Connections that never start their TLS handshake take the address's places.
+    let mut silent = Vec::new();
+    for _ in 0..PER_ADDRESS {
+        silent.push(
+            TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("a connection"),
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut past_the_cap = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("accepted by the kernel");
+    let took = closed_within(&mut past_the_cap, Duration::from_secs(1)).await;
+    assert!(
+        took < Duration::from_secs(1),
+        "closed at once, took {took:?}"
+    );
+    // The plain-HTTP listener counts against the same places.
+    let mut plain = TcpStream::connect(("127.0.0.1", server.http_port))
+        .await
+        .expect("accepted by the kernel");
+    closed_within(&mut plain, Duration::from_secs(1)).await;
+
+    // The silent ones end after the handshake timeout and give their places back.
+    for stream in &mut silent {
+        closed_within(stream, Duration::from_secs(HEADER_TIMEOUT_SECS + 3)).await;
+    }
+    assert_eq!(
+        redirect_status(server.http_port).await,
+        "HTTP/1.1 308 Permanent Redirect"
+    );
+}
