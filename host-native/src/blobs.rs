@@ -50,7 +50,12 @@ impl BlobStore {
             .root
             .join("tmp")
             .join(hex::encode(rand::random::<[u8; 16]>()));
-        let io = |error: std::io::Error| UploadFailure::Failed(format!("blob storage: {error}"));
+        let io = |error: std::io::Error| match error.kind() {
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                UploadFailure::StorageFull(format!("blob storage: {error}"))
+            }
+            _ => UploadFailure::Failed(format!("blob storage: {error}")),
+        };
         let result = async {
             let mut file = tokio::fs::File::create(&tmp).await.map_err(io)?;
             let mut stream = body.into_data_stream();

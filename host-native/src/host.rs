@@ -213,6 +213,7 @@ fn live_body(
 fn write_failure(error: WriterError) -> WriteFailure {
     match error {
         WriterError::Busy => WriteFailure::Busy,
+        WriterError::StorageFull(error) => WriteFailure::StorageFull(error),
         other => WriteFailure::Failed(other.to_string()),
     }
 }
@@ -308,7 +309,12 @@ impl Blobs for App {
         self.blobs
             .place(upload, &hash.to_string())
             .await
-            .map_err(|e| WriteFailure::Failed(e.to_string()))?;
+            .map_err(|error| match error.kind() {
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                    WriteFailure::StorageFull(format!("placing a blob: {error}"))
+                }
+                _ => WriteFailure::Failed(format!("placing a blob: {error}")),
+            })?;
         self.writer.run(row).await.map_err(write_failure)
     }
 

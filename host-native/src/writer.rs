@@ -41,14 +41,32 @@ pub enum WriterError {
     Stopped,
     #[error("too many writes are waiting")]
     Busy,
+    /// The database's disk (or its size cap) is full: nothing was stored.
+    #[error("storage full: {0}")]
+    StorageFull(String),
 }
 
 impl From<JobFailure<DbError>> for WriterError {
     fn from(failure: JobFailure<DbError>) -> Self {
         match failure {
-            JobFailure::Store(error) => WriterError::Db(error),
+            JobFailure::Store(error) => WriterError::of_db(error),
             other => WriterError::Job(other.to_string()),
         }
+    }
+}
+
+impl WriterError {
+    /// A database error, told apart when it says the storage is full.
+    fn of_db(error: DbError) -> Self {
+        match db::primary_code(&error) {
+            Some(rusqlite::ffi::SQLITE_FULL) => WriterError::StorageFull(error.to_string()),
+            _ => WriterError::Db(error),
+        }
+    }
+
+    /// Whether it says the storage is full.
+    fn is_storage_full(&self) -> bool {
+        matches!(self, WriterError::StorageFull(_))
     }
 }
 
@@ -244,11 +262,11 @@ async fn commit_some(
             tracing::error!(
                 "SQLite rolled back a group commit's transaction; its writes are refused"
             );
-            answer(
-                ran,
-                Err("the transaction was rolled back; nothing was stored"),
-                hub,
-            );
+            let full = ran
+                .last()
+                .is_some_and(|job| matches!(&job.result, Err(e) if e.is_storage_full()));
+            let why = "the transaction was rolled back; nothing was stored";
+            answer(ran, Err(Lost { full, why }), hub);
             return;
         }
     }
@@ -257,17 +275,26 @@ async fn commit_some(
         tracing::error!(%error, "a group commit failed");
         let _ = conn.execute_batch("ROLLBACK");
     }
-    let stored = committed
-        .as_ref()
-        .map(drop)
-        .map_err(|_| "the group commit failed; nothing was stored");
+    let stored = committed.map_err(|error| Lost {
+        full: db::primary_code(&error) == Some(rusqlite::ffi::SQLITE_FULL),
+        why: "the group commit failed; nothing was stored",
+    });
     answer(ran, stored, hub);
+}
+
+/// Why a transaction's jobs were not stored.
+#[derive(Debug, Clone, Copy)]
+struct Lost {
+    /// Because the storage is full.
+    full: bool,
+    why: &'static str,
 }
 
 /// Answers the jobs of one transaction, `stored` or not, and publishes the
 /// versions of those stored. A job that was refused keeps its answer
-/// either way; one that would have stored something fails with `lost`.
-fn answer(ran: Vec<Ran>, stored: Result<(), &str>, hub: &Hub) {
+/// either way; one that would have stored something fails with why it was
+/// [`Lost`].
+fn answer(ran: Vec<Ran>, stored: Result<(), Lost>, hub: &Hub) {
     for Ran {
         user_id,
         result,
@@ -275,7 +302,10 @@ fn answer(ran: Vec<Ran>, stored: Result<(), &str>, hub: &Hub) {
     } in ran
     {
         let result = match (stored, result) {
-            (Err(lost), Ok(Ok(_))) => Err(WriterError::Job(lost.to_owned())),
+            (Err(lost), Ok(Ok(_))) if lost.full => {
+                Err(WriterError::StorageFull(lost.why.to_owned()))
+            }
+            (Err(lost), Ok(Ok(_))) => Err(WriterError::Job(lost.why.to_owned())),
             (Ok(()), Ok(Ok(mut done))) => {
                 if let Some(user_id) = user_id {
                     for version in done.take_live_versions() {

@@ -126,6 +126,7 @@ pub(super) async fn upload<H: Host>(
                 Problem::new(ProblemType::InvalidBody)
                     .with_detail(format!("reading the body: {error}")),
             ),
+            UploadFailure::StorageFull(error) => Failure::storage_full(error),
             UploadFailure::Failed(error) => Failure::internal(error),
         })?;
     if let Err(error) = check_body_digest(caller.signed_content_sha256, hash.as_bytes()) {

@@ -86,6 +86,9 @@ pub enum UploadFailure {
     Length(LengthMismatch),
     /// The body ended early or its connection failed.
     Broken(String),
+    /// The host's storage is full: logged, answered as
+    /// [`WriteFailure::StorageFull`] is.
+    StorageFull(String),
     /// The host's storage failed: logged, answered `server/500-internal`.
     Failed(String),
 }
@@ -101,15 +104,23 @@ impl From<LengthMismatch> for UploadFailure {
 pub enum WriteFailure {
     /// Too many writes are waiting: `server/503-unavailable`, retry soon.
     Busy,
+    /// The store is full (its disk, or a size cap): nothing was stored.
+    /// Logged, answered `server/503-unavailable` with a `Retry-After` of
+    /// [`STORAGE_FULL_RETRY_AFTER_SECS`]: reads go on, and writes do again
+    /// once there is room.
+    StorageFull(String),
     /// The store failed: logged, answered `server/500-internal`.
     Failed(String),
 }
+
+/// The `Retry-After` of a write refused because the store is full.
+pub const STORAGE_FULL_RETRY_AFTER_SECS: u64 = 30;
 
 impl fmt::Display for WriteFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WriteFailure::Busy => f.write_str("too many writes are waiting"),
-            WriteFailure::Failed(error) => f.write_str(error),
+            WriteFailure::StorageFull(error) | WriteFailure::Failed(error) => f.write_str(error),
         }
     }
 }

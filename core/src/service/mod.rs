@@ -64,11 +64,13 @@ pub mod writes;
 
 pub use auth::Caller;
 pub use host::{
-    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, Secrets, Settings, Store,
-    Streams, UploadFailure, User, WriteFailure,
+    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate,
+    STORAGE_FULL_RETRY_AFTER_SECS, Secrets, Settings, Store, Streams, UploadFailure, User,
+    WriteFailure,
 };
 pub use rates::{AddressRate, AddressRateKind, AddressVerdict, RateLimits};
 
+use std::fmt;
 use std::net::IpAddr;
 
 use crate::auth::{HeaderLookup, SignedRequest};
@@ -249,6 +251,18 @@ impl Failure {
     fn with(mut self, name: &'static str, value: String) -> Self {
         self.headers.push((name, value));
         self
+    }
+
+    /// The host's storage is full: `server/503-unavailable` with a
+    /// `Retry-After`, and `error` in the host's log.
+    fn storage_full(error: impl fmt::Display) -> Self {
+        let problem = Problem::new(ProblemType::Unavailable)
+            .with_detail("the server's storage is full; nothing was stored, retry later");
+        Failure {
+            problem,
+            headers: vec![("retry-after", STORAGE_FULL_RETRY_AFTER_SECS.to_string())],
+            internal: Some(format!("storage full: {error}")),
+        }
     }
 }
 

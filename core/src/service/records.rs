@@ -297,6 +297,7 @@ impl<H: Host> Context<'_, '_, H> {
                 Problem::new(ProblemType::Unavailable).with_detail("too many writes are waiting"),
             )
             .with("retry-after", "1".to_owned()),
+            WriteFailure::StorageFull(error) => Failure::storage_full(error),
             WriteFailure::Failed(_) => Failure::internal(failure),
         }
     }
