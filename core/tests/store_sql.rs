@@ -1187,3 +1187,55 @@ fn the_nonce_table_records_each_nonce_once_and_forgets_old_ones() {
     assert_eq!(record("n1", 1_000), Ok(()), "forgotten past the window");
     assert!(record("n2", 2_000).is_err(), "still within the window");
 }
+
+/// The steps of a statement's query plan.
+fn plan_of(db: &Connection, statement: &folio_core::store::Statement) -> Vec<String> {
+    let mut explained = db
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", statement.sql))
+        .unwrap_or_else(|e| panic!("{e}: {}", statement.sql));
+    explained
+        .query_map(rusqlite::params_from_iter(bind(&statement.params)), |row| {
+            row.get::<_, String>(3)
+        })
+        .expect("the plan runs")
+        .map(|row| row.expect("a plan row"))
+        .collect()
+}
+
+#[test]
+fn entity_records_are_found_through_the_entity_they_describe() {
+    let db = fresh_db();
+    let user: Entity = USER.parse().expect("an entity");
+    let bob: Entity = "bob.example".parse().expect("an entity");
+    let known = folio_core::store::need_sql(
+        USER_ID,
+        &folio_core::write::Need::Entity(bob.clone()),
+        folio_core::model::RecordDate::from_unix_ticks(0).expect("a date"),
+    )
+    .0;
+    let plan = folio_core::query::LinkPlan {
+        entities: [bob].into_iter().collect(),
+        ..Default::default()
+    };
+    for statement in [
+        known,
+        folio_core::store::entity_record_sql(USER_ID, &user),
+        folio_core::store::linked_sql(USER_ID, &plan),
+    ] {
+        let steps = plan_of(&db, &statement);
+        assert!(
+            steps
+                .iter()
+                .any(|step| step.contains("USING INDEX versions_by_described_entity")),
+            "{}: {steps:#?}",
+            statement.sql
+        );
+        assert!(
+            !steps
+                .iter()
+                .any(|step| step == "SCAN v" || step == "SCAN r"),
+            "{}: {steps:#?}",
+            statement.sql
+        );
+    }
+}

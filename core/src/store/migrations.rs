@@ -29,6 +29,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "app_access",
         sql: include_str!("sql/0002_app_access.sql"),
     },
+    Migration {
+        version: 3,
+        name: "described_entity",
+        sql: include_str!("sql/0003_described_entity.sql"),
+    },
 ];
 
 impl Migration {

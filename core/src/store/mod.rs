@@ -82,6 +82,12 @@ pub(crate) struct Binder {
 /// The largest integer a JavaScript number holds exactly (2^53 - 1).
 const MAX_EXACT_JS_INTEGER: i64 = (1 << 53) - 1;
 
+/// The entity a version's content names, as `versions_by_described_entity`
+/// (migration 3) indexes it: a query must write it exactly so, and name the
+/// index (`INDEXED BY`: without statistics SQLite would rather read every
+/// Entity record of the store through `records`). `v` is the `versions` row.
+const DESCRIBED_ENTITY: &str = "json_extract(v.record, '$.content.entity')";
+
 impl Binder {
     /// Binds a value; returns its placeholder.
     ///

@@ -9,7 +9,7 @@ use crate::events::{CatchUpStart, EventId};
 use crate::model::{Entity, ReceivedRecord, RecordDate, RecordId, VersionHash};
 use crate::query::{LinkPlan, index_entries};
 
-use super::{Binder, Statement, WriteOrigin, version_statements};
+use super::{Binder, DESCRIBED_ENTITY, Statement, WriteOrigin, version_statements};
 
 /// The latest version of one record, whatever its state.
 pub fn latest_version_sql(user_id: i64, author: &Entity, record_id: &RecordId) -> Statement {
@@ -91,10 +91,11 @@ pub fn linked_sql(user_id: i64, plan: &LinkPlan) -> Statement {
     let json = |value: serde_json::Value| value.to_string();
     let sql = format!(
         "SELECT v.record, v.links FROM json_each({entities}) j \
-         JOIN records r ON r.user_id = {user} AND r.type_record_id = {entity_type} \
-         AND r.type_entity = {system} AND r.deleted = 0 \
-         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
-         WHERE json_extract(v.record, '$.content.entity') = j.value \
+         JOIN versions v INDEXED BY versions_by_described_entity \
+         ON v.user_id = {user} AND {DESCRIBED_ENTITY} = j.value \
+         JOIN records r ON r.user_id = v.user_id AND r.author = v.author \
+         AND r.record_id = v.record_id AND r.version_hash = v.hash \
+         WHERE r.type_record_id = {entity_type} AND r.type_entity = {system} AND r.deleted = 0 \
          UNION ALL \
          SELECT v.record, v.links FROM json_each({records}) j \
          JOIN records r ON r.user_id = {user} AND r.author = json_extract(j.value, '$[0]') \

@@ -5,7 +5,7 @@ use sha2::{Digest, Sha256};
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
 use crate::model::{Entity, RecordDate, RecordId};
 
-use super::{Binder, Statement};
+use super::{Binder, DESCRIBED_ENTITY, Statement};
 
 /// Creates a user; yields one row `(id)`. Run it, then
 /// [`super::seed_statements`] for that id, in one transaction.
@@ -161,11 +161,12 @@ pub fn entity_record_sql(user_id: i64, entity: &Entity) -> Statement {
     let mut b = Binder::default();
     let entity = b.bind(entity.as_str());
     let sql = format!(
-        "SELECT v.record, v.links FROM records r \
-         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
-         WHERE r.user_id = {} AND r.author = {entity} AND r.type_record_id = {} \
-         AND r.type_entity = {} AND r.deleted = 0 \
-         AND json_extract(v.record, '$.content.entity') = {entity} \
+        "SELECT v.record, v.links FROM versions v INDEXED BY versions_by_described_entity \
+         JOIN records r \
+         ON r.user_id = v.user_id AND r.author = v.author \
+         AND r.record_id = v.record_id AND r.version_hash = v.hash \
+         WHERE v.user_id = {} AND {DESCRIBED_ENTITY} = {entity} AND v.author = {entity} \
+         AND r.type_record_id = {} AND r.type_entity = {} AND r.deleted = 0 \
          ORDER BY r.received_at LIMIT 1",
         b.bind(user_id),
         b.bind(BuiltinType::Entity.record_id().to_string()),

@@ -17,7 +17,10 @@ use crate::query::{blob_key, existential_key, index_entries};
 use crate::write::{BlobFacts, Commit, MAX_BLOB_LINKERS, MAX_RECORDS_PER_WRITE, Need, Supplied};
 
 use super::read::{latest_version_sql, version_sql};
-use super::{Binder, Statement, StoredDataError, WriteOrigin, read_version, version_statements};
+use super::{
+    Binder, DESCRIBED_ENTITY, Statement, StoredDataError, WriteOrigin, read_version,
+    version_statements,
+};
 
 /// The most dependants of one record a cascade reads: one more than a
 /// write may delete, which is enough to refuse it
@@ -58,10 +61,12 @@ pub fn need_sql(user_id: i64, need: &Need, now: RecordDate) -> (Statement, NeedR
             let entity = b.bind(entity.as_str());
             let sql = format!(
                 "SELECT EXISTS (SELECT 1 FROM users WHERE entity = {entity}) \
-                 OR EXISTS (SELECT 1 FROM records r JOIN versions v \
-                 ON v.user_id = r.user_id AND v.hash = r.version_hash \
-                 WHERE r.user_id = {user} AND r.type_record_id = {} AND r.type_entity = {} \
-                 AND r.deleted = 0 AND json_extract(v.record, '$.content.entity') = {entity})",
+                 OR EXISTS (SELECT 1 FROM versions v \
+                 INDEXED BY versions_by_described_entity JOIN records r \
+                 ON r.user_id = v.user_id AND r.author = v.author \
+                 AND r.record_id = v.record_id AND r.version_hash = v.hash \
+                 WHERE v.user_id = {user} AND {DESCRIBED_ENTITY} = {entity} \
+                 AND r.type_record_id = {} AND r.type_entity = {} AND r.deleted = 0)",
                 b.bind(BuiltinType::Entity.record_id().to_string()),
                 b.bind(SYSTEM_ENTITY),
             );
