@@ -21,6 +21,24 @@ use crate::hub::Hub;
 /// How many jobs one transaction takes at most.
 pub const MAX_WRITES_PER_COMMIT: usize = 256;
 
+/// Faults a test injects through `FOLIO_FAILPOINTS` (names, comma
+/// separated), read once; none is set in normal use.
+fn failpoint(name: &str) -> bool {
+    static ARMED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    ARMED
+        .get_or_init(|| {
+            std::env::var("FOLIO_FAILPOINTS")
+                .map(|names| names.split(',').map(str::to_owned).collect())
+                .unwrap_or_default()
+        })
+        .iter()
+        .any(|armed| armed == name)
+}
+
+/// The failpoint that makes the writer panic on its first job
+/// (tests/writer_panic.rs).
+const WRITER_PANIC: &str = "writer-panic";
+
 /// The exit status of a server whose writer panicked (`EX_SOFTWARE`).
 pub const WRITER_PANIC_EXIT_CODE: i32 = 70;
 
@@ -233,6 +251,9 @@ async fn commit_some(
     let now = clock.now();
     let mut ran = Vec::with_capacity(MAX_WRITES_PER_COMMIT);
     for Submitted { job, reply } in pending.by_ref() {
+        if failpoint(WRITER_PANIC) {
+            panic!("the {WRITER_PANIC} failpoint (FOLIO_FAILPOINTS)");
+        }
         let result = match conn.execute_batch("SAVEPOINT w") {
             Ok(()) => {
                 let result = job
@@ -377,5 +398,37 @@ mod tests {
         assert!(rollback_answer.await.expect("an answer").is_err());
         assert!(matches!(after_answer.await, Ok(Ok(Ok(Done::Ran)))));
         assert!(matches!(last_answer.await, Ok(Ok(Ok(Done::Ran)))));
+    }
+
+    /// A COMMIT that fails (a deferred constraint here; a failed fsync or
+    /// write in production) fails every job of the group, and none is
+    /// stored or acknowledged.
+    #[tokio::test]
+    async fn a_failed_commit_fails_the_whole_group_and_stores_none_of_it() {
+        let conn = Connection::open_in_memory().expect("a database");
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON; CREATE TABLE t (x INTEGER); \
+             CREATE TABLE parent (id INTEGER PRIMARY KEY); \
+             CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);",
+        )
+        .expect("tables");
+        let hub = Hub::new(StreamCaps {
+            per_server: None,
+            per_user: None,
+        });
+        let (first, first_answer) = submitted(statement("INSERT INTO t VALUES (1)"));
+        let (orphan, orphan_answer) = submitted(statement("INSERT INTO child VALUES (7)"));
+        let (last, last_answer) = submitted(statement("INSERT INTO t VALUES (3)"));
+        commit_batch(&conn, vec![first, orphan, last], &Clock, &hub).await;
+
+        assert!(conn.is_autocommit(), "no transaction is left open");
+        assert!(stored(&conn).is_empty(), "nothing of the group is stored");
+        for answer in [first_answer, orphan_answer, last_answer] {
+            let answer = answer.await.expect("an answer");
+            assert!(
+                matches!(&answer, Err(WriterError::Job(why)) if why.contains("commit failed")),
+                "{answer:?}"
+            );
+        }
     }
 }
