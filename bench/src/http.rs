@@ -75,6 +75,22 @@ impl Endpoint {
             .unwrap_or(443)
     }
 
+    /// Opens a TCP connection and, for HTTPS, completes its TLS handshake;
+    /// sends nothing else (the connection floods of [`crate::flood`]).
+    pub async fn open_raw(&self) -> Result<RawConn, String> {
+        let tcp = TcpStream::connect(&self.address)
+            .await
+            .map_err(|error| format!("connecting to {}: {error}", self.address))?;
+        match &self.tls {
+            Some((connector, name)) => connector
+                .connect(name.clone(), tcp)
+                .await
+                .map(|stream| RawConn::Tls(Box::new(stream)))
+                .map_err(|error| format!("TLS handshake with {}: {error}", self.address)),
+            None => Ok(RawConn::Plain(tcp)),
+        }
+    }
+
     /// Opens a new connection and hands back its request half; the
     /// connection itself runs as a task until either side closes it.
     pub async fn connect(&self) -> Result<Conn, String> {
@@ -108,6 +124,12 @@ where
         let _ = connection.await;
     });
     Ok(sender)
+}
+
+/// A connection with nothing on it yet.
+pub enum RawConn {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
 /// A kept-alive HTTP/1.1 connection.

@@ -4,6 +4,7 @@
 //! process's CPU time and peak memory.
 
 pub mod drive;
+pub mod flood;
 pub mod folio;
 pub mod http;
 pub mod pocketbase;
@@ -237,6 +238,49 @@ pub async fn run_folio(
         rows.push(prepared.step(step, options).await);
         report::print_row(rows.last().expect("just pushed"));
     }
+    prepared.subject.stop().await;
+    Ok(rows)
+}
+
+/// Signed GETs against Folio at `durability`: alone, then with `idle` idle
+/// connections held open, then with `slowloris` slowloris connections
+/// (each flood stopped before the next). `extra` goes to `folio serve`.
+pub async fn flood(
+    binary: &Path,
+    dir: &Path,
+    durability: Durability,
+    options: &Options,
+    floods: &[(flood::Kind, usize)],
+    extra: &[String],
+) -> Result<Vec<Row>, String> {
+    let folio = Folio::start(binary, dir, durability, extra).await?;
+    let prepared = Prepared::new(folio, options).await?;
+    let mut rows = vec![prepared.step(Step::Get, options).await];
+    report::print_row(&rows[0]);
+    for &(kind, count) in floods.iter().filter(|(_, count)| *count > 0) {
+        let flood = flood::Flood::start(
+            prepared.subject.endpoint(),
+            kind,
+            count,
+            Duration::from_secs(120),
+        )
+        .await;
+        eprintln!("folio-load: {}", flood.summary());
+        let mut row = prepared.step(Step::Get, options).await;
+        row.workload = match kind {
+            flood::Kind::Idle => "get+idle".to_owned(),
+            flood::Kind::Slowloris => "get+slow".to_owned(),
+        };
+        row.flood = Some(flood.summary());
+        report::print_row(&row);
+        rows.push(row);
+        flood.stop().await;
+    }
+    // The server still answers once the floods are gone.
+    let mut after = prepared.step(Step::Get, options).await;
+    after.workload = "get+after".to_owned();
+    report::print_row(&after);
+    rows.push(after);
     prepared.subject.stop().await;
     Ok(rows)
 }

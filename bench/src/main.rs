@@ -47,6 +47,24 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Signed GETs against Folio alone, then while thousands of idle
+    /// connections, then a slowloris, are held open (each connection the
+    /// server closes is opened again); the server's CPU and peak RSS beside.
+    Flood {
+        /// Idle connections (TLS done, then nothing).
+        #[arg(long, default_value_t = 15_000)]
+        idle: usize,
+        /// Slowloris connections (a request's headers, a byte every 2 s).
+        #[arg(long, default_value_t = 5_000)]
+        slowloris: usize,
+        /// `folio serve --max-connections` (default: the server's own).
+        #[arg(long)]
+        max_connections: Option<usize>,
+        #[arg(long, value_enum, default_value = "normal")]
+        durability: Durability,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -112,6 +130,10 @@ impl Common {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A flood holds thousands of connections: as many files as allowed.
+    if let Err(error) = rlimit::increase_nofile_limit(u64::MAX) {
+        eprintln!("folio-load: could not raise the open-file limit: {error}");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -172,6 +194,31 @@ async fn run(cli: Cli) -> Result<(), String> {
                 common.json.as_ref(),
                 &serde_json::json!({ "rows": rows, "ratios": ratios }),
             )
+        }
+        Command::Flood {
+            idle,
+            slowloris,
+            max_connections,
+            durability,
+            common,
+        } => {
+            let extra: Vec<String> = max_connections
+                .map(|cap| vec!["--max-connections".to_owned(), cap.to_string()])
+                .unwrap_or_default();
+            let floods = [
+                (folio_load::flood::Kind::Idle, idle),
+                (folio_load::flood::Kind::Slowloris, slowloris),
+            ];
+            let rows = folio_load::flood(
+                &common.folio(),
+                &common.dir,
+                durability,
+                &common.options(),
+                &floods,
+                &extra,
+            )
+            .await?;
+            write_json(common.json.as_ref(), &serde_json::json!({ "rows": rows }))
         }
     }
 }

@@ -92,6 +92,9 @@ pub struct Row {
     pub missed: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
+    /// The connection flood held open during the step ([`crate::flood`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flood: Option<String>,
 }
 
 impl Row {
@@ -116,6 +119,7 @@ impl Row {
             writes: None,
             missed: None,
             first_error: None,
+            flood: None,
         }
     }
 
@@ -188,6 +192,9 @@ pub fn line(row: &Row) -> String {
             row.writes_due.unwrap_or(0),
             row.ok
         );
+    }
+    if let Some(flood) = &row.flood {
+        notes = flood.clone();
     }
     if let Some(error) = &row.first_error {
         if !notes.is_empty() {
