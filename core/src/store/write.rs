@@ -84,33 +84,42 @@ pub fn need_sql(user_id: i64, need: &Need, now: RecordDate) -> (Statement, NeedR
             );
             (b.finish(sql), NeedRows::Blob)
         }
-        Need::BlobLinkers(hash) => {
-            let mut b = Binder::default();
-            let user = b.bind(user_id);
-            let sql = format!(
-                "SELECT v.record, v.links FROM records r \
-                 JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
-                 WHERE r.user_id = {user} AND r.deleted = 0 AND r.row IN \
-                 (SELECT record_row FROM link_index WHERE user_id = {user} AND key = {}) \
-                 ORDER BY r.public DESC LIMIT {MAX_BLOB_LINKERS}",
-                b.bind(blob_key(hash)),
-            );
-            (b.finish(sql), NeedRows::Records)
-        }
-        Need::Dependants(key) => {
-            let mut b = Binder::default();
-            let user = b.bind(user_id);
-            let sql = format!(
-                "SELECT v.record, v.links FROM records r \
-                 JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
-                 WHERE r.user_id = {user} AND r.deleted = 0 AND r.row IN \
-                 (SELECT record_row FROM link_index WHERE user_id = {user} AND key = {}) \
-                 LIMIT {DEPENDANTS_READ}",
-                b.bind(existential_key(&key.entity, &key.record_id)),
-            );
-            (b.finish(sql), NeedRows::Records)
-        }
+        Need::BlobLinkers(hash) => (
+            live_linking_sql(
+                user_id,
+                blob_key(hash),
+                "ORDER BY r.public DESC",
+                MAX_BLOB_LINKERS,
+            ),
+            NeedRows::Records,
+        ),
+        Need::Dependants(key) => (
+            live_linking_sql(
+                user_id,
+                existential_key(&key.entity, &key.record_id),
+                "",
+                DEPENDANTS_READ,
+            ),
+            NeedRows::Records,
+        ),
     }
+}
+
+/// The latest versions of at most `limit` live records whose latest version
+/// has the link-index `key`, in `order` (an `ORDER BY` over `r`, or none):
+/// rows `(record, links)`.
+fn live_linking_sql(user_id: i64, key: String, order: &str, limit: usize) -> Statement {
+    let mut b = Binder::default();
+    let user = b.bind(user_id);
+    let sql = format!(
+        "SELECT v.record, v.links FROM records r \
+         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         WHERE r.user_id = {user} AND r.deleted = 0 AND r.row IN \
+         (SELECT record_row FROM link_index WHERE user_id = {user} AND key = {}) \
+         {order} LIMIT {limit}",
+        b.bind(key),
+    );
+    b.finish(sql)
 }
 
 /// The rows a need's statement yields, and how they become its [`Supplied`].

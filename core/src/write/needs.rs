@@ -102,7 +102,7 @@ pub struct BlobFacts {
 /// The most linking records [`Need::BlobLinkers`] reads. A blob that more
 /// records link, none of the first readable by the writer, is refused as
 /// unavailable: a false refusal the writer cures by uploading it again.
-pub const MAX_BLOB_LINKERS: u32 = 64;
+pub const MAX_BLOB_LINKERS: usize = 64;
 
 impl Need {
     /// Whether `answer` is of the kind this need expects and, for a record,

@@ -7,6 +7,7 @@ mod fake_store {
 
     use folio_core::access::Access;
     use folio_core::model::{BlobHash, Entity, Link, ReceivedRecord, Record, RecordDate, RecordId};
+    use folio_core::schema::FoundLink;
     use folio_core::write::{
         BlobFacts, Commit, Need, NewVersion, RecordKey, Step, Supplied, Write, WriteContext,
         WriteError, WriteRequest,
@@ -126,36 +127,29 @@ mod fake_store {
                 ),
                 Need::Entity(entity) => Supplied::Known(self.known_entities.contains(entity)),
                 Need::Blob(hash) => Supplied::Blob(self.blobs.get(hash).copied()),
-                Need::Dependants(target) => Supplied::Records(
-                    self.versions
-                        .values()
-                        .filter_map(|versions| versions.last())
-                        .filter(|latest| {
-                            !latest.record.is_tombstone()
-                                && latest.links.iter().any(|found| {
-                                    found.existential
-                                        && matches!(&found.link, Link::Record(link)
-                                            if link.entity == target.entity
-                                                && link.record_id == target.record_id)
-                                })
-                        })
-                        .map(|latest| latest.record.record().clone())
-                        .collect(),
-                ),
-                Need::BlobLinkers(hash) => Supplied::Records(
-                    self.versions
-                        .values()
-                        .filter_map(|versions| versions.last())
-                        .filter(|latest| {
-                            !latest.record.is_tombstone()
-                                && latest.links.iter().any(|found| {
-                                    matches!(&found.link, Link::Blob(blob) if blob.hash == *hash)
-                                })
-                        })
-                        .map(|latest| latest.record.record().clone())
-                        .collect(),
+                Need::Dependants(target) => self.live_linking(|found| {
+                    found.existential
+                        && matches!(&found.link, Link::Record(link)
+                            if link.entity == target.entity && link.record_id == target.record_id)
+                }),
+                Need::BlobLinkers(hash) => self.live_linking(
+                    |found| matches!(&found.link, Link::Blob(blob) if blob.hash == *hash),
                 ),
             }
+        }
+
+        /// The live records whose latest version has a link `linking` accepts.
+        fn live_linking(&self, linking: impl Fn(&FoundLink) -> bool) -> Supplied {
+            Supplied::Records(
+                self.versions
+                    .values()
+                    .filter_map(|versions| versions.last())
+                    .filter(|latest| {
+                        !latest.record.is_tombstone() && latest.links.iter().any(&linking)
+                    })
+                    .map(|latest| latest.record.record().clone())
+                    .collect(),
+            )
         }
 
         fn latest_version(&self, key: &RecordKey) -> Option<&Record> {
