@@ -74,7 +74,7 @@ pub mod write;
 
 pub use fresh::Fresh;
 pub use service::store::{CommitError, Fetch, Row, RowError, RowExt, Transaction};
-pub use service::upkeep::{ExpiredBlob, UPKEEP_INTERVAL_MS, Upkeep};
+pub use service::upkeep::{ExpiredBlob, STRAY_SWEEP_EVERY, UPKEEP_INTERVAL_MS, Upkeep};
 pub use service::writes::{Done, Job, JobFailure, JobOutcome, RecordWrite, Refused};
 pub use service::{
     AddressRate, AddressVerdict, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate,

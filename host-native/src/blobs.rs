@@ -104,6 +104,47 @@ impl BlobStore {
         Ok(Some(crate::clock::date_of(modified)))
     }
 
+    /// The hashes of every blob file kept (names that are not a hash, as
+    /// a stray editor's backup would be, are left alone).
+    pub async fn kept(&self) -> Result<Vec<String>, std::io::Error> {
+        let mut hashes = Vec::new();
+        let mut dirs = tokio::fs::read_dir(&self.root).await?;
+        while let Some(dir) = dirs.next_entry().await? {
+            let name = dir.file_name();
+            let is_prefix = name.len() == 2 && name.to_str().is_some_and(is_lower_hex);
+            if !is_prefix || !dir.file_type().await?.is_dir() {
+                continue;
+            }
+            let mut files = tokio::fs::read_dir(dir.path()).await?;
+            while let Some(file) = files.next_entry().await? {
+                if let Some(hash) = file.file_name().to_str()
+                    && hash.len() == 64
+                    && is_lower_hex(hash)
+                    && hash.starts_with(name.to_str().unwrap_or_default())
+                {
+                    hashes.push(hash.to_owned());
+                }
+            }
+        }
+        Ok(hashes)
+    }
+
+    /// Removes every unfinished upload older than `before` (all of them,
+    /// with `None`: before the server serves, none is in flight). Answers
+    /// how many went.
+    pub async fn sweep_uploads(&self, before: Option<RecordDate>) -> Result<usize, std::io::Error> {
+        let mut removed = 0;
+        let mut files = tokio::fs::read_dir(self.root.join("tmp")).await?;
+        while let Some(file) = files.next_entry().await? {
+            let modified = crate::clock::date_of(file.metadata().await?.modified()?);
+            if before.is_none_or(|before| modified < before) {
+                tokio::fs::remove_file(file.path()).await?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
     /// Removes a blob's file (call with [`BlobStore::lock`] held).
     pub async fn remove(&self, hash: &str) -> Result<(), std::io::Error> {
         match tokio::fs::remove_file(self.path(hash)).await {
@@ -111,4 +152,8 @@ impl BlobStore {
             _ => Ok(()),
         }
     }
+}
+
+fn is_lower_hex(text: &str) -> bool {
+    text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }

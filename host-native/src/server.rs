@@ -9,12 +9,13 @@ use axum::Router;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use folio_core::auth::ReplayGuard;
+use folio_core::blob::UNLINKED_BLOB_LIFETIME_MS;
 use folio_core::consent::SessionKey;
 use folio_core::dialect::Dialect;
 use folio_core::events::StreamCaps;
 use folio_core::http::{HTTPS_REDIRECT_STATUS, https_location};
 use folio_core::problem::default_docs_url;
-use folio_core::{RateLimits, UPKEEP_INTERVAL_MS, Upkeep};
+use folio_core::{RateLimits, STRAY_SWEEP_EVERY, UPKEEP_INTERVAL_MS, Upkeep};
 use http::{HeaderValue, StatusCode};
 use tokio::sync::watch;
 
@@ -150,6 +151,13 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         password_checks: tokio::sync::Semaphore::new(PASSWORD_CHECKS_AT_ONCE),
         shutdown,
     });
+
+    // Before the listener opens, no upload is on its way: what an earlier
+    // run left half done (an unfinished upload, a file whose row never
+    // committed) goes now.
+    if let Err(error) = sweep_stray_blobs(&app, None).await {
+        tracing::warn!(%error, "could not sweep stray blob bytes");
+    }
 
     let router = Router::new()
         .fallback(crate::api::handle)
@@ -297,9 +305,14 @@ async fn shutdown_signal() {
 /// Core's upkeep (event retention, expired blobs), and idle rate buckets.
 async fn upkeep(app: Arc<App>) {
     let mut ticks = tokio::time::interval(Duration::from_millis(UPKEEP_INTERVAL_MS));
-    loop {
+    for round in 1u64.. {
         ticks.tick().await;
         let upkeep = Upkeep::at(app.clock.now());
+        if round % STRAY_SWEEP_EVERY == 0
+            && let Err(error) = sweep_stray_blobs(&app, Some(&upkeep)).await
+        {
+            tracing::warn!(%error, "could not sweep stray blob bytes");
+        }
         if let Err(error) = app.writer.run_when_ready(upkeep.prune()).await {
             tracing::warn!(%error, "could not prune the event log");
         }
@@ -311,6 +324,42 @@ async fn upkeep(app: Arc<App>) {
             .unwrap_or_else(|p| p.into_inner())
             .forget_idle(app.clock.now());
     }
+}
+
+/// Blob bytes nothing holds: unfinished uploads and files whose row never
+/// committed (the server stopped in between). Before serving, all of them
+/// go; later (`upkeep` set), those older than an upload may wait.
+async fn sweep_stray_blobs(
+    app: &App,
+    upkeep: Option<&Upkeep>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let uploads_before = upkeep.map(|_| {
+        app.clock
+            .now()
+            .saturating_sub_millis(UNLINKED_BLOB_LIFETIME_MS)
+    });
+    let uploads = app.blobs.sweep_uploads(uploads_before).await?;
+    let mut files = 0;
+    for hash in app.blobs.kept().await? {
+        let _placing = app.blobs.lock().await;
+        let held = app.readers.fetch(&Upkeep::bytes_held(&hash)).await?;
+        let stray = match upkeep {
+            None => Upkeep::may_remove_before_serving(&held),
+            Some(upkeep) => upkeep.may_remove_bytes(&held, app.blobs.stored_at(&hash).await?),
+        };
+        if stray {
+            app.blobs.remove(&hash).await?;
+            files += 1;
+        }
+    }
+    if uploads + files > 0 {
+        tracing::info!(
+            unfinished_uploads = uploads,
+            unheld_files = files,
+            "removed blob bytes nothing holds"
+        );
+    }
+    Ok(())
 }
 
 async fn collect_blobs(app: &App, upkeep: &Upkeep) -> Result<(), Box<dyn std::error::Error>> {

@@ -7,7 +7,15 @@
 //! 2. fetch [`Upkeep::expired_blobs`], and for each row
 //!    ([`Upkeep::expired_blob`]) run [`ExpiredBlob::release`] as a job,
 //!    fetch [`ExpiredBlob::held`], and remove the bytes kept under the hash
-//!    only when [`Upkeep::may_remove_bytes`] says so.
+//!    only when [`Upkeep::may_remove_bytes`] says so;
+//! 3. now and then ([`STRAY_SWEEP_EVERY`] rounds), go through every blob it
+//!    keeps bytes of, fetch [`Upkeep::bytes_held`] for each, and remove the
+//!    bytes that [`Upkeep::may_remove_bytes`] lets go: bytes stored whose
+//!    row never committed (the host stopped between the two).
+//!
+//! Before it serves, a host may also remove every kept blob no store holds,
+//! whatever its age ([`Upkeep::may_remove_before_serving`]): no upload is on
+//! its way to its row then. Unfinished uploads of an earlier run go too.
 //!
 //! Nonces and rate buckets are forgotten by their own owners as they go.
 
@@ -23,6 +31,10 @@ use super::writes::Job;
 
 /// How often a host runs its upkeep.
 pub const UPKEEP_INTERVAL_MS: u64 = 60_000;
+
+/// Every how many rounds of upkeep a host looks for stray blob bytes (an
+/// hour's worth): it reads every blob's bytes' place, too costly each minute.
+pub const STRAY_SWEEP_EVERY: u64 = 60;
 
 /// One round of upkeep, at the host's time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,12 +80,30 @@ impl Upkeep {
     /// still on its way to its row keeps them. `None`: the host cannot
     /// tell when, and keeps them.
     pub fn may_remove_bytes(&self, held: &[Row], stored_at: Option<RecordDate>) -> bool {
-        let unheld = held
-            .first()
-            .is_some_and(|row| row.integer(0).is_ok_and(|count| count == 0));
         let fresh_after = self.now.saturating_sub_millis(UNLINKED_BLOB_LIFETIME_MS);
-        unheld && stored_at.is_some_and(|at| at < fresh_after)
+        unheld(held) && stored_at.is_some_and(|at| at < fresh_after)
     }
+}
+
+impl Upkeep {
+    /// Whether any store holds a blob with this hash (64 hex digits): one
+    /// row, `(0 or 1)`, for [`Upkeep::may_remove_bytes`].
+    pub fn bytes_held(hash: &str) -> Statement {
+        blob_held_sql(hash)
+    }
+
+    /// Whether the bytes of a blob may be removed before the host serves:
+    /// no store holds them (`held`, the rows of [`Upkeep::bytes_held`]).
+    /// Their age does not matter, since no upload is in flight yet.
+    pub fn may_remove_before_serving(held: &[Row]) -> bool {
+        unheld(held)
+    }
+}
+
+/// Whether `held`, the rows of a held statement, says no store holds the bytes.
+fn unheld(held: &[Row]) -> bool {
+    held.first()
+        .is_some_and(|row| row.integer(0).is_ok_and(|count| count == 0))
 }
 
 impl ExpiredBlob {
@@ -111,5 +141,16 @@ mod tests {
         assert!(!upkeep.may_remove_bytes(&unheld, fresh));
         assert!(!upkeep.may_remove_bytes(&unheld, None));
         assert!(!upkeep.may_remove_bytes(&[], old));
+    }
+
+    #[test]
+    fn before_serving_any_unheld_bytes_go() {
+        assert!(Upkeep::may_remove_before_serving(&[vec![
+            SqlValue::Integer(0)
+        ]]));
+        assert!(!Upkeep::may_remove_before_serving(&[vec![
+            SqlValue::Integer(1)
+        ]]));
+        assert!(!Upkeep::may_remove_before_serving(&[]));
     }
 }
