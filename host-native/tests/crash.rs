@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 
 use folio_conformance::client::{Auth, Call, Http, Response, now_ms, sign_call};
 use folio_conformance::signer::{AppKey, Layout};
-use folio_conformance::{AppCredentials, ScopedAppCredentials, Target};
 use futures_util::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -92,31 +91,8 @@ struct Client {
 
 impl Client {
     fn new(server: &Server, app: &App) -> Client {
-        let credentials = AppCredentials {
-            app_id: app.app_id.clone(),
-            authorization_id: app.authorization_id.clone(),
-            private_key: app.private_key.clone(),
-        };
-        let target = Target {
-            base_url: server.base_url(),
-            user: "me".to_owned(),
-            entity: "localhost".to_owned(),
-            // The server's self-signed certificate, trusted as a root.
-            ca_cert: Some(server.cert().display().to_string()),
-            insecure: false,
-            http_redirect_url: None,
-            transport: false,
-            password: None,
-            other_user: None,
-            full_app: credentials.clone(),
-            scoped_app: ScopedAppCredentials {
-                app: credentials,
-                read_type: String::new(),
-                write_type: String::new(),
-            },
-        };
-        let key = AppKey::new(&app.app_id, &app.authorization_id, &app.private_key)
-            .expect("the app's key");
+        let target = app.target(server);
+        let key = app.key();
         Client {
             http: Http::new(&target).expect("an HTTP client"),
             key: Arc::new(key),

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use folio_conformance::client::{Auth, Call, Http, Response, now_ms, sign_call};
 use folio_conformance::signer::{AppKey, Layout};
-use folio_conformance::{AppCredentials, ScopedAppCredentials, Target};
 use serde_json::{Value, json};
 use support::{App, Server, add_app, add_me, free_port, scratch};
 
@@ -77,34 +76,12 @@ struct Client {
 
 impl Client {
     fn new(server: &Server, app: &App) -> Client {
-        let credentials = AppCredentials {
-            app_id: app.app_id.clone(),
-            authorization_id: app.authorization_id.clone(),
-            private_key: app.private_key.clone(),
-        };
-        let target = Target {
-            base_url: server.base_url(),
-            user: "me".to_owned(),
-            entity: "localhost".to_owned(),
-            ca_cert: Some(server.cert().display().to_string()),
-            insecure: false,
-            http_redirect_url: None,
-            transport: false,
-            password: None,
-            other_user: None,
-            full_app: credentials.clone(),
-            scoped_app: ScopedAppCredentials {
-                app: credentials,
-                read_type: String::new(),
-                write_type: String::new(),
-            },
-        };
+        let target = app.target(server);
         Client {
             http: Http::new(&target)
                 .expect("an HTTP client")
                 .without_retries(),
-            key: AppKey::new(&app.app_id, &app.authorization_id, &app.private_key)
-                .expect("the app's key"),
+            key: app.key(),
             base_url: server.base_url(),
             nonces: std::cell::Cell::new(0),
         }

@@ -8,37 +8,15 @@ mod support;
 use std::time::{Duration, Instant};
 
 use folio_conformance::client::{Auth, Call, Http, now_ms, sign_call};
-use folio_conformance::signer::{AppKey, Layout};
-use folio_conformance::{AppCredentials, ScopedAppCredentials, Target};
+use folio_conformance::signer::Layout;
 use folio_core::builtin::BuiltinType;
 use serde_json::json;
 use support::{App, Server, add_app, add_me, free_port, scratch};
 
 /// A signed create of a Type record; the server's answer, or why none came.
 async fn create_a_type(server: &Server, app: &App) -> Result<u16, String> {
-    let credentials = AppCredentials {
-        app_id: app.app_id.clone(),
-        authorization_id: app.authorization_id.clone(),
-        private_key: app.private_key.clone(),
-    };
-    let target = Target {
-        base_url: server.base_url(),
-        user: "me".to_owned(),
-        entity: "localhost".to_owned(),
-        ca_cert: Some(server.cert().display().to_string()),
-        insecure: false,
-        http_redirect_url: None,
-        transport: false,
-        password: None,
-        other_user: None,
-        full_app: credentials.clone(),
-        scoped_app: ScopedAppCredentials {
-            app: credentials,
-            read_type: String::new(),
-            write_type: String::new(),
-        },
-    };
-    let key = AppKey::new(&app.app_id, &app.authorization_id, &app.private_key)?;
+    let target = app.target(server);
+    let key = app.key();
     let schema = json!({"type": "object", "properties": {"content": {"type": "object"}}});
     let body =
         json!({"type": BuiltinType::Type.link(), "content": {"name": "note", "schema": schema}});

@@ -84,6 +84,46 @@ pub struct App {
     pub private_key: String,
 }
 
+impl App {
+    /// The key the app signs with.
+    pub fn key(&self) -> folio_conformance::signer::AppKey {
+        folio_conformance::signer::AppKey::new(
+            &self.app_id,
+            &self.authorization_id,
+            &self.private_key,
+        )
+        .expect("the app's key")
+    }
+
+    /// The conformance client's view of `server` for user `me`, as this app
+    /// (full and scoped app alike), trusting the server's self-signed
+    /// certificate.
+    pub fn target(&self, server: &Server) -> folio_conformance::Target {
+        let credentials = folio_conformance::AppCredentials {
+            app_id: self.app_id.clone(),
+            authorization_id: self.authorization_id.clone(),
+            private_key: self.private_key.clone(),
+        };
+        folio_conformance::Target {
+            base_url: server.base_url(),
+            user: "me".to_owned(),
+            entity: "localhost".to_owned(),
+            ca_cert: Some(server.cert().display().to_string()),
+            insecure: false,
+            http_redirect_url: None,
+            transport: false,
+            password: None,
+            other_user: None,
+            full_app: credentials.clone(),
+            scoped_app: folio_conformance::ScopedAppCredentials {
+                app: credentials,
+                read_type: String::new(),
+                write_type: String::new(),
+            },
+        }
+    }
+}
+
 pub fn add_app(data: &Path, user: &str, access: &[&str]) -> App {
     let (private_key, public_key) = key_pair();
     let mut args = vec![
