@@ -120,6 +120,13 @@ impl Client {
     }
 }
 
+/// The id and version hash of a write's answer.
+fn written(response: &Response) -> (String, String) {
+    let record = &response.json().expect("a record")["record"];
+    let text = |value: &Value| value.as_str().expect("a string").to_owned();
+    (text(&record["id"]), text(&record["version"]["hash"]))
+}
+
 fn storage_full(response: &Response, what: &str) {
     assert_eq!(response.status, 503, "{what}: {}", response.excerpt());
     let body = response.json().expect("problem+json");
@@ -170,14 +177,7 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_recovers_when_space_returns(
     for n in 0..20 {
         let response = client.create(&ty, n).await;
         assert_eq!(response.status, 200, "{}", response.excerpt());
-        let record = &response.json().expect("a record")["record"];
-        acked.push((
-            record["id"].as_str().expect("an id").to_owned(),
-            record["version"]["hash"]
-                .as_str()
-                .expect("a hash")
-                .to_owned(),
-        ));
+        acked.push(written(&response));
     }
     let filler = tmpfs.0.join("filler");
     fill(&filler);
@@ -189,13 +189,7 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_recovers_when_space_returns(
         if response.status != 200 {
             break response;
         }
-        let record = &response.json().expect("a record")["record"];
-        let id = record["id"].as_str().expect("an id").to_owned();
-        let hash = record["version"]["hash"]
-            .as_str()
-            .expect("a hash")
-            .to_owned();
-        acked.push((id, hash));
+        acked.push(written(&response));
     };
     println!(
         "{} writes acknowledged on the full disk before the first refusal",
@@ -225,14 +219,7 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_recovers_when_space_returns(
     loop {
         let response = client.create(&ty, acked.len()).await;
         if response.status == 200 {
-            let record = &response.json().expect("a record")["record"];
-            acked.push((
-                record["id"].as_str().expect("an id").to_owned(),
-                record["version"]["hash"]
-                    .as_str()
-                    .expect("a hash")
-                    .to_owned(),
-            ));
+            acked.push(written(&response));
             break;
         }
         storage_full(&response, "a write while space returns");
