@@ -1088,7 +1088,9 @@ async fn acknowledged_writes_survive_sigkill_and_the_store_stays_whole() {
     println!("crash seed {seed} (FOLIO_CRASH_SEED to replay), {rounds} rounds");
     let mut rng = StdRng::seed_from_u64(seed);
 
-    let data = scratch("crash");
+    // A directory per length of run: the soak (scripts/crash-soak) and the
+    // short run of the test suite may run side by side.
+    let data = scratch(&format!("crash-{rounds}"));
     let port = free_port();
     let base_url = format!("https://localhost:{port}");
     add_me(&data, &base_url);
