@@ -208,11 +208,10 @@ pub fn route(path: &str) -> Result<Endpoint, Problem> {
             })?,
         })
     };
+    // The API's paths first: a user may be named `auth`, and
+    // `/api/auth/records` is that user's records, not user `api`'s consent
+    // page (an app id is never `records`, `blobs`, … anyway).
     Ok(match segments.as_slice() {
-        [name, "auth", app] => Endpoint::Consent {
-            user: user(name)?,
-            app: parse(app, path)?,
-        },
         ["api", name, "records"] => Endpoint::Records { user: user(name)? },
         ["api", name, "blobs"] => Endpoint::NewBlob { user: user(name)? },
         ["api", name, "events"] => Endpoint::Events { user: user(name)? },
@@ -254,6 +253,10 @@ pub fn route(path: &str) -> Result<Endpoint, Problem> {
             version: Some(parse(version, path)?),
             blob: blob(hash, file)?,
         },
+        [name, "auth", app] => Endpoint::Consent {
+            user: user(name)?,
+            app: parse(app, path)?,
+        },
         _ => return Err(not_found()),
     })
 }
@@ -264,6 +267,37 @@ mod tests {
 
     const ID: &str = "0123456789abcdef0123456789abcdef";
     const HASH: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn users_named_like_a_path_segment_reach_their_api() {
+        for name in ["auth", "api", "docs"] {
+            let user: UserName = name.parse().expect("a user name");
+            assert_eq!(
+                route(&format!("/api/{name}/records")),
+                Ok(Endpoint::Records { user: user.clone() })
+            );
+            assert_eq!(
+                route(&format!("/api/{name}/server")),
+                Ok(Endpoint::ServerInfo { user })
+            );
+        }
+        let api: UserName = "api".parse().expect("a user name");
+        assert_eq!(
+            route(&format!("/api/auth/{ID}")),
+            Ok(Endpoint::Consent {
+                user: api,
+                app: ID.parse().expect("an id"),
+            })
+        );
+    }
+
+    #[test]
+    fn dot_segments_are_no_user_names() {
+        assert!(".".parse::<UserName>().is_err());
+        assert!("..".parse::<UserName>().is_err());
+        assert!("..a".parse::<UserName>().is_ok());
+        assert!(route("/api/../records").is_err());
+    }
 
     #[test]
     fn every_endpoint_routes() {

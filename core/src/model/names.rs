@@ -44,7 +44,8 @@ impl FromStr for Entity {
 /// The name of a user of a server: its `{user}` path segment. One path
 /// segment, as it reads once percent-decoded: not empty, without `/`, `?`,
 /// `#`, `%` or control characters, so that it needs no escaping in a URL
-/// the server builds.
+/// the server builds, and not `.` or `..`, which a browser or proxy would
+/// collapse out of a path before it reached the server.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct UserName(String);
 
@@ -64,6 +65,7 @@ impl FromStr for UserName {
 
     fn from_str(text: &str) -> Result<Self, UserNameError> {
         let segment = !text.is_empty()
+            && !matches!(text, "." | "..")
             && !text.contains(['/', '?', '#', '%'])
             && !text.chars().any(char::is_control);
         match segment {
