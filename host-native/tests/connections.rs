@@ -31,9 +31,22 @@ async fn closed_within(stream: &mut TcpStream, wait: Duration) -> Duration {
 
 /// A plain-HTTP request to the redirecting listener: its status line.
 async fn redirect_status(port: u16) -> String {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("a connection");
+    // The plain listener opens just after the HTTPS one announces itself.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut stream = loop {
+        match TcpStream::connect(("127.0.0.1", port)).await {
+            Ok(stream) => break stream,
+            Err(error) if Instant::now() < deadline => {
+                assert_eq!(
+                    error.kind(),
+                    std::io::ErrorKind::ConnectionRefused,
+                    "{error}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => panic!("the plain-HTTP listener: {error}"),
+        }
+    };
     stream
         .write_all(b"GET /x HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .await
