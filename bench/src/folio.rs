@@ -149,8 +149,18 @@ impl Folio {
             .args(["--write-rate", "off", "--read-rate", "off"])
             .args(["--sse-per-server", "off", "--sse-per-user", "off"])
             // Every client of the load connects from 127.0.0.1 (2,000 for
-            // the delivery step).
-            .args(["--max-connections-per-address", "off"])
+            // the delivery step), unless the run sets the cap itself.
+            .args(
+                (!extra
+                    .iter()
+                    .any(|arg| arg == "--max-connections-per-address"))
+                .then_some(["--max-connections-per-address", "off"])
+                .into_iter()
+                .flatten(),
+            )
+            // One app sends the whole load, far past an app's share of the
+            // replay guard (about 800 signed requests a second).
+            .args(["--replay-nonces-per-app", "off"])
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())

@@ -60,6 +60,10 @@ enum Command {
         /// `folio serve --max-connections` (default: the server's own).
         #[arg(long)]
         max_connections: Option<usize>,
+        /// `folio serve --max-connections-per-address` (default: off, as
+        /// every client of the tool connects from 127.0.0.1).
+        #[arg(long)]
+        max_connections_per_address: Option<usize>,
         #[arg(long, value_enum, default_value = "normal")]
         durability: Durability,
         #[command(flatten)]
@@ -199,12 +203,17 @@ async fn run(cli: Cli) -> Result<(), String> {
             idle,
             slowloris,
             max_connections,
+            max_connections_per_address,
             durability,
             common,
         } => {
-            let extra: Vec<String> = max_connections
-                .map(|cap| vec!["--max-connections".to_owned(), cap.to_string()])
-                .unwrap_or_default();
+            let mut extra: Vec<String> = Vec::new();
+            if let Some(cap) = max_connections {
+                extra.extend(["--max-connections".to_owned(), cap.to_string()]);
+            }
+            if let Some(cap) = max_connections_per_address {
+                extra.extend(["--max-connections-per-address".to_owned(), cap.to_string()]);
+            }
             let floods = [
                 (folio_load::flood::Kind::Idle, idle),
                 (folio_load::flood::Kind::Slowloris, slowloris),

@@ -209,6 +209,10 @@ pub struct ServeOptions {
     /// Consent-page sign-in attempts per client address per minute, or `off`.
     #[arg(long, value_parser = parse_per_minute, default_value_t = OrOff(default_limits().sign_in_attempts_per_minute))]
     pub sign_in_rate: OrOff<u32>,
+    /// Most nonces one app may hold in the replay window (about 800 signed
+    /// requests a second, sustained), or `off`.
+    #[arg(long, value_parser = parse_limit::<usize>, default_value_t = OrOff(Some(folio_core::auth::MAX_NONCES_PER_APP)))]
+    pub replay_nonces_per_app: OrOff<usize>,
     /// Most HTTPS connections open at once (default: the open-file limit,
     /// raised to its hard value, less 1,024); past it a connection is closed
     /// as soon as it is accepted.

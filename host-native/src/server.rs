@@ -146,7 +146,9 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         writer,
         hub,
         users: UserCache::default(),
-        replay: Mutex::new(ReplayGuard::new(clock.now())),
+        replay: Mutex::new(
+            ReplayGuard::new(clock.now()).with_app_share(options.replay_nonces_per_app.0),
+        ),
         blobs: BlobStore::new(data.blobs()),
         password_checks: tokio::sync::Semaphore::new(PASSWORD_CHECKS_AT_ONCE),
         shutdown,

@@ -10,7 +10,10 @@ mod replay;
 pub use bearer::{BEARER_PARAMETER, BearerToken, MAX_BEARER_LIFETIME_MS};
 pub(crate) use header::parse_parameters;
 pub use header::{AuthorizationHeader, MAX_NONCE_LEN, SignatureLayout, check_body_digest};
-pub use replay::{MAX_REMEMBERED_NONCES, NonceUse, ReplayError, ReplayGuard, nonce_table};
+pub use replay::{
+    MAX_NONCES_PER_APP, MAX_REGISTRATION_NONCES, MAX_REMEMBERED_NONCES, NonceUse, ReplayError,
+    ReplayGuard, nonce_table,
+};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

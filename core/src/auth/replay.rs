@@ -16,10 +16,11 @@ use super::{AuthError, TIMESTAMP_WINDOW_MS};
 /// each: 150 MB at most.
 pub const MAX_REMEMBERED_NONCES: usize = 1_000_000;
 
-/// How many nonces one app may hold: about 800 signed requests a second,
-/// sustained over the window. Past this the app's requests are refused
-/// (`request/429-rate-limited`) until its oldest nonces leave the window,
-/// and no app can fill the guard for the others.
+/// How many nonces one app may hold by default: about 800 signed requests
+/// a second, sustained over the window. Past this the app's requests are
+/// refused (`request/429-rate-limited`) until its oldest nonces leave the
+/// window, and no app can fill the guard for the others. A host may set
+/// another share, or none ([`ReplayGuard::with_app_share`]).
 pub const MAX_NONCES_PER_APP: usize = 250_000;
 
 /// How many nonces registrations may hold together. Each registration is
@@ -39,6 +40,8 @@ pub struct ReplayGuard {
     per_app: HashMap<RecordId, usize>,
     /// How many nonces registrations hold.
     registrations: usize,
+    /// How many nonces one app may hold (`None`: up to the whole guard).
+    app_share: Option<usize>,
 }
 
 /// A verified request's nonce, as a host records it: the app that signed,
@@ -75,7 +78,14 @@ impl ReplayGuard {
             by_ts: BTreeSet::new(),
             per_app: HashMap::new(),
             registrations: 0,
+            app_share: Some(MAX_NONCES_PER_APP),
         }
+    }
+
+    /// The same guard with another share of nonces per app, or none.
+    pub fn with_app_share(mut self, share: Option<usize>) -> Self {
+        self.app_share = share;
+        self
     }
 
     /// Records the nonce of a request whose signature and `ts` (within the
@@ -102,7 +112,7 @@ impl ReplayGuard {
             return Err(ReplayError::Full);
         }
         let held = self.per_app.entry(app).or_default();
-        if *held >= MAX_NONCES_PER_APP {
+        if self.app_share.is_some_and(|share| *held >= share) {
             return Err(ReplayError::AppFull);
         }
         *held += 1;
