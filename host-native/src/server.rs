@@ -15,7 +15,7 @@ use folio_core::dialect::Dialect;
 use folio_core::events::StreamCaps;
 use folio_core::http::{HTTPS_REDIRECT_STATUS, https_location};
 use folio_core::problem::default_docs_url;
-use folio_core::{RateLimits, STRAY_SWEEP_EVERY, UPKEEP_INTERVAL_MS, Upkeep};
+use folio_core::{RateLimits, RowExt, STRAY_SWEEP_EVERY, UPKEEP_INTERVAL_MS, Upkeep};
 use http::{HeaderValue, StatusCode};
 use tokio::sync::watch;
 
@@ -341,8 +341,19 @@ async fn sweep_stray_blobs(
             .saturating_sub_millis(UNLINKED_BLOB_LIFETIME_MS)
     });
     let uploads = app.blobs.sweep_uploads(uploads_before).await?;
+    let held: std::collections::HashSet<String> = app
+        .readers
+        .fetch(&Upkeep::held_blobs())
+        .await?
+        .iter()
+        .map(|row| row.text(0).map(str::to_owned))
+        .collect::<Result<_, _>>()?;
     let mut files = 0;
     for hash in app.blobs.kept().await? {
+        if held.contains(&hash) {
+            continue;
+        }
+        // Asked again under the lock: an upload may have placed its row since.
         let _placing = app.blobs.lock().await;
         let held = app.readers.fetch(&Upkeep::bytes_held(&hash)).await?;
         let stray = match upkeep {

@@ -8,14 +8,16 @@
 //!    ([`Upkeep::expired_blob`]) run [`ExpiredBlob::release`] as a job,
 //!    fetch [`ExpiredBlob::held`], and remove the bytes kept under the hash
 //!    only when [`Upkeep::may_remove_bytes`] says so;
-//! 3. now and then ([`STRAY_SWEEP_EVERY`] rounds), go through every blob it
-//!    keeps bytes of, fetch [`Upkeep::bytes_held`] for each, and remove the
-//!    bytes that [`Upkeep::may_remove_bytes`] lets go: bytes stored whose
-//!    row never committed (the host stopped between the two).
+//! 3. now and then ([`STRAY_SWEEP_EVERY`] rounds), fetch [`Upkeep::held_blobs`]
+//!    once, and for each blob it keeps bytes of that is not among them,
+//!    fetch [`Upkeep::bytes_held`] and remove the bytes that
+//!    [`Upkeep::may_remove_bytes`] lets go: bytes stored whose row never
+//!    committed (the host stopped between the two).
 //!
-//! Before it serves, a host may also remove every kept blob no store holds,
-//! whatever its age ([`Upkeep::may_remove_before_serving`]): no upload is on
-//! its way to its row then. Unfinished uploads of an earlier run go too.
+//! Before it serves, a host may also remove every kept blob that
+//! [`Upkeep::held_blobs`] does not name, whatever its age: no upload is on
+//! its way to its row then ([`Upkeep::may_remove_before_serving`] says so
+//! of one blob). Unfinished uploads of an earlier run go too.
 //!
 //! Nonces and rate buckets are forgotten by their own owners as they go.
 
@@ -23,7 +25,7 @@ use crate::blob::UNLINKED_BLOB_LIFETIME_MS;
 use crate::events::retention_cutoff;
 use crate::model::RecordDate;
 use crate::store::{
-    Statement, blob_held_sql, delete_blob_sql, expired_blobs_sql, prune_events_sql,
+    Statement, blob_held_sql, delete_blob_sql, expired_blobs_sql, held_blobs_sql, prune_events_sql,
 };
 
 use super::store::{Row, RowError, RowExt};
@@ -86,6 +88,11 @@ impl Upkeep {
 }
 
 impl Upkeep {
+    /// Every blob hash some store holds: rows `(hash)`, each once.
+    pub fn held_blobs() -> Statement {
+        held_blobs_sql()
+    }
+
     /// Whether any store holds a blob with this hash (64 hex digits): one
     /// row, `(0 or 1)`, for [`Upkeep::may_remove_bytes`].
     pub fn bytes_held(hash: &str) -> Statement {

@@ -205,6 +205,11 @@ pub fn delete_blob_sql(user_id: i64, hash: &str) -> Statement {
     b.finish(sql)
 }
 
+/// Every blob hash some store holds: rows `(hash)`, each once.
+pub fn held_blobs_sql() -> Statement {
+    Binder::default().finish("SELECT DISTINCT hash FROM blobs".to_owned())
+}
+
 /// Whether any store still holds a blob with this hash: one row `(0 or 1)`.
 /// Blob files are shared by content; a file goes when no store holds it.
 pub fn blob_held_sql(hash: &str) -> Statement {
