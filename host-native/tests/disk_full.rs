@@ -120,6 +120,20 @@ impl Client {
     }
 }
 
+/// Each acknowledged write reads back with the version hash it was answered with.
+async fn all_there(client: &Client, acked: &[(String, String)]) {
+    for (id, hash) in acked {
+        let read = client
+            .send(Call::get(client.url(&format!("/records/localhost/{id}"))))
+            .await;
+        assert_eq!(read.status, 200, "{}", read.excerpt());
+        assert_eq!(
+            read.json().expect("a record")["record"]["version"]["hash"],
+            *hash
+        );
+    }
+}
+
 /// The id and version hash of a write's answer.
 fn written(response: &Response) -> (String, String) {
     let record = &response.json().expect("a record")["record"];
@@ -202,16 +216,7 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_recovers_when_space_returns(
     );
 
     // Reads go on, and every acknowledged write is there.
-    for (id, hash) in &acked {
-        let read = client
-            .send(Call::get(client.url(&format!("/records/localhost/{id}"))))
-            .await;
-        assert_eq!(read.status, 200, "{}", read.excerpt());
-        assert_eq!(
-            read.json().expect("a record")["record"]["version"]["hash"],
-            *hash
-        );
-    }
+    all_there(&client, &acked).await;
 
     // Space comes back: the server writes again by itself.
     std::fs::remove_file(&filler).expect("the filler goes");
@@ -236,15 +241,6 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_recovers_when_space_returns(
     server.kill();
     let server = tokio::task::block_in_place(|| Server::start(&data, port, &flags));
     let client = Client::new(&server, &app);
-    for (id, hash) in &acked {
-        let read = client
-            .send(Call::get(client.url(&format!("/records/localhost/{id}"))))
-            .await;
-        assert_eq!(read.status, 200, "{}", read.excerpt());
-        assert_eq!(
-            read.json().expect("a record")["record"]["version"]["hash"],
-            *hash
-        );
-    }
+    all_there(&client, &acked).await;
     drop(server);
 }
