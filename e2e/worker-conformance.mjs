@@ -222,6 +222,8 @@ async function main(suiteArgs) {
     other_user: OTHER_USER,
     full_app: null,
     scoped_app: null,
+    // The faults/* checks make local D1 and R2 fail through this.
+    fault_hook: [process.execPath, join(ROOT, "e2e/worker-fault.mjs"), state],
   };
   const credentials = (app, key) => ({ app_id: app.app_id, authorization_id: app.authorization_id, private_key: key.seed });
   const emitSql = folio("user", "add", "--help").stdout.includes("--emit-sql");

@@ -182,6 +182,7 @@ impl Folio {
             transport: false,
             password: None,
             other_user: None,
+            fault_hook: None,
             full_app: credentials.clone(),
             scoped_app: ScopedAppCredentials {
                 app: credentials,

@@ -96,6 +96,7 @@ pub const RANGE_NOT_SATISFIABLE: Problem =
 pub const HEADERS_TOO_LARGE: Problem =
     problem("request/431-headers-too-large", "headers_too_large");
 pub const RATE_LIMITED: Problem = problem("request/429-rate-limited", "rate_limited");
+pub const INTERNAL: Problem = problem("server/500-internal", "internal");
 pub const NOT_IMPLEMENTED: Problem = problem("server/501-not-implemented", "not_implemented");
 
 /// The response has exactly this status.

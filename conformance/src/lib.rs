@@ -168,6 +168,10 @@ fn exclusion(check: &checks::Check, target: &Target, options: &RunOptions) -> Op
             Some("the target has no \"other_user\" whose store to read as well".into())
         }
         Needs::OtherUser => None,
+        Needs::Faults if target.fault_hook.is_none() => {
+            Some("the target has no \"fault_hook\" to make its store fail with".into())
+        }
+        Needs::Faults => None,
         _ if !target.transport => Some("the target has \"transport\": false".into()),
         Needs::Redirect if target.http_redirect_url.is_none() => {
             Some("the target has no \"http_redirect_url\"".into())
@@ -244,6 +248,7 @@ mod tests {
             transport: true,
             password: password.map(str::to_string),
             other_user: None,
+            fault_hook: None,
             full_app: app.clone(),
             scoped_app: ScopedAppCredentials {
                 app,

@@ -32,6 +32,13 @@ pub struct Target {
     /// without it they are reported as excluded.
     #[serde(default)]
     pub other_user: Option<String>,
+    /// A command that makes the server's store fail and recover, for the
+    /// `faults/*` checks: run with two more arguments, a fault
+    /// (`store-write`, `store-read` or `blob-store`) and `on` or `off`; it
+    /// exits 0 once the fault is in that state. Without it those checks are
+    /// reported as excluded.
+    #[serde(default)]
+    pub fault_hook: Option<Vec<String>>,
     /// An app authorized with read, write and subscribe on every type.
     pub full_app: AppCredentials,
     /// An app authorized to read `read_type` records and to write and

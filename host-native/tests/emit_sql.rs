@@ -199,6 +199,7 @@ async fn emitted_sql_makes_a_user_and_app_that_folio_serves() {
         transport: false,
         password: Some(password.to_owned()),
         other_user: None,
+        fault_hook: None,
         full_app: credentials.clone(),
         scoped_app: ScopedAppCredentials {
             app: credentials.clone(),

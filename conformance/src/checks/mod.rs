@@ -15,6 +15,7 @@ mod consent;
 mod cors;
 mod discovery;
 mod errors;
+mod faults;
 mod events;
 mod filters;
 mod limits;
@@ -48,6 +49,8 @@ pub enum Needs {
     Password,
     /// A second user's store (`other_user`).
     OtherUser,
+    /// A way to make the store fail (`fault_hook`).
+    Faults,
 }
 
 pub struct Check {
@@ -95,6 +98,7 @@ pub fn all() -> Vec<Check> {
         revocation::checks(),
         blobs::checks(),
         events::checks(),
+        faults::checks(),
         limits::checks(),
         rate_limits::checks(),
     ]

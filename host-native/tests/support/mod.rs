@@ -114,6 +114,7 @@ impl App {
             transport: false,
             password: None,
             other_user: None,
+            fault_hook: None,
             full_app: credentials.clone(),
             scoped_app: folio_conformance::ScopedAppCredentials {
                 app: credentials,
