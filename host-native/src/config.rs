@@ -221,6 +221,11 @@ pub struct ServeOptions {
     /// Most HTTPS connections open at once from one client address, or `off`.
     #[arg(long, env = "FOLIO_MAX_CONNECTIONS_PER_ADDRESS", value_parser = parse_limit::<usize>, default_value_t = OrOff(Some(crate::connections::DEFAULT_CONNECTIONS_PER_ADDRESS)))]
     pub max_connections_per_address: OrOff<usize>,
+    /// TLS handshakes started per second, on average (default: 250 per
+    /// core); a new connection waits for its turn, and is closed if that is
+    /// further off than the header timeout.
+    #[arg(long, env = "FOLIO_HANDSHAKES_PER_SECOND")]
+    pub handshakes_per_second: Option<std::num::NonZeroU32>,
     /// Seconds a connection may send and receive nothing before it is closed.
     #[arg(long, env = "FOLIO_IDLE_TIMEOUT_SECS", default_value_t = crate::connections::DEFAULT_IDLE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout_secs: u64,

@@ -8,6 +8,14 @@
 //! the total cap stays below the file limit. A connection that sends and
 //! receives nothing for the idle timeout is closed; an event stream is
 //! never idle that long, since a heartbeat goes out every 15 seconds.
+//!
+//! TLS handshakes are the costly part of a new connection (a key exchange
+//! and a signature each), so they start at a bounded pace
+//! ([`HandshakePace`]): a burst of new connections (a slowloris
+//! reconnecting) waits its turns, within the header timeout, and the
+//! requests of connections already open go on meanwhile. A turn is a start
+//! time, not a place held: a client that goes silent mid-handshake delays
+//! no one.
 
 use std::collections::HashMap;
 use std::future::{Future, Ready};
@@ -19,7 +27,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum_server::accept::Accept;
+use axum_server::accept::{Accept, DefaultAcceptor};
+use axum_server::tls_rustls::RustlsAcceptor;
+use futures_util::future::{BoxFuture, FutureExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
@@ -33,6 +43,11 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default longest time a client may take to send a request's headers
 /// (HTTP/1.1) or to complete its TLS handshake.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default TLS handshakes started per second, per core (and as many at
+/// once after a quiet second). A handshake costs well under a millisecond
+/// of a core here, so this pace leaves most of each core to requests.
+pub const DEFAULT_HANDSHAKES_PER_SECOND_PER_CORE: u32 = 250;
 
 /// File descriptors kept back from the total connection cap for the
 /// database, blob files, the plain-HTTP listener and logs.
@@ -87,7 +102,9 @@ impl LimitAcceptor {
         Self {
             limits,
             counts: Arc::default(),
-            refusals: Arc::default(),
+            refusals: Arc::new(Refusals::new(
+                "over the connection caps (--max-connections, --max-connections-per-address)",
+            )),
         }
     }
 
@@ -151,6 +168,97 @@ impl LimitAcceptor {
     }
 }
 
+/// The pace at which TLS handshakes start: `per_second` on average, and up
+/// to `per_second` at once after a quiet second. Each new connection is
+/// given the next start time; one whose start is further off than the
+/// longest wait is refused instead (its client retries later).
+#[derive(Debug)]
+pub struct HandshakePace {
+    interval: Duration,
+    burst: Duration,
+    longest_wait: Duration,
+    /// The start time the next handshake gets, unless the pace is behind.
+    next: Mutex<Instant>,
+}
+
+impl HandshakePace {
+    pub fn new(per_second: u32, longest_wait: Duration) -> Self {
+        let per_second = per_second.max(1);
+        let interval = Duration::from_secs(1) / per_second;
+        let burst = interval * (per_second - 1);
+        Self {
+            interval,
+            burst,
+            longest_wait,
+            next: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// When a handshake arriving `now` may start, or `None` if that is
+    /// more than the longest wait away.
+    fn start_at(&self, now: Instant) -> Option<Instant> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let start = (*next).max(now.checked_sub(self.burst).unwrap_or(now));
+        let start_at = start.max(now);
+        if start_at > now + self.longest_wait {
+            return None;
+        }
+        *next = start + self.interval;
+        Some(start_at)
+    }
+}
+
+/// The HTTPS listener's acceptor: a connection past the caps is closed at
+/// once; one within them waits for its handshake's start time (see
+/// [`HandshakePace`]), then makes its TLS handshake.
+#[derive(Clone)]
+pub struct HandshakeGate {
+    limit: LimitAcceptor,
+    tls: RustlsAcceptor<DefaultAcceptor>,
+    pace: Arc<HandshakePace>,
+    refusals: Arc<Refusals>,
+}
+
+impl HandshakeGate {
+    pub fn new(
+        limit: LimitAcceptor,
+        tls: RustlsAcceptor<DefaultAcceptor>,
+        pace: HandshakePace,
+    ) -> Self {
+        Self {
+            limit,
+            tls,
+            pace: Arc::new(pace),
+            refusals: Arc::new(Refusals::new(
+                "over the handshake pace (--handshakes-per-second)",
+            )),
+        }
+    }
+}
+
+impl<S: Send + 'static> Accept<TcpStream, S> for HandshakeGate {
+    type Stream = <RustlsAcceptor<DefaultAcceptor> as Accept<Limited<TcpStream>, S>>::Stream;
+    type Service = S;
+    type Future = BoxFuture<'static, io::Result<(Self::Stream, S)>>;
+
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        let stream = match self.limit.take(stream) {
+            Ok(stream) => stream,
+            Err(refused) => return std::future::ready(Err(refused)).boxed(),
+        };
+        let Some(start_at) = self.pace.start_at(Instant::now()) else {
+            self.refusals.note(stream.place.address);
+            return std::future::ready(Err(io::Error::other("over the handshake pace"))).boxed();
+        };
+        let tls = self.tls.clone();
+        async move {
+            tokio::time::sleep_until(start_at).await;
+            tls.accept(stream, service).await
+        }
+        .boxed()
+    }
+}
+
 /// A plain TCP listener under the same limits (the plain-HTTP listener
 /// that redirects to HTTPS): connections past a cap are closed at once.
 pub struct LimitedListener {
@@ -183,13 +291,23 @@ impl axum::serve::Listener for LimitedListener {
 }
 
 /// Refusals since the last log line.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Refusals {
     unlogged: AtomicU64,
     last_logged_ms: AtomicU64,
+    /// Which limit refused them.
+    why: &'static str,
 }
 
 impl Refusals {
+    fn new(why: &'static str) -> Self {
+        Self {
+            unlogged: AtomicU64::new(0),
+            last_logged_ms: AtomicU64::new(0),
+            why,
+        }
+    }
+
     fn note(&self, address: IpAddr) {
         let refused = self.unlogged.fetch_add(1, Ordering::Relaxed) + 1;
         let now_ms = u64::try_from(crate::clock::Clock.now().unix_millis()).unwrap_or(0);
@@ -204,8 +322,8 @@ impl Refusals {
             tracing::warn!(
                 %address,
                 refused,
-                "connections refused over the connection caps (--max-connections, \
-                 --max-connections-per-address) since the last such line"
+                limit = self.why,
+                "connections refused since the last such line"
             );
         }
     }
@@ -235,7 +353,7 @@ impl Drop for Place {
 #[derive(Debug)]
 pub struct Limited<T> {
     io: T,
-    _place: Place,
+    place: Place,
     idle: Duration,
     /// When the connection last sent or received a byte.
     active: Instant,
@@ -250,7 +368,7 @@ impl<T> Limited<T> {
         let active = Instant::now();
         Self {
             io,
-            _place: place,
+            place,
             idle,
             active,
             deadline: Box::pin(tokio::time::sleep_until(active + idle)),
@@ -410,5 +528,27 @@ mod tests {
         let silent = server.read(&mut buf).await;
         let error = silent.expect_err("a silent connection ends");
         assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn handshakes_start_at_their_pace_and_those_too_far_off_are_refused() {
+        let pace = HandshakePace::new(10, Duration::from_secs(1));
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let now = Instant::now();
+        let starts: Vec<Option<Instant>> = (0..21).map(|_| pace.start_at(now)).collect();
+        // After a quiet second, a second's worth at once...
+        assert!(starts[..10].iter().all(|start| *start == Some(now)));
+        // ...then one every 100 ms, as far as the longest wait...
+        for (waiting, start) in starts[10..20].iter().enumerate() {
+            let after = Duration::from_millis(100) * (u32::try_from(waiting).unwrap() + 1);
+            assert_eq!(*start, Some(now + after));
+        }
+        // ...and none further off, which takes no turn from later ones.
+        assert_eq!(starts[20], None);
+        tokio::time::advance(Duration::from_millis(150)).await;
+        assert_eq!(
+            pace.start_at(Instant::now()),
+            Some(now + Duration::from_millis(1_100))
+        );
     }
 }

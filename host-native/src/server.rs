@@ -22,7 +22,9 @@ use tokio::sync::watch;
 use crate::blobs::BlobStore;
 use crate::clock::Clock;
 use crate::config::{DataDir, ServeOptions, Settings};
-use crate::connections::{self, ConnectionLimits, LimitAcceptor, LimitedListener};
+use crate::connections::{
+    self, ConnectionLimits, HandshakeGate, HandshakePace, LimitAcceptor, LimitedListener,
+};
 use crate::hub::Hub;
 use crate::users::UserCache;
 use crate::writer::Writer;
@@ -187,10 +189,20 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     let tls = axum_server::tls_rustls::RustlsAcceptor::new(
         axum_server::tls_rustls::RustlsConfig::from_config(tls_config),
     )
-    .handshake_timeout(header_timeout)
-    .acceptor(limit.clone());
+    .handshake_timeout(header_timeout);
+    let handshakes_per_second = options.handshakes_per_second.map_or_else(
+        || {
+            let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+            connections::DEFAULT_HANDSHAKES_PER_SECOND_PER_CORE
+                .saturating_mul(u32::try_from(cores).unwrap_or(u32::MAX))
+        },
+        |pace| pace.get(),
+    );
+    tracing::info!(handshakes_per_second, "TLS handshake pace");
+    let pace = HandshakePace::new(handshakes_per_second, header_timeout);
+    let gate = HandshakeGate::new(limit.clone(), tls, pace);
     let mut server = axum_server::from_tcp(listener)?
-        .acceptor(tls)
+        .acceptor(gate)
         .handle(handle.clone());
     // The server's own limits answer with problem+json; hyper's must be higher.
     server
