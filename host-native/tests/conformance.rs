@@ -12,10 +12,19 @@ use support::{Server, add_app, add_me, free_port, scratch};
 /// Checks the native host does not pass yet, each with the reason; the
 /// README and the issue notes list them too.
 const NATIVE_EXCLUSIONS: &[(&str, &str)] = &[
-    ("faults/failed-create-is-a-problem-and-stores-nothing", NATIVE_FAULTS),
-    ("faults/failed-update-keeps-the-previous-version", NATIVE_FAULTS),
+    (
+        "faults/failed-create-is-a-problem-and-stores-nothing",
+        NATIVE_FAULTS,
+    ),
+    (
+        "faults/failed-update-keeps-the-previous-version",
+        NATIVE_FAULTS,
+    ),
     ("faults/failed-read-is-a-problem", NATIVE_FAULTS),
-    ("faults/failed-blob-bytes-write-stores-no-blob", NATIVE_FAULTS),
+    (
+        "faults/failed-blob-bytes-write-stores-no-blob",
+        NATIVE_FAULTS,
+    ),
     ("faults/failed-blob-row-write-stores-no-blob", NATIVE_FAULTS),
     ("faults/failed-blob-read-is-a-problem", NATIVE_FAULTS),
 ];
@@ -23,7 +32,8 @@ const NATIVE_EXCLUSIONS: &[(&str, &str)] = &[
 /// The fault checks need a hook that breaks the store under a running
 /// server; the native host's faults are tested beside the suite instead:
 /// tests/disk_full.rs, tests/writer_panic.rs and the writer's unit tests.
-const NATIVE_FAULTS: &str = "tested natively by tests/disk_full.rs, tests/writer_panic.rs and the writer's unit tests";
+const NATIVE_FAULTS: &str =
+    "tested natively by tests/disk_full.rs, tests/writer_panic.rs and the writer's unit tests";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_suite_passes_over_https_and_h2() {
