@@ -9,7 +9,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use folio_core::auth::{NonceUse, ReplayError};
 use folio_core::blob::{Received, UploadMeter};
-use folio_core::consent::{SessionKey, verify_password};
+use folio_core::consent::SessionKey;
 use folio_core::events::{
     HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveSubscriber, LiveVersion, StreamsFull, Subscriber,
 };
@@ -392,14 +392,7 @@ impl Secrets for App {
     }
 
     async fn verify_password(&self, hash: String, password: String) -> bool {
-        // The semaphore is never closed.
-        let Ok(_place) = self.password_checks.acquire().await else {
-            return false;
-        };
-        // argon2 takes tens of milliseconds: off the async workers.
-        tokio::task::spawn_blocking(move || verify_password(&hash, &password))
-            .await
-            .unwrap_or(false)
+        self.password_checks.verify(hash, password).await
     }
 }
 

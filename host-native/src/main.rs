@@ -25,6 +25,7 @@ mod db;
 mod emit;
 mod host;
 mod hub;
+mod passwords;
 mod schema_command;
 mod server;
 mod tls;

@@ -26,6 +26,7 @@ use crate::connections::{
     self, ConnectionLimits, HandshakeGate, HandshakePace, LimitAcceptor, LimitedListener,
 };
 use crate::hub::Hub;
+use crate::passwords::{PASSWORD_CHECKS_AT_ONCE, PasswordChecks};
 use crate::users::UserCache;
 use crate::writer::Writer;
 use crate::{db, tls, users};
@@ -43,8 +44,8 @@ pub struct App {
     /// Signs the consent page's session cookies.
     pub session_key: SessionKey,
     pub blobs: BlobStore,
-    /// Places for password checks ([`PASSWORD_CHECKS_AT_ONCE`]).
-    pub password_checks: tokio::sync::Semaphore,
+    /// Turns for password checks ([`PASSWORD_CHECKS_AT_ONCE`]).
+    pub password_checks: PasswordChecks,
     /// Turns true when the server shuts down: open event streams end.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -66,12 +67,6 @@ pub enum ServeError {
     #[error("{0}")]
     Provision(#[from] users::ProvisionError),
 }
-
-/// The most argon2 password checks that run at once. Each takes tens of
-/// milliseconds of a core and 19 MiB of memory; sign-ins are limited per
-/// address, but many addresses at once would otherwise start as many
-/// checks as there are requests. The others wait their turn.
-pub const PASSWORD_CHECKS_AT_ONCE: usize = 2;
 
 /// How long a graceful shutdown waits for requests in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -152,7 +147,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
             ReplayGuard::new(clock.now()).with_app_share(options.replay_nonces_per_app.0),
         ),
         blobs: BlobStore::new(data.blobs()),
-        password_checks: tokio::sync::Semaphore::new(PASSWORD_CHECKS_AT_ONCE),
+        password_checks: PasswordChecks::new(PASSWORD_CHECKS_AT_ONCE),
         shutdown,
     });
 
