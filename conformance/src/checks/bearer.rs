@@ -1,7 +1,10 @@
 //! Bearer tokens: `?bearer=` grants GET of one resource until its expiry
 //! (spec §5.3, PROTOCOL.md §10).
 
+use std::time::Duration;
+
 use serde_json::json;
+use tokio::time::Instant;
 use url::Url;
 
 use super::{Check, CheckResult, check};
@@ -11,6 +14,7 @@ use crate::expect::{
     self, INVALID_SIGNATURE, MISSING_AUTHORIZATION, STALE_TIMESTAMP, UNKNOWN_APP, ensure,
 };
 use crate::signer::{AppKey, BearerToken, SVC};
+use crate::sse::EventStream;
 
 pub fn checks() -> Vec<Check> {
     vec![
@@ -27,6 +31,10 @@ pub fn checks() -> Vec<Check> {
         check!("auth/bearer-over-90-days-rejected", bearer_too_long),
         check!("auth/bearer-unknown-app-401", bearer_unknown_app),
         check!("auth/bearer-ignored-on-non-get", bearer_ignored_on_post),
+        check!(
+            "auth/bearer-event-stream-ends-at-expiry",
+            bearer_stream_ends_at_expiry
+        ),
     ]
 }
 
@@ -136,4 +144,46 @@ async fn bearer_ignored_on_post(ctx: &Ctx) -> CheckResult {
         .send(Call::post(with_bearer(&url, &token)).json(&body))
         .await?;
     expect::problem_response(&response, MISSING_AUTHORIZATION).map(drop)
+}
+
+/// An event stream opened with a bearer token lasts until the token
+/// expires and no longer: it is open a moment before the expiry and ends
+/// within one heartbeat interval after it.
+async fn bearer_stream_ends_at_expiry(ctx: &Ctx) -> CheckResult {
+    const LIFETIME: Duration = Duration::from_secs(3);
+    let heartbeat = Duration::from_millis(ctx.limit("heartbeat_ms", 15_000).await?);
+    let url = ctx.events_url()?;
+    let lifetime_ms = i64::try_from(LIFETIME.as_millis()).unwrap_or(i64::MAX);
+    let token = bearer(&ctx.full, &url, lifetime_ms).standard();
+    let opened = Instant::now();
+    let response = ctx.http.open(&Call::get(with_bearer(&url, &token))).await?;
+    ensure!(
+        response.status().as_u16() == 200,
+        "events with a bearer token: status {}",
+        response.status()
+    );
+    let mut stream = EventStream::new(response);
+    let expires = opened + LIFETIME;
+    let latest_end = expires + heartbeat + Duration::from_secs(5);
+    loop {
+        let left = latest_end.saturating_duration_since(Instant::now());
+        match stream.next_event(left).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(format!(
+                    "the stream is still open {} s after its token expired",
+                    (heartbeat + Duration::from_secs(5)).as_secs()
+                ));
+            }
+            Err(_closed) => break,
+        }
+    }
+    let ended = opened.elapsed();
+    ensure!(
+        ended + Duration::from_millis(500) >= LIFETIME,
+        "the stream ended {} ms after it opened, before its token expired ({} ms)",
+        ended.as_millis(),
+        LIFETIME.as_millis()
+    );
+    Ok(())
 }
