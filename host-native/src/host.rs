@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use folio_core::auth::{NonceUse, ReplayError};
+use folio_core::auth::{Accepted, NonceUse, ReplayError};
 use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::SessionKey;
 use folio_core::events::{
@@ -376,13 +376,28 @@ impl Guards for App {
             .check(rate, now)
     }
 
-    fn check_nonce(&self, _user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
-        // One guard for the server: it outlives no restart, so it refuses
-        // requests signed before it started (its boot fence).
-        self.replay
+    async fn check_nonce(&self, _user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+        // One guard for the server, in memory; a request dated further
+        // ahead than the next start's fence covers has its nonce stored
+        // before it goes on (folio_core::auth::replay).
+        let accepted = self
+            .replay
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .check(used)
+            .check(used)?;
+        if let Accepted::Durable(statement) = accepted {
+            let stored = self.writer.run(Job::Statements(vec![statement])).await;
+            if let Err(error) = stored.map_err(write_failure).and_then(|done| {
+                done.map(|_| ())
+                    .map_err(|refused| WriteFailure::Failed(refused.to_string()))
+            }) {
+                self.report(&format!(
+                    "storing the nonce of a request dated ahead: {error}"
+                ));
+                return Err(ReplayError::Full);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -151,6 +151,19 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         shutdown,
     });
 
+    // The nonces the last run stored (of requests dated ahead), and no
+    // request before the guard's fence: see folio_core::auth::replay.
+    let stored = folio_core::Store::fetch(&*app, &ReplayGuard::stored_nonces(clock.now()))
+        .await
+        .map_err(|error| std::io::Error::other(format!("reading stored nonces: {error}")))?;
+    let serves_from = {
+        let mut replay = app.replay.lock().unwrap_or_else(|p| p.into_inner());
+        replay
+            .restore(&stored)
+            .map_err(|error| std::io::Error::other(format!("a stored nonce: {error}")))?;
+        replay.serves_from()
+    };
+
     // Before the listener opens, no upload is on its way: what an earlier
     // run left half done (an unfinished upload, a file whose row never
     // committed) goes now.
@@ -161,6 +174,10 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     let router = Router::new()
         .fallback(crate::api::handle)
         .with_state(Arc::clone(&app));
+    let wait_ms = serves_from.saturating_sub(clock.now().unix_millis());
+    if let Ok(wait_ms @ 1..) = u64::try_from(wait_ms) {
+        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+    }
     let handle = axum_server::Handle::new();
     let listener =
         std::net::TcpListener::bind(options.listen).map_err(|source| ServeError::Listen {

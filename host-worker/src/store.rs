@@ -545,7 +545,7 @@ impl Guards for UserStore {
         }
     }
 
-    fn check_nonce(&self, _user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+    async fn check_nonce(&self, _user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
         // In the object's own storage: strongly consistent, and it outlives
         // an eviction (memory would not).
         let sql = self.state.storage().sql();

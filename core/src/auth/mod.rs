@@ -11,8 +11,8 @@ pub use bearer::{BEARER_PARAMETER, BearerToken, MAX_BEARER_LIFETIME_MS};
 pub(crate) use header::parse_parameters;
 pub use header::{AuthorizationHeader, MAX_NONCE_LEN, SignatureLayout, check_body_digest};
 pub use replay::{
-    MAX_NONCES_PER_APP, MAX_REGISTRATION_NONCES, MAX_REMEMBERED_NONCES, NonceUse, ReplayError,
-    ReplayGuard, nonce_table,
+    Accepted, MAX_NONCES_PER_APP, MAX_REGISTRATION_NONCES, MAX_REMEMBERED_NONCES,
+    MEMORY_ONLY_AHEAD_MS, NonceUse, ReplayError, ReplayGuard, nonce_table,
 };
 
 use base64::Engine;

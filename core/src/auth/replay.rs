@@ -1,12 +1,19 @@
 //! Replay protection (PROTOCOL.md §10): a nonce seen again from the same app
 //! within the timestamp window is refused. The guard keeps nonces in memory
-//! and holds across a restart with a boot fence: a request whose `ts` is
-//! older than the guard's creation is refused as stale, since its nonce
-//! could have been seen by the process before.
+//! and holds across a restart with a boot fence: a request dated before the
+//! guard's creation plus [`MEMORY_ONLY_AHEAD_MS`] is refused as stale, since
+//! its nonce could have been seen by the process before. A request dated
+//! further ahead of its arrival than that (a client whose clock runs fast,
+//! up to the window's 300 s) would pass the fence after a quick restart, so
+//! its nonce is also written to the store before the request is answered
+//! ([`Accepted::Durable`]) and read back at the next start
+//! ([`ReplayGuard::restore`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::model::{RecordDate, RecordId};
+use crate::store::{Statement, remember_nonce_sql, remembered_nonces_sql};
+use crate::{Row, RowError, RowExt};
 
 use super::{AuthError, TIMESTAMP_WINDOW_MS};
 
@@ -29,10 +36,30 @@ pub const MAX_NONCES_PER_APP: usize = 250_000;
 /// authorized apps go on.
 pub const MAX_REGISTRATION_NONCES: usize = 250_000;
 
+/// How far ahead of its arrival a request may be dated and have its nonce
+/// kept in memory only. Such a nonce is dated at most this long after the
+/// process last ran, so the next process's fence (its start plus this)
+/// refuses it; the nonce of a request dated further ahead is written to the
+/// store. The host serves no request before [`ReplayGuard::serves_from`].
+pub const MEMORY_ONLY_AHEAD_MS: i64 = 1_000;
+
+/// What the guard did with a nonce it accepted.
+#[must_use]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accepted {
+    /// Kept in memory; the next process's fence covers it.
+    InMemory,
+    /// Kept in memory, and to be written to the store with this statement
+    /// before the request is answered: the request is dated past what the
+    /// next process's fence covers.
+    Durable(Statement),
+}
+
 /// The nonces of the last window, per app.
 #[derive(Debug)]
 pub struct ReplayGuard {
-    boot_ms: i64,
+    /// Requests dated before this are stale.
+    fence_ms: i64,
     seen: HashSet<(RecordId, Box<str>)>,
     /// `(ts, app, nonce, registration)`, to forget nonces as they leave the window.
     by_ts: BTreeSet<(i64, RecordId, Box<str>, bool)>,
@@ -70,10 +97,13 @@ pub enum ReplayError {
 }
 
 impl ReplayGuard {
-    /// A guard for a process started at `boot`.
+    /// A guard for a process started at `boot`. It refuses requests dated
+    /// before [`ReplayGuard::serves_from`]; the host opens no listener
+    /// before then, and first gives back the nonces the last process
+    /// stored ([`ReplayGuard::restore`]).
     pub fn new(boot: RecordDate) -> Self {
         ReplayGuard {
-            boot_ms: boot.unix_millis(),
+            fence_ms: boot.unix_millis().saturating_add(MEMORY_ONLY_AHEAD_MS),
             seen: HashSet::new(),
             by_ts: BTreeSet::new(),
             per_app: HashMap::new(),
@@ -88,9 +118,39 @@ impl ReplayGuard {
         self
     }
 
+    /// The time from which the guard accepts requests: its process's start
+    /// plus [`MEMORY_ONLY_AHEAD_MS`].
+    pub fn serves_from(&self) -> i64 {
+        self.fence_ms
+    }
+
+    /// The nonces an earlier process stored that may still be replayed at
+    /// `now`: rows for [`ReplayGuard::restore`].
+    pub fn stored_nonces(now: RecordDate) -> Statement {
+        remembered_nonces_sql(now.unix_millis() - TIMESTAMP_WINDOW_MS)
+    }
+
+    /// Takes back the nonces an earlier process stored (the rows of
+    /// [`ReplayGuard::stored_nonces`]); a row that is not one is an error.
+    pub fn restore(&mut self, rows: &[Row]) -> Result<(), RowError> {
+        for row in rows {
+            let app = row.text(0)?.parse::<RecordId>().map_err(|_| RowError {
+                column: 0,
+                expected: "an app id",
+            })?;
+            let nonce = Box::<str>::from(row.text(1)?);
+            let ts_ms = row.integer(2)?;
+            if self.seen.insert((app, nonce.clone())) {
+                *self.per_app.entry(app).or_default() += 1;
+                self.by_ts.insert((ts_ms, app, nonce, false));
+            }
+        }
+        Ok(())
+    }
+
     /// Records the nonce of a request whose signature and `ts` (within the
     /// window of `now`) were verified; refuses a replay.
-    pub fn check(&mut self, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+    pub fn check(&mut self, used: &NonceUse<'_>) -> Result<Accepted, ReplayError> {
         let NonceUse {
             app,
             nonce,
@@ -98,7 +158,7 @@ impl ReplayGuard {
             now,
             registration,
         } = *used;
-        if ts_ms < self.boot_ms {
+        if ts_ms < self.fence_ms {
             return Err(ReplayError::Auth(AuthError::StaleTimestamp));
         }
         self.forget_before(now.unix_millis() - TIMESTAMP_WINDOW_MS);
@@ -119,7 +179,10 @@ impl ReplayGuard {
         self.registrations += usize::from(registration);
         self.by_ts.insert((ts_ms, app, key.1.clone(), registration));
         self.seen.insert(key);
-        Ok(())
+        if ts_ms > now.unix_millis().saturating_add(MEMORY_ONLY_AHEAD_MS) {
+            return Ok(Accepted::Durable(remember_nonce_sql(&app, nonce, ts_ms)));
+        }
+        Ok(Accepted::InMemory)
     }
 
     /// Forgets nonces whose `ts` is before `cutoff_ms`: a request carrying
@@ -193,6 +256,7 @@ pub mod nonce_table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::SqlValue;
 
     fn check(
         guard: &mut ReplayGuard,
@@ -201,13 +265,20 @@ mod tests {
         ts_ms: i64,
         now: RecordDate,
     ) -> Result<(), ReplayError> {
-        guard.check(&NonceUse {
-            app,
-            nonce,
-            ts_ms,
-            now,
-            registration: false,
-        })
+        guard
+            .check(&NonceUse {
+                app,
+                nonce,
+                ts_ms,
+                now,
+                registration: false,
+            })
+            .map(|_| ())
+    }
+
+    /// A guard whose fence is `BOOT`.
+    fn guard() -> ReplayGuard {
+        ReplayGuard::new(at(BOOT - MEMORY_ONLY_AHEAD_MS))
     }
 
     fn at(ms: i64) -> RecordDate {
@@ -218,7 +289,7 @@ mod tests {
 
     #[test]
     fn a_nonce_is_accepted_once_per_app() {
-        let mut guard = ReplayGuard::new(at(BOOT));
+        let mut guard = guard();
         let (a, b) = (RecordId::from_bytes([1; 16]), RecordId::from_bytes([2; 16]));
         assert_eq!(check(&mut guard, a, "n1", BOOT + 10, at(BOOT + 20)), Ok(()));
         assert_eq!(
@@ -229,18 +300,73 @@ mod tests {
     }
 
     #[test]
-    fn requests_signed_before_boot_are_stale() {
+    fn requests_dated_before_the_start_plus_the_margin_are_stale() {
         let mut guard = ReplayGuard::new(at(BOOT));
+        assert_eq!(guard.serves_from(), BOOT + MEMORY_ONLY_AHEAD_MS);
         let a = RecordId::from_bytes([1; 16]);
+        let now = at(BOOT + MEMORY_ONLY_AHEAD_MS);
         assert_eq!(
-            check(&mut guard, a, "n", BOOT - 1, at(BOOT)),
+            check(&mut guard, a, "n", BOOT + MEMORY_ONLY_AHEAD_MS - 1, now),
             Err(ReplayError::Auth(AuthError::StaleTimestamp))
+        );
+        assert_eq!(
+            check(&mut guard, a, "n", BOOT + MEMORY_ONLY_AHEAD_MS, now),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_nonce_dated_past_the_margin_is_stored_and_found_again_after_a_restart() {
+        let a = RecordId::from_bytes([1; 16]);
+        let used = |nonce, ts_ms| NonceUse {
+            app: a,
+            nonce,
+            ts_ms,
+            now: at(BOOT),
+            registration: false,
+        };
+        let mut guard = guard();
+        assert_eq!(
+            guard.check(&used("near", BOOT + MEMORY_ONLY_AHEAD_MS)),
+            Ok(Accepted::InMemory)
+        );
+        let ahead = BOOT + 200_000;
+        let Ok(Accepted::Durable(statement)) = guard.check(&used("ahead", ahead)) else {
+            panic!("a request dated 200 s ahead has its nonce stored");
+        };
+        assert_eq!(statement, remember_nonce_sql(&a, "ahead", ahead));
+
+        // The next process, started a moment later, gets the stored row back.
+        let restarted_at = BOOT + 10;
+        let mut restarted = ReplayGuard::new(at(restarted_at));
+        let row: Row = vec![
+            SqlValue::Text(a.to_string()),
+            SqlValue::Text("ahead".into()),
+            SqlValue::Integer(ahead),
+        ];
+        restarted.restore(&[row]).expect("a stored nonce");
+        let now = at(restarted.serves_from());
+        assert_eq!(
+            check(&mut restarted, a, "ahead", ahead, now),
+            Err(ReplayError::Auth(AuthError::ReplayedRequest))
+        );
+        // The one kept in memory only is behind the new fence.
+        assert_eq!(
+            check(&mut restarted, a, "near", BOOT + MEMORY_ONLY_AHEAD_MS, now),
+            Err(ReplayError::Auth(AuthError::StaleTimestamp))
+        );
+        assert_eq!(
+            restarted
+                .restore(&[vec![SqlValue::Integer(1)]])
+                .map_err(|e| e.column),
+            Err(0),
+            "a row that is no nonce"
         );
     }
 
     #[test]
     fn nonces_leave_with_the_window() {
-        let mut guard = ReplayGuard::new(at(BOOT));
+        let mut guard = guard();
         let a = RecordId::from_bytes([1; 16]);
         check(&mut guard, a, "old", BOOT, at(BOOT)).expect("fresh");
         let later = BOOT + TIMESTAMP_WINDOW_MS + 1;
@@ -250,7 +376,7 @@ mod tests {
 
     #[test]
     fn one_app_fills_its_share_only_and_gets_it_back_as_its_nonces_leave() {
-        let mut guard = ReplayGuard::new(at(BOOT));
+        let mut guard = guard();
         let (a, b) = (RecordId::from_bytes([1; 16]), RecordId::from_bytes([2; 16]));
         for n in 0..MAX_NONCES_PER_APP {
             check(&mut guard, a, &n.to_string(), BOOT, at(BOOT)).expect("within its share");
@@ -267,17 +393,19 @@ mod tests {
 
     #[test]
     fn registrations_fill_their_share_only() {
-        let mut guard = ReplayGuard::new(at(BOOT));
+        let mut guard = guard();
         let register = |guard: &mut ReplayGuard, n: usize| {
             let mut id = [0; 16];
             id[..8].copy_from_slice(&(n as u64).to_be_bytes());
-            guard.check(&NonceUse {
-                app: RecordId::from_bytes(id),
-                nonce: "r",
-                ts_ms: BOOT,
-                now: at(BOOT),
-                registration: true,
-            })
+            guard
+                .check(&NonceUse {
+                    app: RecordId::from_bytes(id),
+                    nonce: "r",
+                    ts_ms: BOOT,
+                    now: at(BOOT),
+                    registration: true,
+                })
+                .map(|_| ())
         };
         for n in 0..MAX_REGISTRATION_NONCES {
             register(&mut guard, n).expect("within the registrations' share");

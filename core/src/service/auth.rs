@@ -97,7 +97,8 @@ impl<H: Host> Context<'_, '_, H> {
             if let Some(digest) = body_sha256 {
                 check_body_digest(signed_content_sha256, digest).map_err(|e| auth(&e))?;
             }
-            self.check_replay(user, header.app_id, header.nonce, header.ts_ms, false)?;
+            self.check_replay(user, header.app_id, header.nonce, header.ts_ms, false)
+                .await?;
             return Ok(Caller {
                 access,
                 app: Some(header.app_id),
@@ -152,7 +153,7 @@ impl<H: Host> Context<'_, '_, H> {
     }
 
     /// Refuses a nonce this app already used within the window.
-    pub(super) fn check_replay(
+    pub(super) async fn check_replay(
         &self,
         user: &User,
         app_id: RecordId,
@@ -171,6 +172,7 @@ impl<H: Host> Context<'_, '_, H> {
                     registration,
                 },
             )
+            .await
             .map_err(|error| match error {
                 ReplayError::Auth(e) => auth(&e),
                 ReplayError::AppFull => Failure::from(

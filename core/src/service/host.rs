@@ -318,7 +318,7 @@ pub trait Guards {
     /// refuses one seen within the window (PROTOCOL.md §10). Natively a
     /// [`ReplayGuard`](crate::auth::ReplayGuard) in memory; on the edge the
     /// user object's own storage ([`nonce_table`](crate::auth::nonce_table)).
-    fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError>;
+    async fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError>;
 }
 
 /// The consent page's secrets.

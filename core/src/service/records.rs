@@ -179,7 +179,8 @@ async fn register<H: Host>(
         &registration.nonce,
         registration.ts_ms,
         true,
-    )?;
+    )
+    .await?;
     let answer_header = registration.key.header;
     let fresh = &cx.request.fresh;
     let job = RegistrationJob {

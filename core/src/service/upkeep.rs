@@ -21,11 +21,13 @@
 //!
 //! Nonces and rate buckets are forgotten by their own owners as they go.
 
+use crate::auth::TIMESTAMP_WINDOW_MS;
 use crate::blob::UNLINKED_BLOB_LIFETIME_MS;
 use crate::events::retention_cutoff;
 use crate::model::RecordDate;
 use crate::store::{
     Statement, blob_held_sql, delete_blob_sql, expired_blobs_sql, held_blobs_sql, prune_events_sql,
+    prune_nonces_sql,
 };
 
 use super::store::{Row, RowError, RowExt};
@@ -57,9 +59,13 @@ impl Upkeep {
         Upkeep { now }
     }
 
-    /// The job that forgets the events past retention.
+    /// The job that forgets the events past retention, and the stored
+    /// nonces past the signature window.
     pub fn prune(&self) -> Job {
-        Job::Statements(vec![prune_events_sql(retention_cutoff(self.now))])
+        Job::Statements(vec![
+            prune_events_sql(retention_cutoff(self.now)),
+            prune_nonces_sql(self.now.unix_millis() - TIMESTAMP_WINDOW_MS),
+        ])
     }
 
     /// The expired blob rows, read by [`Upkeep::expired_blob`].

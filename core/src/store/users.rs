@@ -175,6 +175,31 @@ pub fn entity_record_sql(user_id: i64, entity: &Entity) -> Statement {
     b.finish(sql)
 }
 
+/// Records that `app` used `nonce` in a request dated `ts_ms`, for a host
+/// whose replay guard must find it again after a restart
+/// ([`ReplayGuard`](crate::auth::ReplayGuard)).
+pub fn remember_nonce_sql(app: &RecordId, nonce: &str, ts_ms: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "INSERT OR IGNORE INTO nonces (app_id, nonce, ts) VALUES ({}, {}, {})",
+        b.bind(app.to_string()),
+        b.bind(nonce),
+        b.bind(ts_ms),
+    );
+    b.finish(sql)
+}
+
+/// The nonces recorded by [`remember_nonce_sql`] that are dated at or after
+/// `cutoff_ms`: rows `(app_id, nonce, ts)`.
+pub fn remembered_nonces_sql(cutoff_ms: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT app_id, nonce, ts FROM nonces WHERE ts >= {}",
+        b.bind(cutoff_ms)
+    );
+    b.finish(sql)
+}
+
 /// Removes nonces recorded before `cutoff` (milliseconds), for hosts that
 /// keep them in the `nonces` table.
 pub fn prune_nonces_sql(cutoff_ms: i64) -> Statement {

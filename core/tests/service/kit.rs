@@ -333,7 +333,7 @@ impl Counters {
     }
 
     pub fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
-        let verdict = self.replay.borrow_mut().check(used);
+        let verdict = self.replay.borrow_mut().check(used).map(|_| ());
         self.nonce_calls.borrow_mut().push(NonceCall {
             user: user.name.clone(),
             app: used.app,
@@ -663,7 +663,7 @@ impl<S: Backend> Guards for Fake<S> {
         self.counters.rate(rate, now)
     }
 
-    fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+    async fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
         self.counters.check_nonce(user, used)
     }
 }
