@@ -137,6 +137,11 @@ impl UploadMeter {
         }
     }
 
+    /// The length the upload declared.
+    pub fn declared(&self) -> u64 {
+        self.declared
+    }
+
     /// Takes the next chunk; refuses the upload once it passes its
     /// declared length.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), LengthMismatch> {

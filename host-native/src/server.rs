@@ -9,7 +9,6 @@ use axum::Router;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use folio_core::auth::ReplayGuard;
-use folio_core::blob::UNLINKED_BLOB_LIFETIME_MS;
 use folio_core::consent::SessionKey;
 use folio_core::dialect::Dialect;
 use folio_core::events::StreamCaps;
@@ -359,11 +358,7 @@ async fn sweep_stray_blobs(
     app: &App,
     upkeep: Option<&Upkeep>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let uploads_before = upkeep.map(|_| {
-        app.clock
-            .now()
-            .saturating_sub_millis(UNLINKED_BLOB_LIFETIME_MS)
-    });
+    let uploads_before = upkeep.map(Upkeep::unfinished_uploads_before);
     let uploads = app.blobs.sweep_uploads(uploads_before).await?;
     let held: std::collections::HashSet<String> = app
         .readers

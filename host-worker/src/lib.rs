@@ -81,7 +81,35 @@ async fn upkeep(env: &Env) -> Result<()> {
             worker::console_log!("collected the expired blob {}", blob.hash);
         }
     }
-    Ok(())
+    remove_unfinished_uploads(&bucket, &upkeep).await
+}
+
+/// Removes what uploads that stopped half way left under
+/// [`store::UNFINISHED_UPLOADS`] (an object's upload stopped between
+/// receiving the bytes and placing them under their hash).
+async fn remove_unfinished_uploads(bucket: &worker::Bucket, upkeep: &Upkeep) -> Result<()> {
+    let before = upkeep.unfinished_uploads_before();
+    let mut cursor = None;
+    loop {
+        let mut listing = bucket.list().prefix(store::UNFINISHED_UPLOADS);
+        if let Some(cursor) = cursor.take() {
+            listing = listing.cursor(cursor);
+        }
+        let page = listing.execute().await?;
+        for object in page.objects() {
+            let started = i64::try_from(object.uploaded().as_millis())
+                .ok()
+                .and_then(|millis| RecordDate::from_unix_millis(millis).ok());
+            if started.is_some_and(|started| started < before) {
+                bucket.delete(object.key()).await?;
+                worker::console_log!("removed the unfinished upload {}", object.key());
+            }
+        }
+        match page.cursor() {
+            Some(next) if page.truncated() => cursor = Some(next),
+            _ => return Ok(()),
+        }
+    }
 }
 
 /// Runs one of upkeep's jobs on D1 (statements only, which no other write

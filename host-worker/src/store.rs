@@ -26,8 +26,8 @@ use futures_channel::mpsc;
 use futures_util::StreamExt;
 use futures_util::lock::Mutex;
 use worker::{
-    D1Database, DurableObject, Env, Headers, Range, Request, Response, ResponseBody, State,
-    durable_object,
+    D1Database, Data, DurableObject, Env, FixedLengthStream, Headers, Range, Request, Response,
+    ResponseBody, State, durable_object,
 };
 
 use crate::{d1, rates};
@@ -308,6 +308,10 @@ fn write_failure(error: impl std::fmt::Display) -> WriteFailure {
     WriteFailure::Failed(error.to_string())
 }
 
+fn upload_failure(error: impl std::fmt::Display) -> UploadFailure {
+    UploadFailure::Failed(error.to_string())
+}
+
 fn user_of(row: &Row) -> Option<User> {
     Some(User {
         id: row.integer(0).ok()?,
@@ -389,42 +393,101 @@ impl Bodies for UserStore {
     }
 }
 
+/// Where an upload's bytes are written as they arrive (its hash is known
+/// only at the end), before [`UserStore::place_blob`] stores them under
+/// their hash. The cron's upkeep removes what a stopped upload left here.
+pub const UNFINISHED_UPLOADS: &str = "uploads/";
+
 impl Blobs for UserStore {
-    type Upload = Vec<u8>;
+    /// The R2 key of the upload's bytes, under [`UNFINISHED_UPLOADS`]: they
+    /// go to R2 chunk by chunk, never whole into the object's memory.
+    type Upload = String;
 
     async fn receive_blob(
         &self,
         mut body: Request,
-        mut meter: UploadMeter,
-    ) -> Result<(Vec<u8>, Received), UploadFailure> {
-        let broken = |e: worker::Error| UploadFailure::Broken(e.to_string());
-        let mut chunks = body.stream().map_err(broken)?;
-        let mut bytes = Vec::new();
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(broken)?;
-            meter.feed(&chunk)?;
-            bytes.extend_from_slice(&chunk);
+        meter: UploadMeter,
+    ) -> Result<(String, Received), UploadFailure> {
+        let declared = meter.declared();
+        let chunks = body
+            .stream()
+            .map_err(|e| UploadFailure::Broken(e.to_string()))?;
+        // Each chunk is counted and hashed on its way to R2; the first byte
+        // past the declared length ends the stream, and so the write.
+        let meter = Rc::new(RefCell::new(meter));
+        let metered = {
+            let meter = Rc::clone(&meter);
+            chunks.map(move |chunk| {
+                let chunk = chunk?;
+                meter
+                    .borrow_mut()
+                    .feed(&chunk)
+                    .map_err(|mismatch| worker::Error::RustError(mismatch.to_string()))?;
+                Ok(chunk)
+            })
+        };
+        let key = format!("{UNFINISHED_UPLOADS}{}", hex::encode(&random_seed()[..16]));
+        let bucket = self.bucket().map_err(upload_failure)?;
+        let written = bucket
+            .put(
+                &key,
+                Data::Stream(FixedLengthStream::wrap(metered, declared)),
+            )
+            .execute()
+            .await;
+        let received = meter.borrow().clone().finish();
+        let failure = match (&written, received) {
+            (Ok(_), Ok(received)) => return Ok((key, received)),
+            (_, Err(mismatch)) => UploadFailure::Length(mismatch),
+            (Err(error), Ok(_)) => upload_failure(error),
+        };
+        if written.is_ok() {
+            self.discard_blob(key).await;
         }
-        let received = meter.finish()?;
-        Ok((bytes, received))
+        Err(failure)
     }
 
-    async fn discard_blob(&self, _upload: Vec<u8>) {}
+    async fn discard_blob(&self, key: String) {
+        let deleted = match self.bucket() {
+            Ok(bucket) => bucket.delete(&key).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = deleted {
+            // The cron's upkeep removes it later.
+            self.report(&format!("removing the unfinished upload {key}: {error}"));
+        }
+    }
 
     async fn place_blob(
         &self,
-        upload: Vec<u8>,
+        key: String,
         hash: &BlobHash,
         row: Job,
     ) -> Result<JobOutcome, WriteFailure> {
-        let digest = hash.as_bytes().to_vec();
-        self.bucket()
+        // Copied under the hash, chunk by chunk, and checked by R2 against it.
+        let bucket = self.bucket().map_err(write_failure)?;
+        let upload = bucket
+            .get(&key)
+            .execute()
+            .await
             .map_err(write_failure)?
-            .put(hash.to_string(), upload)
-            .sha256(digest)
+            .ok_or_else(|| write_failure(format!("the upload {key} went away")))?;
+        let size = upload.size();
+        let bytes = upload
+            .body()
+            .ok_or_else(|| write_failure(format!("the upload {key} has no body")))?
+            .stream()
+            .map_err(write_failure)?;
+        bucket
+            .put(
+                hash.to_string(),
+                Data::Stream(FixedLengthStream::wrap(bytes, size)),
+            )
+            .sha256(hash.as_bytes().to_vec())
             .execute()
             .await
             .map_err(write_failure)?;
+        self.discard_blob(key).await;
         self.run_job(row).await
     }
 

@@ -94,6 +94,13 @@ impl Upkeep {
 }
 
 impl Upkeep {
+    /// An upload whose bytes a host began storing before this time and
+    /// never placed under their hash (the server stopped in between) is
+    /// abandoned: the host may remove what it stored of it.
+    pub fn unfinished_uploads_before(&self) -> RecordDate {
+        self.now.saturating_sub_millis(UNLINKED_BLOB_LIFETIME_MS)
+    }
+
     /// Every blob hash some store holds: rows `(hash)`, each once.
     pub fn held_blobs() -> Statement {
         held_blobs_sql()
