@@ -3,8 +3,9 @@
 //! `folio_core::store`; this module only binds values and reads rows.
 
 use std::path::Path;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use folio_core::Row;
 use folio_core::respond::VersionRow;
@@ -182,38 +183,94 @@ impl Drop for Checkpointer {
 /// waking up for the answer (what an async driver's worker thread costs,
 /// twice per statement).
 pub struct Readers {
-    idle: Mutex<Vec<Connection>>,
+    idle: Mutex<Vec<Reader>>,
     /// One permit per idle connection.
     available: Semaphore,
+    budget: Duration,
+}
+
+/// The longest a read of the store may run before SQLite stops it: the
+/// list and catch-up queries are index ranges that take micro- to
+/// milliseconds, so only a pathological one reaches this, and it then
+/// holds a reader and a core for no longer.
+pub const READ_TIME_BUDGET: Duration = Duration::from_secs(2);
+
+/// How many SQLite virtual-machine steps run between two looks at a read's
+/// deadline (each look reads the clock: tens of nanoseconds).
+const STEPS_PER_DEADLINE_CHECK: i32 = 10_000;
+
+/// A read connection and the deadline its progress handler enforces.
+struct Reader {
+    conn: Connection,
+    /// Nanoseconds after [`clock_base`]; `u64::MAX` while idle.
+    deadline: Arc<AtomicU64>,
+}
+
+/// The instant read deadlines count from.
+fn clock_base() -> Instant {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    *BASE.get_or_init(Instant::now)
+}
+
+fn nanos_since_base(at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(clock_base()).as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Reader {
+    fn open(path: &Path) -> Result<Self, DbError> {
+        let conn = open(path, Durability::Normal, true)?;
+        let deadline = Arc::new(AtomicU64::new(u64::MAX));
+        let watched = Arc::clone(&deadline);
+        // Returning true interrupts the statement (SQLITE_INTERRUPT).
+        conn.progress_handler(
+            STEPS_PER_DEADLINE_CHECK,
+            Some(move || nanos_since_base(Instant::now()) > watched.load(Ordering::Relaxed)),
+        );
+        Ok(Self { conn, deadline })
+    }
 }
 
 impl Readers {
-    /// Opens `size` read-only connections (at least one).
-    pub fn open(path: &Path, size: u32) -> Result<Self, DbError> {
+    /// Opens `size` read-only connections (at least one), each read on them
+    /// stopped after `budget`.
+    pub fn open(path: &Path, size: u32, budget: Duration) -> Result<Self, DbError> {
         let idle = (0..size.max(1))
-            .map(|_| open(path, Durability::Normal, true))
+            .map(|_| Reader::open(path))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             available: Semaphore::new(idle.len()),
             idle: Mutex::new(idle),
+            budget,
         })
     }
 
-    /// Runs `read` on an idle connection, waiting for one if all are lent.
+    /// Runs `read` on an idle connection, waiting for one if all are lent;
+    /// SQLite stops it (`SQLITE_INTERRUPT`) once it runs past the budget.
     pub async fn with<T>(
         &self,
         read: impl FnOnce(&Connection) -> Result<T, DbError>,
     ) -> Result<T, DbError> {
         // The semaphore is never closed, so acquiring only waits.
         let _permit = self.available.acquire().await;
-        let conn = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let reader = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         // A permit always finds a connection: one permit per idle connection.
-        let conn = conn.ok_or(rusqlite::Error::InvalidQuery)?;
-        let result = read(&conn);
+        let reader = reader.ok_or(rusqlite::Error::InvalidQuery)?;
+        let deadline = nanos_since_base(Instant::now() + self.budget);
+        reader.deadline.store(deadline, Ordering::Relaxed);
+        let result = read(&reader.conn);
+        reader.deadline.store(u64::MAX, Ordering::Relaxed);
+        if let Err(error) = &result
+            && primary_code(error) == Some(rusqlite::ffi::SQLITE_INTERRUPT)
+        {
+            tracing::warn!(
+                budget_ms = self.budget.as_millis(),
+                "a read ran past its time budget and was stopped"
+            );
+        }
         self.idle
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(conn);
+            .push(reader);
         result
     }
 
@@ -349,4 +406,42 @@ pub fn execute_all(conn: &Connection, statements: &[Statement]) -> Result<(), Db
         execute(conn, statement)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read that would run for hours: a count to a trillion.
+    const RUNAWAY: &str = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n \
+                           WHERE i < 1000000000000) SELECT count(*) FROM n";
+
+    #[tokio::test]
+    async fn a_read_past_its_budget_is_stopped_and_the_connection_serves_the_next() {
+        let dir = std::env::temp_dir().join(format!("folio-read-budget-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let path = dir.join("folio.db");
+        drop(open_writer(&path, Durability::Normal).expect("a migrated store"));
+        let readers = Readers::open(&path, 1, Duration::from_millis(100)).expect("a reader");
+
+        let started = Instant::now();
+        let runaway = Statement {
+            sql: RUNAWAY.to_owned(),
+            params: Vec::new(),
+        };
+        let error = readers.fetch(&runaway).await.expect_err("stopped");
+        assert_eq!(primary_code(&error), Some(rusqlite::ffi::SQLITE_INTERRUPT));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "stopped after {:?}",
+            started.elapsed()
+        );
+        // The same connection (the only one) answers a quick read in full.
+        let quick = Statement {
+            sql: "SELECT count(*) FROM users".to_owned(),
+            params: Vec::new(),
+        };
+        assert_eq!(readers.fetch(&quick).await.expect("rows").len(), 1);
+        std::fs::remove_dir_all(&dir).expect("removed");
+    }
 }

@@ -122,7 +122,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         wal_restart.clone(),
     )?;
     let (writer, writer_thread) = Writer::start(writer_conn, clock, Arc::clone(&hub), wal_restart)?;
-    let readers = db::Readers::open(&data.database(), options.readers)?;
+    let readers = db::Readers::open(&data.database(), options.readers, db::READ_TIME_BUDGET)?;
     let (stop, shutdown) = watch::channel(false);
     let app = Arc::new(App {
         settings: folio_core::Settings {
