@@ -14,7 +14,7 @@ use folio_conformance::client::{nonce, now_ms};
 use folio_conformance::context::{Ctx, record_link, type_value, version_link};
 use folio_conformance::dates::record_date;
 use folio_conformance::signer::{AppKey, Layout, SVC, SignedTarget};
-use folio_conformance::{AppCredentials, ScopedAppCredentials, Target};
+use folio_conformance::{AppCredentials, Target};
 use http::{Method, Request};
 use http_body_util::Full;
 use serde_json::{Value, json};
@@ -172,24 +172,13 @@ impl Folio {
         wait_until_listening(&mut child).await?;
         let cert = data.join("tls/cert.pem");
         let endpoint = Endpoint::tls(port, &cert)?;
-        let target = Target {
-            base_url: base_url.clone(),
-            user: USER.to_owned(),
-            entity: ENTITY.to_owned(),
-            ca_cert: Some(cert.display().to_string()),
-            insecure: false,
-            http_redirect_url: None,
-            transport: false,
-            password: None,
-            other_user: None,
-            fault_hook: None,
-            full_app: credentials.clone(),
-            scoped_app: ScopedAppCredentials {
-                app: credentials,
-                read_type: String::new(),
-                write_type: String::new(),
-            },
-        };
+        let target = Target::one_app(
+            base_url.clone(),
+            USER,
+            ENTITY,
+            Some(cert.display().to_string()),
+            credentials,
+        );
         Ok(Self {
             child,
             pid,

@@ -50,6 +50,40 @@ fn yes() -> bool {
     true
 }
 
+impl Target {
+    /// A target reached as one app, for a tool or test that drives the API
+    /// rather than run the suite: `app` stands for the full and the scoped
+    /// app alike (no scoped types), the server's certificate is `ca_cert`,
+    /// and the checks beyond the API (transport, consent sign-in, a second
+    /// user, faults) do not apply.
+    pub fn one_app(
+        base_url: String,
+        user: &str,
+        entity: &str,
+        ca_cert: Option<String>,
+        app: AppCredentials,
+    ) -> Self {
+        Target {
+            base_url,
+            user: user.to_owned(),
+            entity: entity.to_owned(),
+            ca_cert,
+            insecure: false,
+            http_redirect_url: None,
+            transport: false,
+            password: None,
+            other_user: None,
+            fault_hook: None,
+            full_app: app.clone(),
+            scoped_app: ScopedAppCredentials {
+                app,
+                read_type: String::new(),
+                write_type: String::new(),
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct AppCredentials {
     pub app_id: String,

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 use folio_conformance::client::{Call, Response};
 use folio_conformance::context::Ctx;
-use folio_conformance::{AppCredentials, ScopedAppCredentials, Target};
+use folio_conformance::{AppCredentials, Target};
 use serde_json::{Value, json};
 use support::{FOLIO, Server, folio, free_port, key_pair, scratch};
 
@@ -190,22 +190,14 @@ async fn emitted_sql_makes_a_user_and_app_that_folio_serves() {
         private_key,
     };
     let ctx = Ctx::new(&Target {
-        base_url: server.base_url(),
-        user: USER.to_owned(),
-        entity: ENTITY.to_owned(),
-        ca_cert: Some(server.cert().display().to_string()),
-        insecure: false,
-        http_redirect_url: None,
-        transport: false,
         password: Some(password.to_owned()),
-        other_user: None,
-        fault_hook: None,
-        full_app: credentials.clone(),
-        scoped_app: ScopedAppCredentials {
-            app: credentials.clone(),
-            read_type: String::new(),
-            write_type: String::new(),
-        },
+        ..Target::one_app(
+            server.base_url(),
+            USER,
+            ENTITY,
+            Some(server.cert().display().to_string()),
+            credentials.clone(),
+        )
     })
     .expect("a client");
 

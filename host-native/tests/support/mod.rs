@@ -104,24 +104,13 @@ impl App {
             authorization_id: self.authorization_id.clone(),
             private_key: self.private_key.clone(),
         };
-        folio_conformance::Target {
-            base_url: server.base_url(),
-            user: "me".to_owned(),
-            entity: "localhost".to_owned(),
-            ca_cert: Some(server.cert().display().to_string()),
-            insecure: false,
-            http_redirect_url: None,
-            transport: false,
-            password: None,
-            other_user: None,
-            fault_hook: None,
-            full_app: credentials.clone(),
-            scoped_app: folio_conformance::ScopedAppCredentials {
-                app: credentials,
-                read_type: String::new(),
-                write_type: String::new(),
-            },
-        }
+        folio_conformance::Target::one_app(
+            server.base_url(),
+            "me",
+            "localhost",
+            Some(server.cert().display().to_string()),
+            credentials,
+        )
     }
 }
 
