@@ -7,6 +7,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 include!("support/shared_file.rs");
 include!("support/fake_store.rs");
+include!("support/note_fixture.rs");
 
 use fake_store::{FakeStore, id};
 use folio_core::access::{Access, AppGrant};
@@ -17,14 +18,10 @@ use folio_core::write::{
     Commit, LinkFault, MAX_RECORDS_PER_WRITE, RecordKey, Step, Supplied, Write, WriteContext,
     WriteError, WriteRequest,
 };
+use note_fixture::{ALICE, BLOB, BOB, NOTE_TYPE, NOW, note_type_content};
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice.example";
-const BOB: &str = "bob.example";
-const NOW: &str = "2026-11-21T10:00:00.1234567Z";
 const NOW_MILLIS: &str = "2026-11-21T10:00:00.1230000Z";
-const NOTE_TYPE: char = '7';
-const BLOB: &str = "8456fcfc74e54a91aa7729d7c3d52bfc3406aca5d4ec49f087c5b9b45a686e99";
 
 fn bytes(body: &Value) -> Vec<u8> {
     serde_json::to_vec(body).unwrap()
@@ -84,23 +81,6 @@ fn record_link(record: &Record) -> Value {
 
 fn key(record: &Record) -> RecordKey {
     RecordKey::of(record)
-}
-
-/// Alice's note type: one field of each link kind. `see_also` accepts only
-/// notes, so the type names itself (by the id it is created with).
-fn note_type_content() -> Value {
-    json!({"name": "note", "schema": {"type": "object", "properties": {"content": {
-        "type": "object",
-        "properties": {
-            "text": {"type": "string"},
-            "mention": {"type": "entity_link", "optional": true},
-            "parent": {"type": "record_link", "existential": true, "optional": true},
-            "see_also": {"type": "record_link", "optional": true,
-                "record_types": [{"entity": ALICE, "record_id": id(NOTE_TYPE)}]},
-            "quote": {"type": "version_link", "optional": true},
-            "attachment": {"type": "blob_link", "optional": true, "max_size": 1000}
-        }
-    }}}})
 }
 
 /// Alice's store, where Bob is known and the note type exists; and a

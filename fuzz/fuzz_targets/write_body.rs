@@ -18,6 +18,7 @@
 #![no_main]
 
 include!("../../core/tests/support/fake_store.rs");
+include!("../../core/tests/support/note_fixture.rs");
 
 use fake_store::{FakeStore, id};
 use folio_core::access::{Access, AppGrant};
@@ -25,29 +26,8 @@ use folio_core::builtin::BuiltinType;
 use folio_core::model::{Record, RecordLink};
 use folio_core::write::{Commit, RecordKey, WriteError, WriteRequest};
 use libfuzzer_sys::fuzz_target;
+use note_fixture::{ALICE, BLOB, BOB, NOTE_TYPE, NOW, note_type_content};
 use serde_json::{Value, json};
-
-const ALICE: &str = "alice.example";
-const BOB: &str = "bob.example";
-const NOW: &str = "2026-11-21T10:00:00.1234567Z";
-const NOTE_TYPE: char = '7';
-const BLOB: &str = "8456fcfc74e54a91aa7729d7c3d52bfc3406aca5d4ec49f087c5b9b45a686e99";
-
-/// The note type of core's write tests: one field of each link kind.
-fn note_type_content() -> Value {
-    json!({"name": "note", "schema": {"type": "object", "properties": {"content": {
-        "type": "object",
-        "properties": {
-            "text": {"type": "string"},
-            "mention": {"type": "entity_link", "optional": true},
-            "parent": {"type": "record_link", "existential": true, "optional": true},
-            "see_also": {"type": "record_link", "optional": true,
-                "record_types": [{"entity": ALICE, "record_id": id(NOTE_TYPE)}]},
-            "quote": {"type": "version_link", "optional": true},
-            "attachment": {"type": "blob_link", "optional": true, "max_size": 1000}
-        }
-    }}}})
-}
 
 fn post(store: &mut FakeStore, body: Value) -> Record {
     let access = store.owner();

@@ -13,9 +13,7 @@ use folio_core::access::{Access, AppGrant};
 use folio_core::model::{Entity, ReceivedRecord, Record, RecordDate, RecordLink};
 use folio_core::query::{IndexEntry, ListItem, ListQuery, index_entries};
 use folio_core::schema::Schema;
-use folio_core::store::{
-    MIGRATIONS, SqlValue, Statement, list_sql, read_version, version_statements,
-};
+use folio_core::store::{MIGRATIONS, Statement, list_sql, read_version, version_statements};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
@@ -77,16 +75,11 @@ pub fn accesses() -> [Access; 3] {
     ]
 }
 
-fn bind(params: &[SqlValue]) -> Vec<rusqlite::types::Value> {
-    params
-        .iter()
-        .map(|p| match p {
-            SqlValue::Null => rusqlite::types::Value::Null,
-            SqlValue::Integer(i) => rusqlite::types::Value::Integer(*i),
-            SqlValue::Text(t) => rusqlite::types::Value::Text(t.clone()),
-        })
-        .collect()
-}
+/// Core's statement values as rusqlite binds them: the helper core's own
+/// SQLite tests use.
+#[path = "../../../core/tests/support/sqlite.rs"]
+mod sqlite;
+use sqlite::bind;
 
 impl ListStore {
     /// Prepares and runs a statement; every row's columns as SQLite values.
