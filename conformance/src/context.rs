@@ -11,6 +11,7 @@ use url::Url;
 
 use crate::client::{Call, Http, Response, record_id};
 use crate::expect::{self, ensure, str_at};
+use crate::faults::FaultSwitch;
 use crate::signer::AppKey;
 use crate::target::Target;
 
@@ -62,6 +63,8 @@ pub struct Ctx {
     builtins: OnceCell<Result<Builtins, String>>,
     scoped_types: OnceCell<Result<ScopedTypes, String>>,
     server_info: OnceCell<Result<Value, String>>,
+    /// How the `faults/*` checks make the store fail.
+    pub faults: Option<FaultSwitch>,
 }
 
 impl Ctx {
@@ -85,7 +88,19 @@ impl Ctx {
             builtins: OnceCell::new(),
             scoped_types: OnceCell::new(),
             server_info: OnceCell::new(),
+            faults: target
+                .fault_hook
+                .clone()
+                .map(|hook| FaultSwitch(std::sync::Arc::new(crate::faults::HookCommand(hook)))),
         })
+    }
+
+    /// The same context, with `faults` (when given) as its fault switch.
+    pub fn with_faults(mut self, faults: Option<FaultSwitch>) -> Self {
+        if faults.is_some() {
+            self.faults = faults;
+        }
+        self
     }
 
     pub fn entity(&self) -> &str {

@@ -35,6 +35,7 @@ pub mod client;
 pub mod context;
 pub mod dates;
 pub mod expect;
+pub mod faults;
 pub mod html;
 pub mod signer;
 pub mod sse;
@@ -58,6 +59,9 @@ pub struct RunOptions {
     pub name_filter: Option<String>,
     /// Checks not to run, each with the reason reported for it.
     pub excludes: Vec<Exclusion>,
+    /// Makes the store fail for the `faults/*` checks, in the test's own
+    /// process; else the target's `fault_hook` command, if any.
+    pub faults: Option<faults::FaultSwitch>,
 }
 
 #[derive(Debug, Clone)]
@@ -124,7 +128,7 @@ pub async fn run(target: &Target, options: &RunOptions) -> Report {
         })
         .collect();
     let ctx = match Ctx::new(target) {
-        Ok(ctx) => ctx,
+        Ok(ctx) => ctx.with_faults(options.faults.clone()),
         Err(error) => {
             let checks = selected
                 .iter()
@@ -168,7 +172,7 @@ fn exclusion(check: &checks::Check, target: &Target, options: &RunOptions) -> Op
             Some("the target has no \"other_user\" whose store to read as well".into())
         }
         Needs::OtherUser => None,
-        Needs::Faults if target.fault_hook.is_none() => {
+        Needs::Faults if target.fault_hook.is_none() && options.faults.is_none() => {
             Some("the target has no \"fault_hook\" to make its store fail with".into())
         }
         Needs::Faults => None,

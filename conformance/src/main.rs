@@ -85,6 +85,8 @@ async fn main() -> ExitCode {
             .iter()
             .map(|text| parse_exclusion(text))
             .collect(),
+        // The target's fault_hook, if it has one.
+        faults: None,
     };
     let report = folio_conformance::run(&target, &options).await;
     for check in &report.checks {

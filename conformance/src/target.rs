@@ -33,10 +33,10 @@ pub struct Target {
     #[serde(default)]
     pub other_user: Option<String>,
     /// A command that makes the server's store fail and recover, for the
-    /// `faults/*` checks: run with two more arguments, a fault
-    /// (`store-write`, `store-read` or `blob-store`) and `on` or `off`; it
-    /// exits 0 once the fault is in that state. Without it those checks are
-    /// reported as excluded.
+    /// `faults/*` checks: run with `sql STATEMENTS` (to run on the store's
+    /// database) or `blob-store on|off`; it exits 0 once done (see
+    /// [`crate::faults`]). Without it (or a switch in the run's options)
+    /// those checks are reported as excluded.
     #[serde(default)]
     pub fault_hook: Option<Vec<String>>,
     /// An app authorized with read, write and subscribe on every type.

@@ -7,33 +7,49 @@ use folio_conformance::{
     AppCredentials, Exclusion, Outcome, RunOptions, ScopedAppCredentials, Target,
     prepare_scoped_types, run,
 };
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use folio_conformance::faults::{FaultSwitch, Switch};
 use support::{Server, add_app, add_me, free_port, scratch};
 
 /// Checks the native host does not pass yet, each with the reason; the
 /// README and the issue notes list them too.
-const NATIVE_EXCLUSIONS: &[(&str, &str)] = &[
-    (
-        "faults/failed-create-is-a-problem-and-stores-nothing",
-        NATIVE_FAULTS,
-    ),
-    (
-        "faults/failed-update-keeps-the-previous-version",
-        NATIVE_FAULTS,
-    ),
-    ("faults/failed-read-is-a-problem", NATIVE_FAULTS),
-    (
-        "faults/failed-blob-bytes-write-stores-no-blob",
-        NATIVE_FAULTS,
-    ),
-    ("faults/failed-blob-row-write-stores-no-blob", NATIVE_FAULTS),
-    ("faults/failed-blob-read-is-a-problem", NATIVE_FAULTS),
-];
+const NATIVE_EXCLUSIONS: &[(&str, &str)] = &[];
 
-/// The fault checks need a hook that breaks the store under a running
-/// server; the native host's faults are tested beside the suite instead:
-/// tests/disk_full.rs, tests/writer_panic.rs and the writer's unit tests.
-const NATIVE_FAULTS: &str =
-    "tested natively by tests/disk_full.rs, tests/writer_panic.rs and the writer's unit tests";
+/// The native store's faults for the `faults/*` checks: the suite's SQL run
+/// on the database beside the server (as `folio user add` writes beside it),
+/// and the blob directory replaced by a plain file.
+struct NativeFaults {
+    data: PathBuf,
+}
+
+impl Switch for NativeFaults {
+    fn run_sql(&self, sql: &str) -> Result<(), String> {
+        let conn = rusqlite::Connection::open(self.data.join("folio.db"))
+            .map_err(|error| format!("opening the database: {error}"))?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(|error| error.to_string())?;
+        conn.execute_batch(sql).map_err(|error| error.to_string())
+    }
+
+    fn blob_store(&self, failing: bool) -> Result<(), String> {
+        let blobs = self.data.join("blobs");
+        let away = self.data.join("blobs.away");
+        let swap = || -> std::io::Result<()> {
+            if failing && blobs.is_dir() {
+                std::fs::rename(&blobs, &away)?;
+                std::fs::write(&blobs, "not a directory: the faults/* checks\n")?;
+            } else if !failing && away.is_dir() {
+                std::fs::remove_file(&blobs)?;
+                std::fs::rename(&away, &blobs)?;
+            }
+            Ok(())
+        };
+        swap().map_err(|error| format!("the blob directory: {error}"))
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_suite_passes_over_https_and_h2() {
@@ -97,6 +113,7 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
                 reason: (*reason).to_owned(),
             })
             .collect(),
+        faults: Some(FaultSwitch(Arc::new(NativeFaults { data: data.clone() }))),
     };
     let report = run(&target, &options).await;
     for check in &report.checks {

@@ -1,14 +1,11 @@
 //! The store failing under the server: a write the database or the blob
 //! store refuses is answered with a problem and stores nothing (no record,
 //! no version, no event, no blob row), and reads the store cannot answer
-//! are problems too. The target's `fault_hook` (see [`Target`]) switches
+//! are problems too. The target's fault switch ([`crate::faults`]) turns
 //! each fault on and off; every check switches its fault off again, pass or
 //! fail, before it looks at what was stored.
-//!
-//! [`Target`]: crate::target::Target
 
 use std::future::Future;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -18,15 +15,32 @@ use super::{Check, CheckResult, Needs, check};
 use crate::client::{Call, Http, Response, record_id};
 use crate::context::{Ctx, ids, type_filter, with_query};
 use crate::expect::{self, INTERNAL, INVALID_LINK, RECORD_NOT_FOUND, ensure, ensure_eq, str_at};
+use crate::faults::{
+    FaultSwitch, STORE_READ_FAILS, STORE_READ_RECOVERS, STORE_WRITE_FAILS, STORE_WRITE_RECOVERS,
+};
 use crate::sse::EventStream;
 
-/// Every write of a record or a blob's row fails inside the database's
-/// transaction, after its first statements ran.
-const STORE_WRITE: &str = "store-write";
-/// Reads of records fail in the database.
-const STORE_READ: &str = "store-read";
-/// The blob store can neither write nor read bytes.
-const BLOB_STORE: &str = "blob-store";
+/// A failure of the target's store, switched on and off by its switch.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// Every write of a record or a blob's row fails inside the database's
+    /// transaction, after its first statements ran.
+    StoreWrite,
+    /// Reads of records fail in the database.
+    StoreRead,
+    /// The blob store can neither write nor read bytes.
+    BlobStore,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::StoreWrite => "store-write",
+            Fault::StoreRead => "store-read",
+            Fault::BlobStore => "blob-store",
+        }
+    }
+}
 
 pub fn checks() -> Vec<Check> {
     vec![
@@ -63,37 +77,30 @@ pub fn checks() -> Vec<Check> {
     ]
 }
 
-/// Switches `fault` on or off through the target's hook.
-async fn switch(ctx: &Ctx, fault: &str, on: bool) -> Result<(), String> {
-    let Some((program, arguments)) = ctx
-        .target
-        .fault_hook
-        .as_deref()
-        .and_then(<[_]>::split_first)
-    else {
-        return Err("the target has no fault_hook".into());
+/// Switches `fault` on or off through the target's switch.
+async fn switch(ctx: &Ctx, fault: Fault, on: bool) -> Result<(), String> {
+    let Some(FaultSwitch(switch)) = ctx.faults.clone() else {
+        return Err("the target has no fault switch".into());
     };
-    let state = if on { "on" } else { "off" };
-    let mut command = Command::new(program);
-    command.args(arguments).args([fault, state]);
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .map_err(|error| format!("the fault hook's thread: {error}"))?
-        .map_err(|error| format!("running the fault hook {program}: {error}"))?;
-    ensure!(
-        output.status.success(),
-        "the fault hook ({fault} {state}) failed ({}): {}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(())
+    let switched = tokio::task::spawn_blocking(move || match (fault, on) {
+        (Fault::StoreWrite, true) => switch.run_sql(STORE_WRITE_FAILS),
+        (Fault::StoreWrite, false) => switch.run_sql(STORE_WRITE_RECOVERS),
+        (Fault::StoreRead, true) => switch.run_sql(STORE_READ_FAILS),
+        (Fault::StoreRead, false) => switch.run_sql(STORE_READ_RECOVERS),
+        (Fault::BlobStore, failing) => switch.blob_store(failing),
+    })
+    .await
+    .map_err(|error| format!("the fault switch's thread: {error}"))?;
+    switched.map_err(|error| {
+        let state = if on { "on" } else { "off" };
+        format!("switching {} {state}: {error}", fault.name())
+    })
 }
 
 /// Runs `during` with `fault` on, then switches it off whatever happened.
 async fn under<T>(
     ctx: &Ctx,
-    fault: &str,
+    fault: Fault,
     during: impl Future<Output = Result<T, String>>,
 ) -> Result<T, String> {
     if let Err(error) = switch(ctx, fault, true).await {
@@ -103,7 +110,7 @@ async fn under<T>(
     }
     let outcome = during.await;
     switch(ctx, fault, false).await?;
-    outcome.map_err(|error| format!("with {fault} failing: {error}"))
+    outcome.map_err(|error| format!("with {} failing: {error}", fault.name()))
 }
 
 fn post_record<'a>(ctx: &'a Ctx, body: &Value) -> Result<Call<'a>, String> {
@@ -124,7 +131,7 @@ async fn failed_create(ctx: &Ctx) -> CheckResult {
     let mut events = watch(ctx, &ty).await?;
     let id = record_id();
     let body = json!({"id": id, "type": ty, "content": {"title": "written while the store fails"}});
-    let refused = under(ctx, STORE_WRITE, ctx.send(post_record(ctx, &body)?)).await?;
+    let refused = under(ctx, Fault::StoreWrite, ctx.send(post_record(ctx, &body)?)).await?;
     expect::problem_response(&refused, INTERNAL)?;
 
     expect::problem_response(&ctx.get_record(&id).await?, RECORD_NOT_FOUND)
@@ -158,7 +165,7 @@ async fn failed_update(ctx: &Ctx) -> CheckResult {
         )
     };
     let call = put()?;
-    let refused = under(ctx, STORE_WRITE, ctx.send(call)).await?;
+    let refused = under(ctx, Fault::StoreWrite, ctx.send(call)).await?;
     expect::problem_response(&refused, INTERNAL)?;
 
     let current = expect::json(&ctx.get_record(id).await?, 200)?;
@@ -185,7 +192,7 @@ async fn failed_read(ctx: &Ctx) -> CheckResult {
     let id = str_at(&record, "/id")?;
     let filter = type_filter(&ty)?;
     let list = Call::get(with_query(ctx.records_url()?, &[("filter", &filter)])).signed(&ctx.full);
-    let (one, page) = under(ctx, STORE_READ, async {
+    let (one, page) = under(ctx, Fault::StoreRead, async {
         Ok((ctx.get_record(id).await?, ctx.send(list).await?))
     })
     .await?;
@@ -206,7 +213,7 @@ async fn link_blob(ctx: &Ctx, hash: &str, size: usize) -> Result<Response, Strin
 
 /// An upload of `data` refused while `fault` is on stores no blob: a record
 /// cannot link it until the same bytes are uploaded again.
-async fn refused_upload_stores_no_blob(ctx: &Ctx, fault: &str) -> CheckResult {
+async fn refused_upload_stores_no_blob(ctx: &Ctx, fault: Fault) -> CheckResult {
     let data: Vec<u8> = (0..1024).map(|_| rand::random::<u8>()).collect();
     let upload = || {
         Ok::<_, String>(
@@ -234,11 +241,11 @@ async fn refused_upload_stores_no_blob(ctx: &Ctx, fault: &str) -> CheckResult {
 }
 
 async fn failed_blob_bytes(ctx: &Ctx) -> CheckResult {
-    refused_upload_stores_no_blob(ctx, BLOB_STORE).await
+    refused_upload_stores_no_blob(ctx, Fault::BlobStore).await
 }
 
 async fn failed_blob_row(ctx: &Ctx) -> CheckResult {
-    refused_upload_stores_no_blob(ctx, STORE_WRITE).await
+    refused_upload_stores_no_blob(ctx, Fault::StoreWrite).await
 }
 
 async fn failed_blob_read(ctx: &Ctx) -> CheckResult {
@@ -247,7 +254,7 @@ async fn failed_blob_read(ctx: &Ctx) -> CheckResult {
         .await?;
     let download = || Ok::<_, String>(Call::get(ctx.blob_record_url(&blob)?).signed(&ctx.full));
     let call = download()?;
-    let refused = under(ctx, BLOB_STORE, ctx.send(call)).await?;
+    let refused = under(ctx, Fault::BlobStore, ctx.send(call)).await?;
     expect::problem_response(&refused, INTERNAL)?;
     let served = ctx.send(download()?).await?;
     expect::status(&served, 200)?;
