@@ -13,7 +13,9 @@ include!("support/shared_file.rs");
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signer, SigningKey};
-use folio_core::auth::{AppKey, AuthError, BearerToken, SignatureLayout, SignedRequest};
+use folio_core::auth::{
+    AppKey, AuthError, BearerToken, ClientSignature, SignatureLayout, SignedRequest,
+};
 use folio_core::dialect::Dialect;
 use folio_core::model::{Record, RecordId, VersionHash};
 use serde::Deserialize;
@@ -181,6 +183,48 @@ impl SignatureCase {
         results[0]
     }
 
+    /// A client signing this request with core's [`ClientSignature`] signs
+    /// the vector's bytes and sends the vector's header (valid cases).
+    fn check_client_signature(&self) {
+        let layout = match self.layout.as_str() {
+            "with_algorithm_line" => SignatureLayout::WithAlgorithmLine,
+            _ => SignatureLayout::WithoutAlgorithmLine,
+        };
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        let client = ClientSignature {
+            dialect: self.dialect(),
+            layout,
+            app: self.app_record_id.parse().expect("app id"),
+            authorization: self.authorization_id(),
+            ts_ms: self.ts,
+            nonce: self.nonce.as_deref().expect("a nonce"),
+            request: self.request(&self.path_and_query),
+            headers: &headers,
+        };
+        let input = client.signature_input();
+        assert_eq!(
+            String::from_utf8(input).unwrap(),
+            self.signature_input,
+            "{}: the client's signature input",
+            self.name
+        );
+        let signature: [u8; 64] = STANDARD
+            .decode(&self.expected_signature)
+            .unwrap()
+            .try_into()
+            .unwrap();
+        assert_eq!(
+            client.authorization_header(&signature),
+            self.authorization_header.clone().expect("a header"),
+            "{}: the client's Authorization header",
+            self.name
+        );
+    }
+
     /// The vector's own key pair signs its input to its signature (valid cases).
     fn check_vector_is_consistent(&self) {
         let seed: [u8; 32] = STANDARD
@@ -211,6 +255,9 @@ fn every_signature_vector_verifies_exactly_when_expected() {
         };
         if case.expect_valid {
             case.check_vector_is_consistent();
+            if case.kind == "authorization_header" {
+                case.check_client_signature();
+            }
         }
         if verified != case.expect_valid {
             wrong.push(format!(

@@ -2,6 +2,7 @@
 
 use ed25519_dalek::Signature;
 
+use super::sign::{push_header_line, push_preamble};
 use super::{
     AppKey, AuthError, HeaderLookup, Malformed, SignedRequest, decode_signature, parse_millis,
     push_line,
@@ -232,21 +233,20 @@ impl<'a> AuthorizationHeader<'a> {
         headers: &(impl HeaderLookup + ?Sized),
     ) -> Result<Vec<u8>, AuthError> {
         let mut input = Vec::with_capacity(256);
-        push_line(&mut input, self.dialect.names().request_prefix.as_bytes());
-        if self.layout == SignatureLayout::WithAlgorithmLine {
-            push_line(&mut input, b"ed25519");
-        }
-        push_line(&mut input, self.ts_ms.to_string().as_bytes());
-        push_line(&mut input, self.nonce.as_bytes());
-        push_authorization_id(&mut input, authorization_id);
-        push_request_lines(&mut input, request);
+        push_preamble(
+            &mut input,
+            self.dialect,
+            self.layout,
+            self.ts_ms,
+            self.nonce,
+            authorization_id,
+            request,
+        );
         for name in self.signed_headers() {
             let value = headers
                 .header(name)
                 .ok_or_else(|| Malformed::SignedHeaderAbsent(name.to_owned()))?;
-            input.extend_from_slice(name.as_bytes());
-            input.push(b'=');
-            push_line(&mut input, value);
+            push_header_line(&mut input, name, value);
         }
         Ok(input)
     }

@@ -6,6 +6,7 @@
 mod bearer;
 mod header;
 mod replay;
+mod sign;
 
 pub use bearer::{BEARER_PARAMETER, BearerToken, MAX_BEARER_LIFETIME_MS};
 pub(crate) use header::parse_parameters;
@@ -14,6 +15,7 @@ pub use replay::{
     Accepted, MAX_NONCES_PER_APP, MAX_REGISTRATION_NONCES, MAX_REMEMBERED_NONCES,
     MEMORY_ONLY_AHEAD_MS, NonceUse, ReplayError, ReplayGuard, nonce_table,
 };
+pub use sign::ClientSignature;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
