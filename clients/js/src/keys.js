@@ -1,0 +1,54 @@
+// App keys: Ed25519 key pairs in WebCrypto. In browsers a generated key is
+// not extractable (the SDK can sign with it, nothing can read it); in node
+// a key can come from the seed `folio app add` prints.
+
+const ED25519 = { name: "Ed25519" };
+// PKCS #8 for an Ed25519 private key is this prefix and the 32-byte seed (RFC 8410).
+const PKCS8_PREFIX = Uint8Array.from([
+  0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+]);
+
+export function toBase64(bytes) {
+  let text = "";
+  for (const byte of new Uint8Array(bytes)) text += String.fromCharCode(byte);
+  return btoa(text);
+}
+
+export function fromBase64(text) {
+  const standard = text.replace(/-/g, "+").replace(/_/g, "/");
+  return Uint8Array.from(atob(standard), (c) => c.charCodeAt(0));
+}
+
+/** An app's Ed25519 key pair, and its public key in standard base64. */
+export class AppKey {
+  constructor(privateKey, publicKey) {
+    this.privateKey = privateKey;
+    this.publicKey = publicKey;
+  }
+
+  /** A new key; `extractable` only where it is to be saved (node, a key file). */
+  static async generate({ extractable = false } = {}) {
+    const pair = await crypto.subtle.generateKey(ED25519, extractable, ["sign", "verify"]);
+    const raw = await crypto.subtle.exportKey("raw", pair.publicKey);
+    return new AppKey(pair.privateKey, toBase64(raw));
+  }
+
+  /** The key whose 32-byte seed is `seed` (standard or URL-safe base64). */
+  static async fromSeed(seed) {
+    const bytes = fromBase64(seed);
+    if (bytes.length !== 32) throw new TypeError("an Ed25519 seed is 32 bytes");
+    const pkcs8 = new Uint8Array(PKCS8_PREFIX.length + 32);
+    pkcs8.set(PKCS8_PREFIX);
+    pkcs8.set(bytes, PKCS8_PREFIX.length);
+    // Extractable once, to read the public half, then not again.
+    const readable = await crypto.subtle.importKey("pkcs8", pkcs8, ED25519, true, ["sign"]);
+    const { x } = await crypto.subtle.exportKey("jwk", readable);
+    const privateKey = await crypto.subtle.importKey("pkcs8", pkcs8, ED25519, false, ["sign"]);
+    return new AppKey(privateKey, toBase64(fromBase64(x)));
+  }
+
+  /** The Ed25519 signature of `bytes`. */
+  async sign(bytes) {
+    return new Uint8Array(await crypto.subtle.sign(ED25519, this.privateKey, bytes));
+  }
+}

@@ -1,0 +1,49 @@
+// Signed requests (PROTOCOL.md §10): the wasm core says what to sign and
+// writes the Authorization header; the app's key signs, in WebCrypto.
+import { loadCore } from "./core.js";
+
+const NONCE_DIGITS = 10;
+
+/** A fresh nonce: ten hex digits (the most the protocol allows). */
+export function newNonce() {
+  const bytes = crypto.getRandomValues(new Uint8Array(NONCE_DIGITS / 2));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * The Authorization header for a request.
+ *
+ * `url` is the full request URL; its path and query are signed as the WHATWG
+ * URL serializer writes them, as the server verifies. `headers` are the
+ * signed headers, `[lowercaseName, value]` in order.
+ */
+export async function authorize({
+  key,
+  appId,
+  authorizationId = null,
+  method,
+  url,
+  headers = [],
+  dialect = "svc",
+  algorithmLine = true,
+  ts = Date.now(),
+  nonce = newNonce(),
+}) {
+  const core = await loadCore();
+  const target = new URL(url);
+  const request = JSON.stringify({
+    dialect,
+    algorithmLine,
+    appId,
+    authorizationId,
+    ts,
+    nonce,
+    method: method.toUpperCase(),
+    pathAndQuery: target.pathname + target.search,
+    host: target.hostname,
+    port: target.port === "" ? 443 : Number(target.port),
+    headers,
+  });
+  const signature = await key.sign(core.signatureInput(request));
+  return core.authorizationHeader(request, signature);
+}

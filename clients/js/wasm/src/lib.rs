@@ -1,0 +1,108 @@
+//! The JavaScript SDK's wasm module: the parts of `folio-core` a client
+//! runs itself, so that a browser or node app signs and checks exactly as
+//! the server does. The key never enters this module: it returns the bytes
+//! to sign, and the SDK signs them with WebCrypto.
+//!
+//! Each function takes and returns plain JavaScript values (strings, byte
+//! arrays, JSON text); errors are `Error`s with a message.
+
+use folio_core::auth::{ClientSignature, SignatureLayout, SignedRequest};
+use folio_core::dialect::Dialect;
+use folio_core::model::{Record, RecordId};
+use serde::Deserialize;
+use wasm_bindgen::prelude::*;
+
+/// A request to sign, as the SDK describes it (JSON, camelCase).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RequestToSign {
+    /// `"svc"` or `"baq"`.
+    dialect: String,
+    /// Whether the `ed25519` line is signed (PROTOCOL.md §10).
+    algorithm_line: bool,
+    app_id: String,
+    /// `null` for the registration request.
+    authorization_id: Option<String>,
+    ts: i64,
+    nonce: String,
+    method: String,
+    path_and_query: String,
+    host: String,
+    port: u16,
+    /// Lowercase names with their values, in the order they are signed.
+    headers: Vec<(String, String)>,
+}
+
+fn error(message: impl std::fmt::Display) -> JsError {
+    JsError::new(&message.to_string())
+}
+
+fn id(text: &str, what: &str) -> Result<RecordId, JsError> {
+    text.parse()
+        .map_err(|_| error(format!("{what} is not a record id: {text:?}")))
+}
+
+/// Runs `with` on the core's view of the request in `json`.
+fn with_signature<T>(
+    json: &str,
+    with: impl FnOnce(&ClientSignature<'_>) -> T,
+) -> Result<T, JsError> {
+    let request: RequestToSign = serde_json::from_str(json).map_err(error)?;
+    let dialect = match request.dialect.as_str() {
+        "svc" => Dialect::Svc,
+        "baq" => Dialect::Baq,
+        other => return Err(error(format!("unknown dialect {other:?}"))),
+    };
+    let headers: Vec<(&str, &str)> = request
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let signature = ClientSignature {
+        dialect,
+        layout: match request.algorithm_line {
+            true => SignatureLayout::WithAlgorithmLine,
+            false => SignatureLayout::WithoutAlgorithmLine,
+        },
+        app: id(&request.app_id, "appId")?,
+        authorization: request
+            .authorization_id
+            .as_deref()
+            .map(|text| id(text, "authorizationId"))
+            .transpose()?,
+        ts_ms: request.ts,
+        nonce: &request.nonce,
+        request: SignedRequest {
+            method: &request.method,
+            path_and_query: &request.path_and_query,
+            host: &request.host,
+            port: request.port,
+        },
+        headers: &headers,
+    };
+    Ok(with(&signature))
+}
+
+/// The bytes to sign for the request described by `request` (JSON).
+#[wasm_bindgen(js_name = signatureInput)]
+pub fn signature_input(request: &str) -> Result<Vec<u8>, JsError> {
+    with_signature(request, |client| client.signature_input())
+}
+
+/// The `Authorization` header for the request described by `request`
+/// (JSON), carrying `signature` (64 bytes).
+#[wasm_bindgen(js_name = authorizationHeader)]
+pub fn authorization_header(request: &str, signature: &[u8]) -> Result<String, JsError> {
+    let signature: &[u8; 64] = signature
+        .try_into()
+        .map_err(|_| error("an Ed25519 signature is 64 bytes"))?;
+    with_signature(request, |client| client.authorization_header(signature))
+}
+
+/// The version hash a record's content and metadata come to (64 hex
+/// digits), computed from the record as received (JSON).
+#[wasm_bindgen(js_name = versionHash)]
+pub fn version_hash(record: &str) -> Result<String, JsError> {
+    let record: Record = serde_json::from_str(record).map_err(error)?;
+    Ok(record.hash_input().hash().to_string())
+}
