@@ -1,8 +1,12 @@
-// Folio's client SDK. This first part: app keys and signed requests on the
-// wasm core, and version hashes checked by the same code as the server's.
+// Folio's client SDK: a user's store as one app sees it, signed requests on
+// the wasm core, records and lists, and problems as typed errors.
 export { AppKey } from "./keys.js";
 export { authorize, newNonce } from "./signing.js";
 export { loadCore } from "./core.js";
+export { Folio, expand } from "./client.js";
+export { FolioError } from "./errors.js";
+export { Page, recordLink, versionLink } from "./records.js";
+export * as filter from "./filter.js";
 
 import { loadCore } from "./core.js";
 

@@ -1,0 +1,139 @@
+// A connection to one user's store: discovery from an entity, signed
+// requests to the endpoints its Entity record names, problems as errors.
+import { FolioError } from "./errors.js";
+import { Records } from "./records.js";
+import { authorize } from "./signing.js";
+
+// Header and relation names of each dialect (PROTOCOL.md §1).
+const DIALECTS = {
+  svc: {
+    clientId: "x-svc-client-id",
+    contentSha256: "x-svc-content-sha256",
+    entityRelation: "https://folio.dev/rels/entity-record",
+  },
+  baq: {
+    clientId: "x-baq-client-id",
+    contentSha256: "x-baq-content-sha256",
+    entityRelation: "https://baq.dev/rels/entity-record",
+  },
+};
+
+/** The URL an entity is served at: `https://{entity}/`, or the URL given. */
+function entityUrl(entity) {
+  return /^https?:\/\//.test(entity) ? new URL(entity) : new URL(`https://${entity}/`);
+}
+
+/** The target of the `Link` header's link with relation `rel`, if any. */
+function linkTarget(header, rel, base) {
+  for (const part of (header ?? "").split(",")) {
+    const match = /^\s*<([^>]*)>(.*)$/.exec(part);
+    if (match && /;\s*rel="?([^";]*)"?/.exec(match[2])?.[1] === rel) {
+      return new URL(match[1], base);
+    }
+  }
+  return null;
+}
+
+async function hex(bytes) {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Fills `{name}` in an endpoint template. */
+export function expand(template, values) {
+  return template.replace(/\{([a-z_]+)\}/g, (whole, name) => {
+    if (!(name in values)) throw new TypeError(`no value for {${name}} in ${template}`);
+    return encodeURIComponent(values[name]);
+  });
+}
+
+/**
+ * A user's store, as one app sees it.
+ *
+ * `app` is `{appId, authorizationId, key}` (an {@link AppKey}); without it
+ * the client reads what is public only.
+ */
+export class Folio {
+  constructor({ entity, endpoints, app = null, dialect = "svc", clientId = null, fetch = globalThis.fetch }) {
+    this.entity = entity;
+    this.endpoints = endpoints;
+    this.app = app;
+    this.dialect = dialect;
+    this.names = DIALECTS[dialect];
+    if (!this.names) throw new TypeError(`unknown dialect ${dialect}`);
+    this.clientId = clientId;
+    this.fetch = fetch;
+    this.records = new Records(this);
+  }
+
+  /**
+   * Finds `entity`'s store (`HEAD` on the entity's host, then its Entity
+   * record) and connects to it. `entity` is a name (`alice.example`) or the
+   * URL it is served at.
+   */
+  static async connect({ entity, app = null, dialect = "svc", clientId = null, fetch = globalThis.fetch }) {
+    const names = DIALECTS[dialect];
+    if (!names) throw new TypeError(`unknown dialect ${dialect}`);
+    const home = entityUrl(entity);
+    const head = await fetch(home, { method: "HEAD" });
+    const recordUrl = linkTarget(head.headers.get("link"), names.entityRelation, home);
+    if (!recordUrl) {
+      throw new FolioError({ status: head.status, code: "not_an_entity", title: `${home} names no Entity record` });
+    }
+    const answer = await fetch(recordUrl);
+    if (!answer.ok) throw await FolioError.from(answer);
+    const { record } = await answer.json();
+    const server = [...(record?.content?.servers ?? [])].sort((a, b) => a.preference - b.preference)[0];
+    if (!server?.endpoints) {
+      throw new FolioError({ status: answer.status, code: "no_endpoints", title: "the Entity record names no server" });
+    }
+    return new Folio({ entity: record.content.entity, endpoints: server.endpoints, app, dialect, clientId, fetch });
+  }
+
+  /** The URL of endpoint `name` with its template filled. */
+  url(name, values = {}) {
+    const template = this.endpoints[name];
+    if (!template) throw new TypeError(`the server names no ${name} endpoint`);
+    return new URL(expand(template, values));
+  }
+
+  /**
+   * Sends a request, signed when the client has an app; answers the parsed
+   * JSON body (or `null` for an empty one), or throws a {@link FolioError}.
+   */
+  async request(method, url, { body = undefined, headers = {}, signed = true } = {}) {
+    const raw = await this.send(method, url, { body, headers, signed });
+    if (!raw.ok) throw await FolioError.from(raw);
+    const text = await raw.text();
+    return text === "" ? null : JSON.parse(text);
+  }
+
+  /** Sends a request and answers the raw `Response`, whatever its status. */
+  async send(method, url, { body = undefined, headers = {}, signed = true } = {}) {
+    const sent = { ...headers };
+    const signedHeaders = [];
+    let payload;
+    if (body !== undefined) {
+      payload = body instanceof Uint8Array ? body : new TextEncoder().encode(JSON.stringify(body));
+      if (!(body instanceof Uint8Array)) sent["content-type"] = "application/json";
+      sent[this.names.contentSha256] = await hex(payload);
+      signedHeaders.push([this.names.contentSha256, sent[this.names.contentSha256]]);
+    }
+    if (this.clientId) {
+      sent[this.names.clientId] = this.clientId;
+      signedHeaders.push([this.names.clientId, this.clientId]);
+    }
+    if (signed && this.app) {
+      sent.authorization = await authorize({
+        key: this.app.key,
+        appId: this.app.appId,
+        authorizationId: this.app.authorizationId,
+        method,
+        url,
+        headers: signedHeaders,
+        dialect: this.dialect,
+      });
+    }
+    return this.fetch(url, { method, headers: sent, body: payload });
+  }
+}

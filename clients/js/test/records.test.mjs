@@ -1,0 +1,111 @@
+// Discovery and every record operation against a real `folio serve`.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { Folio, FolioError, filter, versionHash, versionLink } from "../src/index.js";
+import { startServer } from "./server.mjs";
+
+let server;
+let folio;
+let noteType;
+
+before(async () => {
+  server = await startServer();
+  folio = await Folio.connect({ entity: server.entityUrl, app: server.app });
+  const type = await folio.records.create({
+    type: await folio.records.builtinType("type"),
+    content: {
+      name: "note",
+      schema: {
+        type: "object",
+        properties: {
+          content: {
+            type: "object",
+            properties: {
+              title: { type: "string", max_length: 100 },
+              n: { type: "int", optional: true },
+            },
+          },
+        },
+      },
+    },
+  });
+  noteType = versionLink(type);
+});
+
+after(() => server?.stop());
+
+test("discovery finds the store from the entity's URL", async () => {
+  assert.equal(folio.entity, "localhost");
+  assert.match(folio.endpoints.records, /\/api\/me\/records$/);
+  assert.match(folio.endpoints.record, /\{entity\}\/\{record_id\}$/);
+});
+
+test("create, get, update and delete a record; its versions in order", async () => {
+  const created = await folio.records.create({ type: noteType, content: { title: "first" } });
+  assert.equal(created.content.title, "first");
+  assert.equal(await versionHash(created), created.version.hash, "the core hashes it as the server did");
+
+  const read = await folio.records.get(created.id);
+  assert.deepEqual(read.content, { title: "first" });
+
+  const updated = await folio.records.update(read, { content: { title: "second" } });
+  assert.equal(updated.version.parent_hash, created.version.hash);
+
+  // An update from the stale first version is refused: someone wrote since.
+  await assert.rejects(folio.records.update(read, { content: { title: "lost" } }), (error) => {
+    assert.ok(error instanceof FolioError);
+    assert.equal(error.status, 409);
+    assert.equal(error.code, "version_conflict");
+    return true;
+  });
+
+  const tombstone = await folio.records.delete(updated);
+  assert.equal(tombstone.no_content.action, "delete");
+  const versions = await folio.records.versions(created.id);
+  assert.deepEqual(
+    versions.map((v) => v.version.hash),
+    [created.version.hash, updated.version.hash, tombstone.version.hash],
+  );
+});
+
+test("a list pages through 250 records in order, each once", async () => {
+  const tag = `run_${Date.now()}`;
+  const batch = await folio.records.create({
+    type: await folio.records.builtinType("type"),
+    content: {
+      name: tag,
+      schema: { type: "object", properties: { content: { type: "object", properties: { n: { type: "int" } } } } },
+    },
+  });
+  const batchType = versionLink(batch);
+  for (let n = 0; n < 250; n += 1) {
+    await folio.records.create({ type: batchType, content: { n } });
+  }
+  const seen = [];
+  let pages = 0;
+  for (let page = await folio.records.page({ filter: filter.type(batchType), pageSize: 40 }); page; page = await page.next()) {
+    pages += 1;
+    seen.push(...page.records.map((r) => r.content.n));
+  }
+  assert.equal(pages, 7);
+  assert.equal(seen.length, 250);
+  assert.deepEqual(seen, [...Array(250).keys()].reverse(), "newest first, each once");
+
+  let counted = 0;
+  for await (const record of folio.records.list({ filter: filter.type(batchType), sort: "$['received_at']+asc", pageSize: 100 })) {
+    assert.equal(record.content.n, counted);
+    counted += 1;
+  }
+  assert.equal(counted, 250);
+});
+
+test("problems are FolioErrors with the protocol's code", async () => {
+  await assert.rejects(folio.records.get("0".repeat(32)), { name: "FolioError", status: 404, code: "record_not_found" });
+  await assert.rejects(folio.records.create({ type: noteType, content: { title: 7 } }), {
+    status: 400,
+    code: "schema_violation",
+  });
+  await assert.rejects(folio.records.page({ filter: filter.raw("$['author'") }), { status: 400, code: "invalid_filter" });
+  const stranger = new Folio({ entity: folio.entity, endpoints: folio.endpoints });
+  await assert.rejects(stranger.records.get("0".repeat(32)), { status: 404 });
+});

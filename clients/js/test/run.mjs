@@ -1,0 +1,45 @@
+// `npm test`: runs the SDK's tests under `node --test`. The unit tests need
+// nothing; the others start their own `folio serve` (test/server.mjs),
+// all with one self-signed certificate made here, which node is told to
+// trust (NODE_EXTRA_CA_CERTS must be set before node starts).
+//
+// The folio binary is FOLIO_BIN, else the workspace's target/debug/folio
+// (`cargo build --bin folio` first).
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const folio = process.env.FOLIO_BIN ?? resolve(here, "../../../target/debug/folio");
+if (!existsSync(folio)) {
+  console.error(`test/run.mjs: no folio binary at ${folio}; build it (cargo build --bin folio) or set FOLIO_BIN`);
+  process.exit(2);
+}
+
+// A server's first start writes a self-signed certificate for localhost.
+const certDir = mkdtempSync(join(tmpdir(), "folio-sdk-cert-"));
+const made = spawnSync(
+  "sh",
+  ["-c", `"$0" --data-dir "$1" serve --listen 127.0.0.1:0 --http-listen off & pid=$!
+   for i in $(seq 1 100); do [ -s "$1/tls/key.pem" ] && break; sleep 0.1; done; kill $pid; wait $pid 2>/dev/null; true`,
+  folio, certDir],
+  { encoding: "utf8" },
+);
+const cert = join(certDir, "tls/cert.pem");
+const key = join(certDir, "tls/key.pem");
+if (!existsSync(cert) || !existsSync(key)) {
+  console.error(`test/run.mjs: folio serve wrote no certificate:\n${made.stdout}${made.stderr}`);
+  process.exit(2);
+}
+
+const files = readdirSync(here).filter((name) => name.endsWith(".test.mjs")).map((name) => join(here, name));
+const child = spawn(process.execPath, ["--test", ...process.argv.slice(2), ...files], {
+  stdio: "inherit",
+  env: { ...process.env, NODE_EXTRA_CA_CERTS: cert, FOLIO_BIN: folio, FOLIO_TLS_CERT: cert, FOLIO_TLS_KEY: key },
+});
+child.on("exit", (code, signal) => {
+  rmSync(certDir, { recursive: true, force: true });
+  process.exit(code ?? (signal ? 1 : 0));
+});

@@ -1,0 +1,79 @@
+// A `folio serve` of its own for a test file: a fresh data directory, the
+// user `me` (entity `localhost`), a full-access app made with
+// `folio app add`, on a free port, with the certificate test/run.mjs made.
+import { spawn, spawnSync } from "node:child_process";
+import { generateKeyPairSync } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { AppKey } from "../src/index.js";
+
+const folio = process.env.FOLIO_BIN;
+
+function freePort() {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+function cli(data, args) {
+  const result = spawnSync(folio, ["--data-dir", data, ...args], { encoding: "utf8" });
+  if (result.status !== 0) throw new Error(`folio ${args.join(" ")}: ${result.stderr}`);
+  return JSON.parse(result.stdout);
+}
+
+/** A new app key pair: the seed and public key, standard base64. */
+function keyPair() {
+  const { privateKey } = generateKeyPairSync("ed25519");
+  const jwk = privateKey.export({ format: "jwk" });
+  const standard = (text) => Buffer.from(text, "base64url").toString("base64");
+  return { seed: standard(jwk.d), publicKey: standard(jwk.x) };
+}
+
+/** Starts a server; `stop()` ends it and removes its data. */
+export async function startServer() {
+  if (!folio || !process.env.FOLIO_TLS_CERT) {
+    throw new Error("run the SDK's tests with `npm test` (test/run.mjs), which starts servers for them");
+  }
+  const data = mkdtempSync(join(tmpdir(), "folio-sdk-test-"));
+  const port = await freePort();
+  const baseUrl = `https://localhost:${port}`;
+  const user = cli(data, ["user", "add", "me", "--entity", "localhost", "--base-url", baseUrl, "--json"]);
+  const pair = keyPair();
+  const app = cli(data, ["app", "add", "--user", "me", "--public-key", pair.publicKey, "--full-access", "--json"]);
+  const child = spawn(
+    folio,
+    ["--data-dir", data, "serve", "--listen", `127.0.0.1:${port}`, "--http-listen", "off", "--base-url", baseUrl],
+    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "warn" } },
+  );
+  let log = "";
+  await new Promise((ready, failed) => {
+    child.stderr.on("data", (chunk) => {
+      log += chunk;
+      if (log.includes("listening on https://")) ready();
+    });
+    child.once("exit", (code) => failed(new Error(`folio serve exited (${code}):\n${log}`)));
+  });
+  return {
+    baseUrl,
+    entityUrl: baseUrl,
+    password: user.password,
+    app: {
+      appId: app.app_id,
+      authorizationId: app.authorization_id,
+      key: await AppKey.fromSeed(pair.seed),
+    },
+    async stop() {
+      const gone = new Promise((done) => child.once("exit", done));
+      child.kill("SIGTERM");
+      await gone;
+      rmSync(data, { recursive: true, force: true });
+    },
+  };
+}
