@@ -3,8 +3,8 @@
 // all with one self-signed certificate made here, which node is told to
 // trust (NODE_EXTRA_CA_CERTS must be set before node starts).
 //
-// The folio binary is FOLIO_BIN, else the workspace's target/debug/folio
-// (`cargo build --bin folio` first).
+// The folio binary is FOLIO_BIN, else the workspace's debug build
+// (`cargo build --bin folio` first; CARGO_TARGET_DIR is honoured).
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,7 +12,8 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const folio = process.env.FOLIO_BIN ?? resolve(here, "../../../target/debug/folio");
+const targetDir = resolve(here, "../../..", process.env.CARGO_TARGET_DIR ?? "target");
+const folio = process.env.FOLIO_BIN ?? join(targetDir, "debug/folio");
 if (!existsSync(folio)) {
   console.error(`test/run.mjs: no folio binary at ${folio}; build it (cargo build --bin folio) or set FOLIO_BIN`);
   process.exit(2);
