@@ -1,6 +1,7 @@
 // A connection to one user's store: discovery from an entity, signed
 // requests to the endpoints its Entity record names, problems as errors.
 import { FolioError } from "./errors.js";
+import { Events } from "./events.js";
 import { Records } from "./records.js";
 import { authorize } from "./signing.js";
 
@@ -64,6 +65,7 @@ export class Folio {
     this.clientId = clientId;
     this.fetch = fetch;
     this.records = new Records(this);
+    this.events = new Events(this);
   }
 
   /**
@@ -101,17 +103,21 @@ export class Folio {
    * Sends a request, signed when the client has an app; answers the parsed
    * JSON body (or `null` for an empty one), or throws a {@link FolioError}.
    */
-  async request(method, url, { body = undefined, headers = {}, signed = true } = {}) {
-    const raw = await this.send(method, url, { body, headers, signed });
+  async request(method, url, options = {}) {
+    const raw = await this.send(method, url, options);
     if (!raw.ok) throw await FolioError.from(raw);
     const text = await raw.text();
     return text === "" ? null : JSON.parse(text);
   }
 
-  /** Sends a request and answers the raw `Response`, whatever its status. */
-  async send(method, url, { body = undefined, headers = {}, signed = true } = {}) {
+  /**
+   * Sends a request and answers the raw `Response`, whatever its status.
+   * `sign` names headers of `headers` (lowercase) to sign besides the body
+   * digest and the client id; `signal` aborts it.
+   */
+  async send(method, url, { body = undefined, headers = {}, sign = [], signed = true, signal } = {}) {
     const sent = { ...headers };
-    const signedHeaders = [];
+    const signedHeaders = sign.map((name) => [name, headers[name]]);
     let payload;
     if (body !== undefined) {
       payload = body instanceof Uint8Array ? body : new TextEncoder().encode(JSON.stringify(body));
@@ -134,6 +140,6 @@ export class Folio {
         dialect: this.dialect,
       });
     }
-    return this.fetch(url, { method, headers: sent, body: payload });
+    return this.fetch(url, { method, headers: sent, body: payload, signal });
   }
 }

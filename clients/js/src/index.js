@@ -5,6 +5,7 @@ export { authorize, newNonce } from "./signing.js";
 export { loadCore } from "./core.js";
 export { Folio, expand } from "./client.js";
 export { FolioError } from "./errors.js";
+export { Subscription } from "./events.js";
 export { Page, recordLink, versionLink } from "./records.js";
 export * as filter from "./filter.js";
 

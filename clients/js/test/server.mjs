@@ -47,19 +47,29 @@ export async function startServer() {
   const user = cli(data, ["user", "add", "me", "--entity", "localhost", "--base-url", baseUrl, "--json"]);
   const pair = keyPair();
   const app = cli(data, ["app", "add", "--user", "me", "--public-key", pair.publicKey, "--full-access", "--json"]);
-  const child = spawn(
-    folio,
-    ["--data-dir", data, "serve", "--listen", `127.0.0.1:${port}`, "--http-listen", "off", "--base-url", baseUrl],
-    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "warn" } },
-  );
-  let log = "";
-  await new Promise((ready, failed) => {
-    child.stderr.on("data", (chunk) => {
-      log += chunk;
-      if (log.includes("listening on https://")) ready();
+  const launch = async () => {
+    const child = spawn(
+      folio,
+      ["--data-dir", data, "serve", "--listen", `127.0.0.1:${port}`, "--http-listen", "off", "--base-url", baseUrl],
+      { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "warn" } },
+    );
+    let log = "";
+    await new Promise((ready, failed) => {
+      child.stderr.on("data", (chunk) => {
+        log += chunk;
+        if (log.includes("listening on https://")) ready();
+      });
+      child.once("exit", (code) => failed(new Error(`folio serve exited (${code}):\n${log}`)));
     });
-    child.once("exit", (code) => failed(new Error(`folio serve exited (${code}):\n${log}`)));
-  });
+    return child;
+  };
+  const halt = async (child, signal) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((done) => child.once("exit", done));
+    child.kill(signal);
+    await gone;
+  };
+  let child = await launch();
   return {
     baseUrl,
     entityUrl: baseUrl,
@@ -69,10 +79,15 @@ export async function startServer() {
       authorizationId: app.authorization_id,
       key: await AppKey.fromSeed(pair.seed),
     },
+    /** Kills the server (SIGKILL, as a crash would); `start()` brings it back on the same data. */
+    async kill() {
+      await halt(child, "SIGKILL");
+    },
+    async start() {
+      child = await launch();
+    },
     async stop() {
-      const gone = new Promise((done) => child.once("exit", done));
-      child.kill("SIGTERM");
-      await gone;
+      await halt(child, "SIGTERM");
       rmSync(data, { recursive: true, force: true });
     },
   };
