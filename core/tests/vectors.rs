@@ -14,7 +14,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signer, SigningKey};
 use folio_core::auth::{
-    AppKey, AuthError, BearerToken, ClientSignature, SignatureLayout, SignedRequest,
+    AppKey, AuthError, BearerToken, ClientBearer, ClientSignature, SignatureLayout, SignedRequest,
 };
 use folio_core::dialect::Dialect;
 use folio_core::model::{Record, RecordId, VersionHash};
@@ -225,6 +225,35 @@ impl SignatureCase {
         );
     }
 
+    /// An app making this token with core's [`ClientBearer`] signs the
+    /// vector's bytes and writes the vector's token (valid cases).
+    fn check_client_bearer(&self) {
+        let client = ClientBearer {
+            dialect: self.dialect(),
+            app: self.app_record_id.parse().expect("app id"),
+            authorization: self.authorization_id(),
+            expires_at_ms: self.ts,
+            request: self.request(&self.path_and_query),
+        };
+        assert_eq!(
+            String::from_utf8(client.signature_input()).unwrap(),
+            self.signature_input,
+            "{}: the client's bearer input",
+            self.name
+        );
+        let signature: [u8; 64] = STANDARD
+            .decode(&self.expected_signature)
+            .unwrap()
+            .try_into()
+            .unwrap();
+        assert_eq!(
+            Some(client.token(&signature)),
+            self.token_base64,
+            "{}: the client's token",
+            self.name
+        );
+    }
+
     /// The vector's own key pair signs its input to its signature (valid cases).
     fn check_vector_is_consistent(&self) {
         let seed: [u8; 32] = STANDARD
@@ -255,8 +284,9 @@ fn every_signature_vector_verifies_exactly_when_expected() {
         };
         if case.expect_valid {
             case.check_vector_is_consistent();
-            if case.kind == "authorization_header" {
-                case.check_client_signature();
+            match case.kind.as_str() {
+                "authorization_header" => case.check_client_signature(),
+                _ => case.check_client_bearer(),
             }
         }
         if verified != case.expect_valid {

@@ -1,6 +1,7 @@
 // A connection to one user's store: discovery from an entity, signed
 // requests to the endpoints its Entity record names, problems as errors.
 import { FolioError } from "./errors.js";
+import { Blobs } from "./blobs.js";
 import { Events } from "./events.js";
 import { Records } from "./records.js";
 import { authorize } from "./signing.js";
@@ -66,6 +67,7 @@ export class Folio {
     this.fetch = fetch;
     this.records = new Records(this);
     this.events = new Events(this);
+    this.blobs = new Blobs(this);
   }
 
   /**

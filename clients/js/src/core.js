@@ -1,7 +1,14 @@
 // The wasm core (clients/js/wasm, built by `npm run build` into pkg/):
 // loaded once, from the file beside this package in node and by URL in
 // browsers.
-import init, { initSync, authorizationHeader, signatureInput, versionHash } from "../pkg/folio_core.js";
+import init, {
+  initSync,
+  authorizationHeader,
+  bearerInput,
+  bearerToken,
+  signatureInput,
+  versionHash,
+} from "../pkg/folio_core.js";
 
 const wasmUrl = new URL("../pkg/folio_core_bg.wasm", import.meta.url);
 let loading;
@@ -15,7 +22,7 @@ export function loadCore() {
     } else {
       await init({ module_or_path: wasmUrl });
     }
-    return { authorizationHeader, signatureInput, versionHash };
+    return { authorizationHeader, bearerInput, bearerToken, signatureInput, versionHash };
   })();
   return loading;
 }

@@ -1,7 +1,7 @@
 // Folio's client SDK: a user's store as one app sees it, signed requests on
 // the wasm core, records and lists, and problems as typed errors.
 export { AppKey } from "./keys.js";
-export { authorize, newNonce } from "./signing.js";
+export { authorize, bearerUrl, newNonce } from "./signing.js";
 export { loadCore } from "./core.js";
 export { Folio, expand } from "./client.js";
 export { FolioError } from "./errors.js";

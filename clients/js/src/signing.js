@@ -11,6 +11,29 @@ export function newNonce() {
 }
 
 /**
+ * A bearer token for GET of `url` until `expiresAt` (a Date or milliseconds;
+ * at most 90 days ahead): the URL with its `bearer` parameter, usable
+ * without any header (an `<img src>`).
+ */
+export async function bearerUrl({ key, appId, authorizationId, url, expiresAt, dialect = "svc" }) {
+  const core = await loadCore();
+  const target = new URL(url);
+  const bearer = JSON.stringify({
+    dialect,
+    appId,
+    authorizationId,
+    expiresAt: Number(expiresAt),
+    pathAndQuery: target.pathname + target.search,
+    host: target.hostname,
+    port: target.port === "" ? 443 : Number(target.port),
+  });
+  const signature = await key.sign(core.bearerInput(bearer));
+  const token = core.bearerToken(bearer, signature);
+  target.search = `${target.search ? `${target.search}&` : "?"}bearer=${encodeURIComponent(token)}`;
+  return target;
+}
+
+/**
  * The Authorization header for a request.
  *
  * `url` is the full request URL; its path and query are signed as the WHATWG

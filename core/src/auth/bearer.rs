@@ -84,20 +84,7 @@ impl BearerToken {
         authorization_id: Option<&RecordId>,
         request: &SignedRequest<'_>,
     ) -> Vec<u8> {
-        let mut input = Vec::with_capacity(256);
-        push_line(&mut input, dialect.names().url_prefix.as_bytes());
-        push_line(&mut input, b"ed25519");
-        push_line(&mut input, self.expires_at_ms.to_string().as_bytes());
-        push_line(&mut input, b"");
-        push_authorization_id(&mut input, authorization_id);
-        push_request_lines(
-            &mut input,
-            &SignedRequest {
-                method: "GET",
-                ..*request
-            },
-        );
-        input
+        bearer_input(dialect, self.expires_at_ms, authorization_id, request)
     }
 
     /// Verifies the token against the request it came with. The signed target
@@ -158,4 +145,28 @@ mod tests {
         assert_eq!(target_without_bearer("/a?bearerish=1"), "/a?bearerish=1");
         assert_eq!(target_without_bearer("/a"), "/a");
     }
+}
+
+/// What a bearer token signs: the URL prefix, the algorithm, the expiry, an
+/// empty nonce line, the authorization id and `GET` of the target.
+pub(super) fn bearer_input(
+    dialect: Dialect,
+    expires_at_ms: i64,
+    authorization_id: Option<&RecordId>,
+    request: &SignedRequest<'_>,
+) -> Vec<u8> {
+    let mut input = Vec::with_capacity(256);
+    push_line(&mut input, dialect.names().url_prefix.as_bytes());
+    push_line(&mut input, b"ed25519");
+    push_line(&mut input, expires_at_ms.to_string().as_bytes());
+    push_line(&mut input, b"");
+    push_authorization_id(&mut input, authorization_id);
+    push_request_lines(
+        &mut input,
+        &SignedRequest {
+            method: "GET",
+            ..*request
+        },
+    );
+    input
 }

@@ -15,7 +15,7 @@ pub use replay::{
     Accepted, MAX_NONCES_PER_APP, MAX_REGISTRATION_NONCES, MAX_REMEMBERED_NONCES,
     MEMORY_ONLY_AHEAD_MS, NonceUse, ReplayError, ReplayGuard, nonce_table,
 };
-pub use sign::ClientSignature;
+pub use sign::{ClientBearer, ClientSignature};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

@@ -9,6 +9,7 @@
 use crate::dialect::Dialect;
 use crate::model::RecordId;
 
+use super::bearer::bearer_input;
 use super::header::{push_authorization_id, push_request_lines};
 use super::{SignatureLayout, SignedRequest, push_line};
 
@@ -74,6 +75,39 @@ impl ClientSignature<'_> {
                  signature=\"{signature}\""
             ),
         }
+    }
+}
+
+/// A bearer token as an app makes it: GET of one target (its path and
+/// query without `bearer`) until `expires_at_ms`.
+#[derive(Debug, Clone)]
+pub struct ClientBearer<'a> {
+    pub dialect: Dialect,
+    pub app: RecordId,
+    pub authorization: Option<RecordId>,
+    pub expires_at_ms: i64,
+    pub request: SignedRequest<'a>,
+}
+
+impl ClientBearer<'_> {
+    /// The exact bytes to sign.
+    pub fn signature_input(&self) -> Vec<u8> {
+        bearer_input(
+            self.dialect,
+            self.expires_at_ms,
+            self.authorization.as_ref(),
+            &self.request,
+        )
+    }
+
+    /// The token (standard base64) that carries `signature`, for the
+    /// target's `bearer` parameter.
+    pub fn token(&self, signature: &[u8; 64]) -> String {
+        use base64::Engine;
+        let base64 = &base64::engine::general_purpose::STANDARD;
+        let id = self.app.encode(&mut [0; RecordId::HEX_LEN]).to_owned();
+        let text = format!("{id}\\{}\\{}", self.expires_at_ms, base64.encode(signature));
+        base64.encode(text)
     }
 }
 

@@ -6,7 +6,7 @@
 //! Each function takes and returns plain JavaScript values (strings, byte
 //! arrays, JSON text); errors are `Error`s with a message.
 
-use folio_core::auth::{ClientSignature, SignatureLayout, SignedRequest};
+use folio_core::auth::{ClientBearer, ClientSignature, SignatureLayout, SignedRequest};
 use folio_core::dialect::Dialect;
 use folio_core::model::{Record, RecordId};
 use serde::Deserialize;
@@ -33,6 +33,66 @@ struct RequestToSign {
     headers: Vec<(String, String)>,
 }
 
+/// A bearer token to make, as the SDK describes it (JSON, camelCase).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BearerToMake {
+    dialect: String,
+    app_id: String,
+    authorization_id: Option<String>,
+    /// Milliseconds since the epoch.
+    expires_at: i64,
+    /// The target's path and query, without `bearer`.
+    path_and_query: String,
+    host: String,
+    port: u16,
+}
+
+fn dialect(name: &str) -> Result<Dialect, JsError> {
+    match name {
+        "svc" => Ok(Dialect::Svc),
+        "baq" => Ok(Dialect::Baq),
+        other => Err(error(format!("unknown dialect {other:?}"))),
+    }
+}
+
+/// Runs `with` on the core's view of the bearer token in `json`.
+fn with_bearer<T>(json: &str, with: impl FnOnce(&ClientBearer<'_>) -> T) -> Result<T, JsError> {
+    let bearer: BearerToMake = serde_json::from_str(json).map_err(error)?;
+    let token = ClientBearer {
+        dialect: dialect(&bearer.dialect)?,
+        app: id(&bearer.app_id, "appId")?,
+        authorization: bearer
+            .authorization_id
+            .as_deref()
+            .map(|text| id(text, "authorizationId"))
+            .transpose()?,
+        expires_at_ms: bearer.expires_at,
+        request: SignedRequest {
+            method: "GET",
+            path_and_query: &bearer.path_and_query,
+            host: &bearer.host,
+            port: bearer.port,
+        },
+    };
+    Ok(with(&token))
+}
+
+/// The bytes to sign for the bearer token described by `bearer` (JSON).
+#[wasm_bindgen(js_name = bearerInput)]
+pub fn bearer_input(bearer: &str) -> Result<Vec<u8>, JsError> {
+    with_bearer(bearer, |token| token.signature_input())
+}
+
+/// The bearer token described by `bearer` (JSON), carrying `signature`.
+#[wasm_bindgen(js_name = bearerToken)]
+pub fn bearer_token(bearer: &str, signature: &[u8]) -> Result<String, JsError> {
+    let signature: &[u8; 64] = signature
+        .try_into()
+        .map_err(|_| error("an Ed25519 signature is 64 bytes"))?;
+    with_bearer(bearer, |token| token.token(signature))
+}
+
 fn error(message: impl std::fmt::Display) -> JsError {
     JsError::new(&message.to_string())
 }
@@ -48,11 +108,7 @@ fn with_signature<T>(
     with: impl FnOnce(&ClientSignature<'_>) -> T,
 ) -> Result<T, JsError> {
     let request: RequestToSign = serde_json::from_str(json).map_err(error)?;
-    let dialect = match request.dialect.as_str() {
-        "svc" => Dialect::Svc,
-        "baq" => Dialect::Baq,
-        other => return Err(error(format!("unknown dialect {other:?}"))),
-    };
+    let dialect = dialect(&request.dialect)?;
     let headers: Vec<(&str, &str)> = request
         .headers
         .iter()
