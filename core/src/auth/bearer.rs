@@ -134,19 +134,6 @@ fn target_without_bearer(path_and_query: &str) -> Cow<'_, str> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::target_without_bearer;
-
-    #[test]
-    fn bearer_is_removed_and_the_rest_kept_verbatim() {
-        assert_eq!(target_without_bearer("/a?bearer=x"), "/a");
-        assert_eq!(target_without_bearer("/a?x=%27&bearer=y&z"), "/a?x=%27&z");
-        assert_eq!(target_without_bearer("/a?bearerish=1"), "/a?bearerish=1");
-        assert_eq!(target_without_bearer("/a"), "/a");
-    }
-}
-
 /// What a bearer token signs: the URL prefix, the algorithm, the expiry, an
 /// empty nonce line, the authorization id and `GET` of the target.
 pub(super) fn bearer_input(
@@ -169,4 +156,17 @@ pub(super) fn bearer_input(
         },
     );
     input
+}
+
+#[cfg(test)]
+mod tests {
+    use super::target_without_bearer;
+
+    #[test]
+    fn bearer_is_removed_and_the_rest_kept_verbatim() {
+        assert_eq!(target_without_bearer("/a?bearer=x"), "/a");
+        assert_eq!(target_without_bearer("/a?x=%27&bearer=y&z"), "/a?x=%27&z");
+        assert_eq!(target_without_bearer("/a?bearerish=1"), "/a?bearerish=1");
+        assert_eq!(target_without_bearer("/a"), "/a");
+    }
 }
