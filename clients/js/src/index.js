@@ -4,6 +4,7 @@ export { AppKey } from "./keys.js";
 export { authorize, bearerUrl, newNonce } from "./signing.js";
 export { loadCore } from "./core.js";
 export { Folio, expand } from "./client.js";
+export { authorizationFrom, newRecordId, register } from "./apps.js";
 export { FolioError } from "./errors.js";
 export { Subscription } from "./events.js";
 export { Page, recordLink, versionLink } from "./records.js";
