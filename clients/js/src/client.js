@@ -56,7 +56,7 @@ export function expand(template, values) {
  * the client reads what is public only.
  */
 export class Folio {
-  constructor({ entity, endpoints, app = null, dialect = "svc", clientId = null, fetch = globalThis.fetch }) {
+  constructor({ entity, endpoints, app = null, dialect = "svc", clientId = null, verify = true, fetch = globalThis.fetch }) {
     this.entity = entity;
     this.endpoints = endpoints;
     this.app = app;
@@ -64,6 +64,8 @@ export class Folio {
     this.names = DIALECTS[dialect];
     if (!this.names) throw new TypeError(`unknown dialect ${dialect}`);
     this.clientId = clientId;
+    /** Whether every record received is checked against its version hash. */
+    this.verify = verify;
     this.fetch = fetch;
     this.records = new Records(this);
     this.events = new Events(this);
@@ -75,7 +77,7 @@ export class Folio {
    * record) and connects to it. `entity` is a name (`alice.example`) or the
    * URL it is served at.
    */
-  static async connect({ entity, app = null, dialect = "svc", clientId = null, fetch = globalThis.fetch }) {
+  static async connect({ entity, app = null, dialect = "svc", clientId = null, verify = true, fetch = globalThis.fetch }) {
     const names = DIALECTS[dialect];
     if (!names) throw new TypeError(`unknown dialect ${dialect}`);
     const home = entityUrl(entity);
@@ -91,7 +93,7 @@ export class Folio {
     if (!server?.endpoints) {
       throw new FolioError({ status: answer.status, code: "no_endpoints", title: "the Entity record names no server" });
     }
-    return new Folio({ entity: record.content.entity, endpoints: server.endpoints, app, dialect, clientId, fetch });
+    return new Folio({ entity: record.content.entity, endpoints: server.endpoints, app, dialect, clientId, verify, fetch });
   }
 
   /** The URL of endpoint `name` with its template filled. */

@@ -6,6 +6,7 @@
 // (`too_many_events`, an app not allowed to subscribe) end it.
 import { FolioError } from "./errors.js";
 import { toFilter } from "./filter.js";
+import { verified } from "./records.js";
 
 /** The server's heartbeat comes every 15 s of silence; this long without a byte means the stream is gone. */
 export const HEARTBEAT_TIMEOUT_MS = 40_000;
@@ -124,7 +125,9 @@ export class Subscription {
           const event = parseEvent(block);
           if (event.id !== null) this.lastEventId = event.id;
           if (event.event === "record") {
-            this.queue.push(JSON.parse(event.data));
+            const record = JSON.parse(event.data);
+            if (this.folio.verify) await verified([record]);
+            this.queue.push(record);
             delivered = true;
             this.wake();
           }

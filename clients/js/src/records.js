@@ -1,6 +1,29 @@
 // Records: create, read, update, delete, versions, and lists paged through
 // `next_page` (spec §4, PROTOCOL.md §5 and §7).
+import { loadCore } from "./core.js";
+import { FolioError } from "./errors.js";
 import { toFilter } from "./filter.js";
+
+/**
+ * Checks that each record's version hash is what its content and metadata
+ * come to, by the same code as the server's; a record changed on the way
+ * (or by a server that lies) is a FolioError `hash_mismatch`.
+ */
+export async function verified(records) {
+  const core = await loadCore();
+  for (const record of records) {
+    const computed = core.versionHash(JSON.stringify(record));
+    if (computed !== record?.version?.hash) {
+      throw new FolioError({
+        status: 0,
+        code: "hash_mismatch",
+        title: "a record's version hash does not match its content",
+        detail: `record ${record?.id}: carries ${record?.version?.hash}, its content comes to ${computed}`,
+      });
+    }
+  }
+  return records;
+}
 
 /** A record's link: `{entity, record_id}`. */
 export function recordLink(record) {
@@ -55,14 +78,14 @@ export class Records {
    */
   async create(body) {
     const answer = await this.folio.request("POST", this.folio.url("new_record"), { body });
-    return answer.record;
+    return this._one(answer);
   }
 
   /** A record of `entity` (default: the store's own), and the records it links. */
   async get(id, { entity = this.folio.entity, includeLinks } = {}) {
     const url = this.folio.url("record", { entity, record_id: id });
     url.search = query({ include_links: includeLinks?.join(",") });
-    return (await this.folio.request("GET", url)).record;
+    return this._one(await this.folio.request("GET", url));
   }
 
   /**
@@ -73,7 +96,7 @@ export class Records {
   async update(record, changes) {
     const url = this.folio.url("record", { entity: record.author.entity, record_id: record.id });
     const body = { ...changes, version: { ...changes.version, parent_hash: record.version.hash } };
-    return (await this.folio.request("PUT", url, { body })).record;
+    return this._one(await this.folio.request("PUT", url, { body }));
   }
 
   /**
@@ -83,7 +106,7 @@ export class Records {
   async delete(record, { action = "delete" } = {}) {
     const url = this.folio.url("record", { entity: record.author.entity, record_id: record.id });
     const body = { version: { parent_hash: record.version.hash }, no_content: { action } };
-    return (await this.folio.request("DELETE", url, { body })).record;
+    return this._one(await this.folio.request("DELETE", url, { body }));
   }
 
   /** Every version of a record, oldest first. */
@@ -136,8 +159,15 @@ export class Records {
     }
   }
 
+  /** The record of a `{record, linked_records}` answer, verified. */
+  async _one(answer) {
+    if (this.folio.verify) await verified([answer.record, ...answer.linked_records]);
+    return answer.record;
+  }
+
   async _page(url) {
     const answer = await this.folio.request("GET", url);
+    if (this.folio.verify) await verified([...answer.records, ...answer.linked_records]);
     const next = (nextPage) => {
       const following = new URL(url);
       following.search = nextPage;

@@ -109,3 +109,19 @@ test("problems are FolioErrors with the protocol's code", async () => {
   const stranger = new Folio({ entity: folio.entity, endpoints: folio.endpoints });
   await assert.rejects(stranger.records.get("0".repeat(32)), { status: 404 });
 });
+
+test("a record changed on the way fails its hash check", async () => {
+  const created = await folio.records.create({ type: noteType, content: { title: "true" } });
+  // A fetch that rewrites the record's content in every answer, as a
+  // meddling proxy would.
+  const meddling = async (...args) => {
+    const response = await fetch(...args);
+    const text = await response.text();
+    const changed = text.replaceAll('"title":"true"', '"title":"false"');
+    return new Response(changed, { status: response.status, headers: response.headers });
+  };
+  const fooled = new Folio({ entity: folio.entity, endpoints: folio.endpoints, app: server.app, fetch: meddling });
+  await assert.rejects(fooled.records.get(created.id), { name: "FolioError", code: "hash_mismatch" });
+  const trusting = new Folio({ entity: folio.entity, endpoints: folio.endpoints, app: server.app, fetch: meddling, verify: false });
+  assert.equal((await trusting.records.get(created.id)).content.title, "false");
+});
