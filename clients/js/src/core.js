@@ -7,6 +7,7 @@ import init, {
   bearerInput,
   bearerToken,
   signatureInput,
+  validateRecord,
   versionHash,
 } from "../pkg/folio_core.js";
 
@@ -22,7 +23,7 @@ export function loadCore() {
     } else {
       await init({ module_or_path: wasmUrl });
     }
-    return { authorizationHeader, bearerInput, bearerToken, signatureInput, versionHash };
+    return { authorizationHeader, bearerInput, bearerToken, signatureInput, validateRecord, versionHash };
   })();
   return loading;
 }

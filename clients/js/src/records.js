@@ -73,10 +73,54 @@ export class Records {
   }
 
   /**
-   * Creates a record: `{type, content, permissions?, id?, created_at?}`
-   * (`type` a version link to its Type record). Answers the record.
+   * Checks `body` (`{type, content, permissions?}`) against its Type
+   * record's schema with the core, before any write: a violation is the
+   * FolioError `schema_violation` the server would answer, with the JSON
+   * path in its detail. The Type record is read once per version.
    */
-  async create(body) {
+  async validate(body) {
+    const core = await loadCore();
+    const typeRecord = await this._typeRecord(body.type);
+    let violation;
+    try {
+      violation = core.validateRecord(JSON.stringify(typeRecord), JSON.stringify(body), this.folio.entity);
+    } catch {
+      // A body the core cannot read as a record: the server will say what is wrong.
+      return;
+    }
+    if (violation) {
+      throw new FolioError({
+        status: 400,
+        code: "schema_violation",
+        title: "The record does not follow its type's schema",
+        detail: violation,
+      });
+    }
+  }
+
+  async _typeRecord(type) {
+    const key = `${type.entity}+${type.record_id}+${type.version_hash}`;
+    this._types ??= new Map();
+    if (!this._types.has(key)) {
+      const url = this.folio.url("record_version", {
+        entity: type.entity,
+        record_id: type.record_id,
+        version_hash: type.version_hash,
+      });
+      const loading = this.folio.request("GET", url).then((answer) => this._one(answer));
+      loading.catch(() => this._types.delete(key));
+      this._types.set(key, loading);
+    }
+    return this._types.get(key);
+  }
+
+  /**
+   * Creates a record: `{type, content, permissions?, id?, created_at?}`
+   * (`type` a version link to its Type record), checked against its type
+   * first unless `validate` is false. Answers the record.
+   */
+  async create(body, { validate = true } = {}) {
+    if (validate && body?.type) await this.validate(body);
     const answer = await this.folio.request("POST", this.folio.url("new_record"), { body });
     return this._one(answer);
   }
@@ -93,7 +137,14 @@ export class Records {
    * `permissions`, `type`): refused with `version_conflict` if someone
    * wrote a version since `record` was read.
    */
-  async update(record, changes) {
+  async update(record, changes, { validate = true } = {}) {
+    if (validate) {
+      await this.validate({
+        type: changes.type ?? record.type,
+        content: changes.content,
+        permissions: changes.permissions ?? record.permissions,
+      });
+    }
     const url = this.folio.url("record", { entity: record.author.entity, record_id: record.id });
     const body = { ...changes, version: { ...changes.version, parent_hash: record.version.hash } };
     return this._one(await this.folio.request("PUT", url, { body }));

@@ -125,3 +125,25 @@ test("a record changed on the way fails its hash check", async () => {
   const trusting = new Folio({ entity: folio.entity, endpoints: folio.endpoints, app: server.app, fetch: meddling, verify: false });
   assert.equal((await trusting.records.get(created.id)).content.title, "false");
 });
+
+test("a record that breaks its type's schema is refused before any write", async () => {
+  const sent = [];
+  const counting = (url, init) => {
+    sent.push(`${init?.method ?? "GET"} ${new URL(url).pathname}`);
+    return fetch(url, init);
+  };
+  const careful = new Folio({ entity: folio.entity, endpoints: folio.endpoints, app: server.app, fetch: counting });
+  await assert.rejects(careful.records.create({ type: noteType, content: { title: "x".repeat(101) } }), (error) => {
+    assert.equal(error.code, "schema_violation");
+    assert.match(error.detail, /\$\['content'\]\['title'\]/);
+    return true;
+  });
+  await assert.rejects(careful.records.create({ type: noteType, content: { title: "ok", extra: 1 } }), {
+    code: "schema_violation",
+  });
+  assert.ok(sent.every((line) => line.startsWith("GET ")), `only the type was read: ${sent}`);
+  // A valid one goes through, with the type read once.
+  await careful.records.create({ type: noteType, content: { title: "fine" } });
+  assert.equal(sent.filter((line) => line.startsWith("GET ")).length, 1);
+  assert.equal(sent.filter((line) => line.startsWith("POST ")).length, 1);
+});

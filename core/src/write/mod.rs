@@ -38,6 +38,7 @@ mod request;
 
 pub use error::{LinkFault, WriteError};
 pub use needs::{BlobFacts, MAX_BLOB_LINKERS, Need, RecordKey, Supplied};
+pub use phases::new_record_permissions;
 pub use request::WriteRequest;
 
 use std::mem;

@@ -13,7 +13,7 @@ use crate::access::{is_own_entity_record, is_type};
 use crate::builtin::BuiltinType;
 use crate::model::{
     DeletionAction, EntityLink, LinkPath, Permission, Permissions, ReceivedRecord, Record,
-    RecordDate, VersionHash,
+    RecordDate, VersionHash, VersionLink,
 };
 use crate::schema::{RecordType, Validated};
 
@@ -146,15 +146,7 @@ impl Env {
         if ask.has_missing() {
             return Advance::Ask(Phase::Start, ask.into_missing());
         }
-        let type_record = is_type(&create.type_link, BuiltinType::Type);
-        let permissions = create.permissions.clone().unwrap_or_else(|| {
-            // PROTOCOL.md §3, §6: Type records are public.
-            if type_record {
-                Permissions::public()
-            } else {
-                Permissions::default()
-            }
-        });
+        let permissions = new_record_permissions(&create.type_link, create.permissions.clone());
         let fields = Fields {
             permissions,
             type_link: create.type_link.clone(),
@@ -445,4 +437,14 @@ impl Env {
 
 fn type_path() -> LinkPath {
     LinkPath::from_walk("$['type']".to_owned())
+}
+/// The permissions a new record of type `type_link` is stored with: those
+/// its body gives, else the default, which for Type records is public
+/// (PROTOCOL.md §3, §6). Client SDKs validate a record as it will be stored
+/// with the same rule.
+pub fn new_record_permissions(type_link: &VersionLink, given: Option<Permissions>) -> Permissions {
+    given.unwrap_or_else(|| match is_type(type_link, BuiltinType::Type) {
+        true => Permissions::public(),
+        false => Permissions::default(),
+    })
 }

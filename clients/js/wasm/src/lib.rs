@@ -8,7 +8,10 @@
 
 use folio_core::auth::{ClientBearer, ClientSignature, SignatureLayout, SignedRequest};
 use folio_core::dialect::Dialect;
-use folio_core::model::{Record, RecordId};
+use folio_core::model::{Record, RecordId, VersionLink};
+use folio_core::write::new_record_permissions;
+use folio_core::schema::RecordType;
+use serde_json::{Value, json};
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 
@@ -162,3 +165,46 @@ pub fn version_hash(record: &str) -> Result<String, JsError> {
     let record: Record = serde_json::from_str(record).map_err(error)?;
     Ok(record.hash_input().hash().to_string())
 }
+
+/// What a new record's body (JSON: `type`, `content`, `permissions`) breaks
+/// of its Type record's schema (`type_record`, JSON, as received), written
+/// by `author`: `null` when nothing, else the violation as text (its JSON
+/// path first), as the server would answer `schema_violation`. Only the
+/// schema is checked here; whether links resolve is the server's to say.
+#[wasm_bindgen(js_name = validateRecord)]
+pub fn validate_record(
+    type_record: &str,
+    body: &str,
+    author: &str,
+) -> Result<Option<String>, JsError> {
+    let type_record: Value = serde_json::from_str(type_record).map_err(error)?;
+    let record_type = RecordType::from_content(&type_record["content"]).map_err(error)?;
+    let body: Value = serde_json::from_str(body).map_err(error)?;
+    let type_link: VersionLink = serde_json::from_value(body["type"].clone()).map_err(error)?;
+    let given = match body.get("permissions") {
+        Some(permissions) => Some(serde_json::from_value(permissions.clone()).map_err(error)?),
+        None => None,
+    };
+    let permissions = new_record_permissions(&type_link, given);
+    // The record as the server would store it, with the parts the server
+    // fills in (ids, dates, the hash) set to placeholders no rule reads.
+    let date = "2000-01-01T00:00:00.0000000Z";
+    let provisional = json!({
+        "id": "0".repeat(32),
+        "source": "self",
+        "author": {"entity": author},
+        "created_at": date,
+        "received_at": date,
+        "type": body["type"],
+        "permissions": permissions,
+        "version": {"author": {"entity": author}, "hash": "0".repeat(64), "created_at": date, "received_at": date},
+        "content": body.get("content").cloned().unwrap_or(Value::Null),
+    });
+    let record: Record = serde_json::from_value(provisional).map_err(error)?;
+    Ok(record_type
+        .schema
+        .validate(&record)
+        .err()
+        .map(|violation| violation.to_string()))
+}
+
