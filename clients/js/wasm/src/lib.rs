@@ -9,10 +9,10 @@
 use folio_core::auth::{ClientBearer, ClientSignature, SignatureLayout, SignedRequest};
 use folio_core::dialect::Dialect;
 use folio_core::model::{Record, RecordId, VersionLink};
-use folio_core::write::new_record_permissions;
 use folio_core::schema::RecordType;
-use serde_json::{Value, json};
+use folio_core::write::new_record_permissions;
 use serde::Deserialize;
+use serde_json::{Value, json};
 use wasm_bindgen::prelude::*;
 
 /// A request to sign, as the SDK describes it (JSON, camelCase).
@@ -207,4 +207,3 @@ pub fn validate_record(
         .err()
         .map(|violation| violation.to_string()))
 }
-
