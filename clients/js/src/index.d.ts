@@ -50,6 +50,14 @@ export declare class AppKey {
   static generate(options?: { extractable?: boolean }): Promise<AppKey>;
   /** The key of a 32-byte seed in base64, as `folio app add` prints it. */
   static fromSeed(seed: string): Promise<AppKey>;
+  /** In a browser: the key kept in IndexedDB under `name`, made (not extractable) on first use. */
+  static inBrowser(name?: string): Promise<AppKey>;
+  /** In node: the key in the file at `path`, made there (mode 0600) on first use. */
+  static inFile(path: string): Promise<AppKey>;
+  /** The seed, standard base64 (extractable keys only). */
+  seed(): Promise<string>;
+  /** Writes the key to a new file (mode 0600; extractable keys only). */
+  save(path: string): Promise<void>;
   /** The Ed25519 signature of `bytes`. */
   sign(bytes: Uint8Array): Promise<Uint8Array>;
 }

@@ -47,8 +47,68 @@ export class AppKey {
     return new AppKey(privateKey, toBase64(fromBase64(x)));
   }
 
+  /**
+   * In a browser: the app's key kept in IndexedDB under `name`, made (not
+   * extractable) on first use. The page can sign with it and never read it.
+   */
+  static async inBrowser(name = "default") {
+    const db = await openKeyStore();
+    const kept = await request(db.transaction(KEY_STORE).objectStore(KEY_STORE).get(name));
+    if (kept) return new AppKey(kept.privateKey, kept.publicKey);
+    const key = await AppKey.generate();
+    const store = db.transaction(KEY_STORE, "readwrite").objectStore(KEY_STORE);
+    await request(store.put({ privateKey: key.privateKey, publicKey: key.publicKey }, name));
+    return key;
+  }
+
+  /** In node: the key in the file at `path` (as {@link AppKey#save} wrote it), made there on first use. */
+  static async inFile(path) {
+    const { readFile } = await import("node:fs/promises");
+    try {
+      const { seed } = JSON.parse(await readFile(path, "utf8"));
+      return AppKey.fromSeed(seed);
+    } catch (error) {
+      if (error.code !== "ENOENT") throw error;
+    }
+    const key = await AppKey.generate({ extractable: true });
+    await key.save(path);
+    return AppKey.fromSeed(await key.seed());
+  }
+
+  /** The 32-byte seed, standard base64: only for a key made extractable. */
+  async seed() {
+    const pkcs8 = new Uint8Array(await crypto.subtle.exportKey("pkcs8", this.privateKey));
+    return toBase64(pkcs8.subarray(PKCS8_PREFIX.length));
+  }
+
+  /** Writes the key to `path` (mode 0600; node, extractable keys only). */
+  async save(path) {
+    const { writeFile } = await import("node:fs/promises");
+    const text = JSON.stringify({ algorithm: "ed25519", seed: await this.seed(), public_key: this.publicKey });
+    await writeFile(path, `${text}\n`, { mode: 0o600, flag: "wx" });
+  }
+
   /** The Ed25519 signature of `bytes`. */
   async sign(bytes) {
     return new Uint8Array(await crypto.subtle.sign(ED25519, this.privateKey, bytes));
   }
 }
+
+// Browser key storage: one IndexedDB object store of CryptoKeys, which
+// IndexedDB keeps as they are (a non-extractable key stays so).
+const KEY_DB = "folio-client";
+const KEY_STORE = "keys";
+
+function request(req) {
+  return new Promise((resolve, reject) => {
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+
+function openKeyStore() {
+  const open = indexedDB.open(KEY_DB, 1);
+  open.onupgradeneeded = () => open.result.createObjectStore(KEY_STORE);
+  return request(open);
+}
+

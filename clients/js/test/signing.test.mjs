@@ -45,3 +45,21 @@ test("every version hash vector is computed by the core", async () => {
     assert.equal(await versionHash(c.record), c.expected_hash, c.name);
   }
 });
+
+test("a key file is made once, kept private to its owner, and read back as the same key", async () => {
+  const { mkdtemp, rm, stat } = await import("node:fs/promises");
+  const { join } = await import("node:path");
+  const { tmpdir } = await import("node:os");
+  const dir = await mkdtemp(join(tmpdir(), "folio-key-"));
+  try {
+    const path = join(dir, "app-key.json");
+    const made = await AppKey.inFile(path);
+    assert.equal((await stat(path)).mode & 0o777, 0o600);
+    const read = await AppKey.inFile(path);
+    assert.equal(read.publicKey, made.publicKey);
+    const message = new Uint8Array([7, 7, 7]);
+    assert.deepEqual(await read.sign(message), await made.sign(message), "Ed25519 is deterministic: the same key");
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
