@@ -7,8 +7,9 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use folio_core::builtin::BuiltinType;
+use folio_core::model::Permissions;
 use folio_core::model::Record;
-use folio_core::schema::{RecordType, Validated};
+use folio_core::schema::{RecordType, Validated, provisional_record};
 use serde_json::{Value, json};
 
 /// The author of a partial record given to `validate`, which has no envelope.
@@ -134,19 +135,20 @@ fn record(file: Value) -> Result<Record, String> {
     if is_whole {
         return serde_json::from_value(file).map_err(|e| format!("$: not a record: {e}"));
     }
-    let mut record = serde_json::to_value(BuiltinType::Type.record()).map_err(|e| e.to_string())?;
-    record["author"] = json!({"entity": PLACEHOLDER_AUTHOR});
-    record["version"]["author"] = json!({"entity": PLACEHOLDER_AUTHOR});
-    record["source"] = json!("self");
-    record["content"] = file
-        .get("content")
-        .cloned()
-        .ok_or("$: a partial record needs `content`")?;
-    record["permissions"] = file
-        .get("permissions")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    serde_json::from_value(record).map_err(|e| format!("$: not a record: {e}"))
+    let content = match file.get("content") {
+        Some(Value::Object(content)) => content.clone(),
+        Some(_) => return Err("$['content']: not an object".into()),
+        None => return Err("$: a partial record needs `content`".into()),
+    };
+    let permissions = match file.get("permissions") {
+        Some(permissions) => serde_json::from_value(permissions.clone())
+            .map_err(|e| format!("$['permissions']: {e}"))?,
+        None => Permissions::default(),
+    };
+    let author = PLACEHOLDER_AUTHOR.parse().map_err(|e| format!("{e}"))?;
+    // The partial record's type is never read by its own schema's rules.
+    let type_link = BuiltinType::Type.record().type_link.clone();
+    Ok(provisional_record(author, type_link, permissions, content))
 }
 
 fn validate(

@@ -10,6 +10,7 @@
 mod compile;
 mod links;
 mod path;
+mod provisional;
 mod record_type;
 mod tree;
 mod validate;
@@ -17,6 +18,7 @@ mod violation;
 
 pub use compile::{MAX_SCHEMA_DEPTH, SchemaError, SchemaFault};
 pub use links::{BlobCheck, FoundLink, RecordCheck, StoreChecks, Validated, VersionCheck};
+pub use provisional::provisional_record;
 pub use record_type::{RecordType, TypeRecordError};
 pub use tree::{MAX_SAFE_INTEGER, RecordTypeRef, Schema};
 pub use validate::{MAX_VALIDATION_STEPS, MAX_VALUE_DEPTH};

@@ -9,10 +9,10 @@
 use folio_core::auth::{ClientBearer, ClientSignature, SignatureLayout, SignedRequest};
 use folio_core::dialect::Dialect;
 use folio_core::model::{Record, RecordId, VersionLink};
-use folio_core::schema::RecordType;
+use folio_core::schema::{RecordType, provisional_record};
 use folio_core::write::new_record_permissions;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use wasm_bindgen::prelude::*;
 
 /// A request to sign, as the SDK describes it (JSON, camelCase).
@@ -185,22 +185,14 @@ pub fn validate_record(
         Some(permissions) => Some(serde_json::from_value(permissions.clone()).map_err(error)?),
         None => None,
     };
+    let Some(Value::Object(content)) = body.get("content") else {
+        return Err(error("the body's content is not an object"));
+    };
+    let author = author
+        .parse()
+        .map_err(|_| error(format!("{author:?} is not an entity")))?;
     let permissions = new_record_permissions(&type_link, given);
-    // The record as the server would store it, with the parts the server
-    // fills in (ids, dates, the hash) set to placeholders no rule reads.
-    let date = "2000-01-01T00:00:00.0000000Z";
-    let provisional = json!({
-        "id": "0".repeat(32),
-        "source": "self",
-        "author": {"entity": author},
-        "created_at": date,
-        "received_at": date,
-        "type": body["type"],
-        "permissions": permissions,
-        "version": {"author": {"entity": author}, "hash": "0".repeat(64), "created_at": date, "received_at": date},
-        "content": body.get("content").cloned().unwrap_or(Value::Null),
-    });
-    let record: Record = serde_json::from_value(provisional).map_err(error)?;
+    let record = provisional_record(author, type_link, permissions, content.clone());
     Ok(record_type
         .schema
         .validate(&record)
