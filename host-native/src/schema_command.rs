@@ -45,6 +45,15 @@ pub enum SchemaCommand {
         #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
         vars: Vec<(String, String)>,
     },
+    /// Print TypeScript declarations for a type's records, for apps using
+    /// the JavaScript SDK (`folio-client`): `<Name>Content` and `<Name>`.
+    Typescript {
+        /// The Type record, or its content, as JSON.
+        type_file: PathBuf,
+        /// Replaces `{var:NAME}` in the type file, e.g. `--var entity=types.example`.
+        #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+        vars: Vec<(String, String)>,
+    },
 }
 
 impl SchemaCommand {
@@ -57,6 +66,7 @@ impl SchemaCommand {
                 links,
                 vars,
             } => validate(&type_file, &record_file, links, &vars),
+            SchemaCommand::Typescript { type_file, vars } => typescript(&type_file, &vars),
         };
         match outcome {
             Ok(faults) if faults.is_empty() => ExitCode::SUCCESS,
@@ -125,6 +135,22 @@ fn check(type_file: &Path, vars: &[(String, String)]) -> Result<Vec<String>, Str
         eprintln!("ok: the type `{}` is valid", name.unwrap_or_default());
     }
     Ok(faults)
+}
+
+/// Prints the type's TypeScript; a type with faults prints them instead.
+fn typescript(type_file: &Path, vars: &[(String, String)]) -> Result<Vec<String>, String> {
+    let record = match type_record(read_json(type_file, vars)?) {
+        Ok(record) => record,
+        Err(faults) => return Ok(faults),
+    };
+    let content = record.content().ok_or("$: a deleted Type record")?;
+    match RecordType::from_content(content.as_value()) {
+        Ok(record_type) => {
+            print!("{}", record_type.typescript());
+            Ok(Vec::new())
+        }
+        Err(fault) => Ok(vec![fault.to_string()]),
+    }
 }
 
 /// A record file holds a whole record, or `content` and optionally `permissions`.

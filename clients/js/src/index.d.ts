@@ -3,6 +3,11 @@
 /** The protocol's header and prefix names: the spec's (`svc`) or the original's (`baq`). */
 export type Dialect = "svc" | "baq";
 
+/** `{entity}`: a link to an entity. */
+export interface EntityLink {
+  entity: string;
+}
+
 /** `{entity, record_id}`: a link to a record. */
 export interface RecordLink {
   entity: string;

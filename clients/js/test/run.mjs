@@ -6,7 +6,7 @@
 // The folio binary is FOLIO_BIN, else the workspace's debug build
 // (`cargo build --bin folio` first; CARGO_TARGET_DIR is honoured).
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -33,6 +33,28 @@ const key = join(certDir, "tls/key.pem");
 if (!existsSync(cert) || !existsSync(key)) {
   console.error(`test/run.mjs: folio serve wrote no certificate:\n${made.stdout}${made.stderr}`);
   process.exit(2);
+}
+
+// The declarations `folio schema typescript` writes for the real apps'
+// types must compile against the SDK's, as must an app's use of the SDK.
+const generated = join(here, "types/generated");
+rmSync(generated, { recursive: true, force: true });
+mkdirSync(generated);
+const realTypes = resolve(here, "../../../../shared/real-types");
+for (const name of readdirSync(realTypes).filter((file) => file.endsWith(".json"))) {
+  const result = spawnSync(folio, ["schema", "typescript", join(realTypes, name)], { encoding: "utf8" });
+  if (result.status !== 0) {
+    console.error(`test/run.mjs: folio schema typescript ${name} failed:\n${result.stdout}${result.stderr}`);
+    process.exit(1);
+  }
+  writeFileSync(join(generated, name.replace(/\.json$/, ".ts")), result.stdout);
+}
+const tsc = spawnSync(process.execPath, [resolve(here, "../node_modules/typescript/bin/tsc"), "-p", join(here, "types")], {
+  stdio: "inherit",
+});
+if (tsc.status !== 0) {
+  console.error("test/run.mjs: the type declarations do not compile (see above)");
+  process.exit(1);
 }
 
 const files = readdirSync(here).filter((name) => name.endsWith(".test.mjs")).map((name) => join(here, name));

@@ -13,6 +13,7 @@ mod path;
 mod provisional;
 mod record_type;
 mod tree;
+mod typescript;
 mod validate;
 mod violation;
 

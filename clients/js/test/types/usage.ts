@@ -2,6 +2,7 @@
 // of the SDK, so the declarations in src/index.d.ts are checked against it.
 import { AppKey, Folio, FolioError, filter, register, authorizationFrom, versionLink } from "folio-client";
 import type { FolioRecord, VersionLink } from "folio-client";
+import type { Message, MessageContent } from "./generated/message.js";
 
 interface Note {
   title: string;
@@ -45,4 +46,9 @@ export async function app(seed: string, noteType: VersionLink): Promise<void> {
   });
   const authorizationId: string = authorizationFrom(registered.consentUrl);
   console.log(authorizationId);
+
+  // Types from `folio schema typescript`.
+  const message: Message = await folio.records.get<MessageContent>("3".repeat(32));
+  const conversation: string | undefined = message.content?.conversation.record_id;
+  console.log(conversation);
 }
