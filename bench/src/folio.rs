@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use folio_conformance::client::{nonce, now_ms};
+use folio_client::client::{nonce, now_ms};
+use folio_client::signer::{AppKey, Layout, SVC, SignedTarget};
 use folio_conformance::context::{Ctx, record_link, type_value, version_link};
 use folio_conformance::dates::record_date;
-use folio_conformance::signer::{AppKey, Layout, SVC, SignedTarget};
 use folio_conformance::{AppCredentials, Target};
 use http::{Method, Request};
 use http_body_util::Full;

@@ -2,10 +2,11 @@
 //! base URL, every behaviour of the record service API a client can observe
 //! (the spec, as settled by PROTOCOL.md).
 //!
-//! It shares no code with the server: it signs requests with its own
-//! [`signer`], speaks HTTP through [`client`] (reqwest over rustls, HTTP/2
-//! when the server offers it), reads event streams with [`sse`], and opens
-//! raw TLS connections through [`tls`] for the transport checks.
+//! It shares no code with the server: it is built on the Rust client,
+//! `folio-client` (re-exported here as [`signer`], [`client`] and [`sse`]),
+//! which signs requests with a signer of its own, speaks HTTP (reqwest over
+//! rustls, HTTP/2 when the server offers it) and reads event streams; it
+//! opens raw TLS connections through [`tls`] for the transport checks.
 //!
 //! - [`target`]: the JSON description of the server under test.
 //! - [`context`]: what each check receives, with helpers that create the
@@ -31,19 +32,17 @@ use futures_util::FutureExt;
 
 pub mod apps;
 pub mod browser;
-pub mod client;
 pub mod context;
 pub mod dates;
 pub mod expect;
 pub mod faults;
 pub mod html;
-pub mod signer;
-pub mod sse;
 pub mod target;
 pub mod tls;
 
 mod checks;
 
+pub use folio_client::{client, signer, sse};
 pub use target::{AppCredentials, ScopedAppCredentials, Target};
 
 use checks::Needs;

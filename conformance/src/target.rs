@@ -101,3 +101,13 @@ pub struct ScopedAppCredentials {
     /// Record id of the Type record in the app's write and subscribe grants.
     pub write_type: String,
 }
+
+impl folio_client::Trust for Target {
+    fn ca_cert(&self) -> Option<&str> {
+        self.ca_cert.as_deref()
+    }
+
+    fn insecure(&self) -> bool {
+        self.insecure
+    }
+}

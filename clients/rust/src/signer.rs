@@ -262,7 +262,7 @@ mod tests {
     fn vectors() -> Vec<Value> {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/vectors/signatures.json"
+            "/../../../shared/vectors/signatures.json"
         );
         let text = std::fs::read_to_string(path).expect("the shared signature vectors");
         serde_json::from_str(&text).expect("signatures.json is JSON")

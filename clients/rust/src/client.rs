@@ -12,8 +12,8 @@ use reqwest::{Method, Version};
 use serde_json::Value;
 use url::Url;
 
+use crate::Trust;
 use crate::signer::{AppKey, Layout, SVC, SignedTarget};
-use crate::target::Target;
 
 /// How often a `429` is retried before its answer is returned as it is.
 const RATE_LIMIT_RETRIES: usize = 5;
@@ -285,18 +285,18 @@ pub struct Http {
 }
 
 impl Http {
-    pub fn new(target: &Target) -> Result<Self, String> {
+    pub fn new(trust: &impl Trust) -> Result<Self, String> {
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
             .user_agent(concat!("folio-conformance/", env!("CARGO_PKG_VERSION")));
-        if let Some(path) = &target.ca_cert {
+        if let Some(path) = trust.ca_cert() {
             let pem = std::fs::read(path).map_err(|error| format!("ca_cert {path}: {error}"))?;
             let certificate = reqwest::Certificate::from_pem(&pem)
                 .map_err(|error| format!("ca_cert {path}: {}", describe(&error)))?;
             builder = builder.add_root_certificate(certificate);
         }
-        if target.insecure {
+        if trust.insecure() {
             builder = builder.danger_accept_invalid_certs(true);
         }
         let client = builder
