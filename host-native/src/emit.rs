@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::Path;
 
 use folio_core::apps::Scope;
-use folio_core::model::Entity;
+use folio_core::model::{Entity, Record};
 use folio_core::store::{
     LiteralSqlError, Statement, event_seq_sql, insert_user_with_id_sql, latest_version_sql,
     seed_statements, user_row_id,
@@ -141,6 +141,35 @@ pub async fn app_add(
     let mut recording = Recording::new(Savepoint(&scratch), user.id);
     let added = users::create_app(&mut recording, &user, public_key, scope, app_name).await?;
     Ok((added, recording.into_statements()))
+}
+
+/// The statements that add a Type record with `content` to user
+/// `user_name` at `entity`, as `folio type add` does, on a database where
+/// [`user_add`]'s statements ran.
+pub async fn type_add(
+    user_name: &str,
+    entity: &Entity,
+    content: &serde_json::Value,
+) -> Result<(Record, Vec<Statement>), ProvisionError> {
+    users::check_user_name(user_name)?;
+    let user = User {
+        id: user_row_id(user_name),
+        name: user_name.to_owned(),
+        entity: entity.clone(),
+    };
+    let scratch = db::open_scratch()?;
+    let mut seed = vec![insert_user_with_id_sql(
+        user.id,
+        user_name,
+        entity,
+        None,
+        Clock.now(),
+    )];
+    seed.extend(seed_statements(user.id));
+    db::execute_all(&scratch, &seed)?;
+    let mut recording = Recording::new(Savepoint(&scratch), user.id);
+    let record = users::create_type(&mut recording, &user, content).await?;
+    Ok((record, recording.into_statements()))
 }
 
 /// Parses a scope on the scratch store, where only built-in types resolve.

@@ -73,6 +73,9 @@ enum Command {
     /// Apps acting for a user.
     #[command(subcommand)]
     App(AppCommand),
+    /// Record types in a user's store.
+    #[command(subcommand)]
+    Type(TypeCommand),
     /// Check record types, and records against them.
     #[command(subcommand)]
     Schema(schema_command::SchemaCommand),
@@ -106,6 +109,32 @@ enum UserCommand {
     },
     /// List the users.
     List,
+}
+
+#[derive(Subcommand)]
+enum TypeCommand {
+    /// Add a Type record to a user's store, as the user: what an app's
+    /// scope and records then name (an app can ask for a type only once it
+    /// exists). Prints its version link.
+    Add {
+        #[arg(long)]
+        user: String,
+        /// The user's entity: required with --emit-sql; otherwise, if given,
+        /// it must be the user's.
+        #[arg(long)]
+        entity: Option<Entity>,
+        /// The Type record's content as JSON: `name`, `schema`, … (see
+        /// `folio schema check`).
+        file: PathBuf,
+        /// Print one JSON object: the version link (`entity`, `record_id`,
+        /// `version_hash`) and `name`.
+        #[arg(long)]
+        json: bool,
+        /// Write the SQL that adds the type to FILE (`-`: stdout) instead,
+        /// for the worker: `wrangler d1 execute DB --file FILE`.
+        #[arg(long, value_name = "FILE", requires = "entity")]
+        emit_sql: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -245,6 +274,21 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             )?;
             return print_app(&mut report_to(&file), json, &added, &entity);
         }
+        Command::Type(TypeCommand::Add {
+            user,
+            entity: Some(entity),
+            file,
+            json,
+            emit_sql: Some(out),
+        }) => {
+            let content = read_type_content(&file)?;
+            let (record, statements) = emit::type_add(&user, &entity, &content).await?;
+            emit::write(
+                &out,
+                &emit::script("folio type add --emit-sql", &statements)?,
+            )?;
+            return print_type(&mut report_to(&out), json, &record);
+        }
         other => other,
     };
     let data = DataDir::open(&data_dir)?;
@@ -302,6 +346,26 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             };
             let added = users::add_app(&conn, &found, &public_key, scope, &name).await?;
             print_app(&mut std::io::stdout(), json, &added, &found.entity)?;
+        }
+        Command::Type(TypeCommand::Add {
+            user,
+            entity,
+            file,
+            json,
+            emit_sql: _,
+        }) => {
+            let content = read_type_content(&file)?;
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
+            let found = users::list_users(&conn)?
+                .into_iter()
+                .find(|u| u.name == user)
+                .ok_or_else(|| format!("no user `{user}`"))?;
+            if let Some(entity) = entity.filter(|entity| *entity != found.entity) {
+                let at = &found.entity;
+                return Err(format!("user `{user}` is at entity `{at}`, not `{entity}`").into());
+            }
+            let record = users::add_type(&conn, &found, &content).await?;
+            print_type(&mut std::io::stdout(), json, &record)?;
         }
         Command::App(AppCommand::List { user, json }) => {
             let conn = db::open_writer(&data.database(), db::Durability::Full)?;
@@ -400,6 +464,38 @@ fn print_user(
 }
 
 /// What `folio app add` prints.
+/// A Type record's content from a file.
+fn read_type_content(path: &Path) -> Result<serde_json::Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let content: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+    if !content.is_object() {
+        return Err(format!(
+            "{}: a Type record's content is an object",
+            path.display()
+        ));
+    }
+    Ok(content)
+}
+
+fn print_type(out: &mut dyn Write, json: bool, record: &folio_core::model::Record) -> CliResult {
+    let name = record
+        .content()
+        .and_then(|content| content.as_map().get("name").and_then(|n| n.as_str()))
+        .unwrap_or_default()
+        .to_owned();
+    let (entity, id, hash) = (&record.author.entity, &record.id, &record.version.hash);
+    if json {
+        let object = serde_json::json!({
+            "entity": entity, "record_id": id, "version_hash": hash, "name": name,
+        });
+        writeln!(out, "{object}")?;
+    } else {
+        writeln!(out, "type `{name}`: {entity}+{id} (version {hash})")?;
+    }
+    Ok(())
+}
+
 fn print_app(
     out: &mut dyn Write,
     json: bool,

@@ -13,6 +13,7 @@ use folio_core::apps::{
     Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
     revocation,
 };
+use folio_core::builtin::BuiltinType;
 use folio_core::discovery::{entity_record_body, entity_record_update};
 use folio_core::model::{Entity, RecordId, RecordLink, UserName};
 use folio_core::store::{
@@ -423,6 +424,28 @@ pub async fn create_app<T: Transaction<Error = DbError>>(
         app_id,
         authorization_id,
     })
+}
+
+/// Adds a Type record to `user`'s store, written as the owner: `content`
+/// is the record's content (`name`, `schema`, …), checked by the write.
+pub async fn add_type(
+    conn: &Connection,
+    user: &User,
+    content: &Value,
+) -> Result<folio_core::model::Record, ProvisionError> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = create_type(&mut Savepoint(conn), user, content).await;
+    finish(conn, result)
+}
+
+/// Writes a Type record through `tx`, inside the caller's transaction.
+pub async fn create_type<T: Transaction<Error = DbError>>(
+    tx: &mut T,
+    user: &User,
+    content: &Value,
+) -> Result<folio_core::model::Record, ProvisionError> {
+    let body = serde_json::json!({"type": BuiltinType::Type.link(), "content": content});
+    owner_write(tx, user, post(&body)?).await
 }
 
 /// One app of a user's store, as `folio app list` shows it.
