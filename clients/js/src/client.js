@@ -20,6 +20,13 @@ const DIALECTS = {
   },
 };
 
+/**
+ * Whether this runs in a browser page. A browser may send only the headers
+ * the protocol's CORS answer lists, and the body digest header is not among
+ * them, so there the signature covers the request but not its body.
+ */
+const IN_BROWSER = typeof document !== "undefined";
+
 /** The URL an entity is served at: `https://{entity}/`, or the URL given. */
 function entityUrl(entity) {
   return /^https?:\/\//.test(entity) ? new URL(entity) : new URL(`https://${entity}/`);
@@ -56,7 +63,16 @@ export function expand(template, values) {
  * the client reads what is public only.
  */
 export class Folio {
-  constructor({ entity, endpoints, app = null, dialect = "svc", clientId = null, verify = true, fetch = globalThis.fetch }) {
+  constructor({
+    entity,
+    endpoints,
+    app = null,
+    dialect = "svc",
+    clientId = null,
+    verify = true,
+    signBodies = !IN_BROWSER,
+    fetch = globalThis.fetch,
+  }) {
     this.entity = entity;
     this.endpoints = endpoints;
     this.app = app;
@@ -66,7 +82,10 @@ export class Folio {
     this.clientId = clientId;
     /** Whether every record received is checked against its version hash. */
     this.verify = verify;
-    this.fetch = fetch;
+    /** Whether a body's SHA-256 is sent and signed (see {@link IN_BROWSER}). */
+    this.signBodies = signBodies;
+    // Called as a plain function: a browser's fetch refuses any other `this`.
+    this.fetch = (input, init) => fetch(input, init);
     this.records = new Records(this);
     this.events = new Events(this);
     this.blobs = new Blobs(this);
@@ -77,7 +96,7 @@ export class Folio {
    * record) and connects to it. `entity` is a name (`alice.example`) or the
    * URL it is served at.
    */
-  static async connect({ entity, app = null, dialect = "svc", clientId = null, verify = true, fetch = globalThis.fetch }) {
+  static async connect({ entity, app = null, dialect = "svc", clientId = null, verify = true, signBodies, fetch = globalThis.fetch }) {
     const names = DIALECTS[dialect];
     if (!names) throw new TypeError(`unknown dialect ${dialect}`);
     const home = entityUrl(entity);
@@ -93,7 +112,7 @@ export class Folio {
     if (!server?.endpoints) {
       throw new FolioError({ status: answer.status, code: "no_endpoints", title: "the Entity record names no server" });
     }
-    return new Folio({ entity: record.content.entity, endpoints: server.endpoints, app, dialect, clientId, verify, fetch });
+    return new Folio({ entity: record.content.entity, endpoints: server.endpoints, app, dialect, clientId, verify, signBodies, fetch });
   }
 
   /** The URL of endpoint `name` with its template filled. */
@@ -126,8 +145,10 @@ export class Folio {
     if (body !== undefined) {
       payload = body instanceof Uint8Array ? body : new TextEncoder().encode(JSON.stringify(body));
       if (!(body instanceof Uint8Array)) sent["content-type"] = "application/json";
-      sent[this.names.contentSha256] = await hex(payload);
-      signedHeaders.push([this.names.contentSha256, sent[this.names.contentSha256]]);
+      if (this.signBodies) {
+        sent[this.names.contentSha256] = await hex(payload);
+        signedHeaders.push([this.names.contentSha256, sent[this.names.contentSha256]]);
+      }
     }
     if (this.clientId) {
       sent[this.names.clientId] = this.clientId;

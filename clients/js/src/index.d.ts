@@ -96,6 +96,11 @@ export interface ConnectOptions {
   clientId?: string | null;
   /** Check every record received against its version hash (default true). */
   verify?: boolean;
+  /**
+   * Send and sign each body's SHA-256 (default: outside browsers; a
+   * browser may not send that header, which the CORS answer does not list).
+   */
+  signBodies?: boolean;
   fetch?: typeof fetch;
 }
 
