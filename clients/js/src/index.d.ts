@@ -166,6 +166,12 @@ export declare class Records {
   update<C>(record: FolioRecord<C>, changes: { content: C; permissions?: Record<string, unknown>; type?: VersionLink }): Promise<FolioRecord<C>>;
   delete(record: FolioRecord<any>, options?: { action?: "delete" | "local" | "leave" }): Promise<FolioRecord<never>>;
   versions<C = Record<string, unknown>>(id: string, options?: { entity?: string }): Promise<FolioRecord<C>[]>;
+  /** A record with the records `includeLinks` asks for (JSON paths of links, `entity`, `existential`). */
+  getWithLinks<C = Record<string, unknown>>(id: string, options?: { entity?: string; includeLinks?: string[] }): Promise<{
+    record: FolioRecord<C>;
+    linked: Map<string, FolioRecord>;
+    linkedRecord(link: RecordLink): FolioRecord | null;
+  }>;
   page<C = Record<string, unknown>>(options?: ListOptions): Promise<Page<C>>;
   list<C = Record<string, unknown>>(options?: ListOptions): AsyncGenerator<FolioRecord<C>>;
   /** A version link to the built-in Type record named `name` (`type`, `app`, …). */

@@ -160,6 +160,20 @@ export class Records {
     return this._one(await this.folio.request("DELETE", url, { body }));
   }
 
+  /**
+   * A record with the records `includeLinks` asks for (JSON paths of its
+   * links, `entity`, `existential`): `{record, linked, linkedRecord(link)}`,
+   * `linked` by `entity+record_id`.
+   */
+  async getWithLinks(id, { entity = this.folio.entity, includeLinks = [] } = {}) {
+    const url = this.folio.url("record", { entity, record_id: id });
+    url.search = query({ include_links: includeLinks.join(",") });
+    const answer = await this.folio.request("GET", url);
+    const record = await this._one(answer);
+    const linked = new Map(answer.linked_records.map((r) => [`${r.author.entity}+${r.id}`, r]));
+    return { record, linked, linkedRecord: (link) => linked.get(`${link.entity}+${link.record_id}`) ?? null };
+  }
+
   /** Every version of a record, oldest first. */
   async versions(id, { entity = this.folio.entity } = {}) {
     const url = this.folio.url("record_versions", { entity, record_id: id });

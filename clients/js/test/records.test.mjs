@@ -147,3 +147,37 @@ test("a record that breaks its type's schema is refused before any write", async
   assert.equal(sent.filter((line) => line.startsWith("GET ")).length, 1);
   assert.equal(sent.filter((line) => line.startsWith("POST ")).length, 1);
 });
+
+test("authentication problems are FolioErrors too: an unknown app, a wrong key", async () => {
+  const { AppKey, newRecordId } = await import("../src/index.js");
+  const stranger = new Folio({
+    entity: folio.entity,
+    endpoints: folio.endpoints,
+    app: { appId: newRecordId(), authorizationId: newRecordId(), key: await AppKey.generate() },
+  });
+  await assert.rejects(stranger.records.page(), { name: "FolioError", status: 401, code: "unknown_app" });
+  const impostor = new Folio({
+    entity: folio.entity,
+    endpoints: folio.endpoints,
+    app: { ...server.app, key: await AppKey.generate() },
+  });
+  await assert.rejects(impostor.records.page(), { name: "FolioError", status: 401, code: "invalid_signature" });
+});
+
+test("include_links: the records a record links, joined to it", async () => {
+  const { recordLink } = await import("../src/index.js");
+  const linker = versionLink(await folio.records.create({
+    type: await folio.records.builtinType("type"),
+    content: {
+      name: "linker",
+      schema: { type: "object", properties: { content: { type: "object", properties: { ref: { type: "record_link" } } } } },
+    },
+  }));
+  const target = await folio.records.create({ type: noteType, content: { title: "linked" } });
+  const source = await folio.records.create({ type: linker, content: { ref: recordLink(target) } });
+  const { record, linkedRecord } = await folio.records.getWithLinks(source.id, { includeLinks: ["$['content']['ref']"] });
+  assert.equal(record.id, source.id);
+  assert.equal(linkedRecord(record.content.ref)?.content.title, "linked");
+  const page = await folio.records.page({ filter: filter.type(linker), includeLinks: ["$['content']['ref']"] });
+  assert.equal(page.linkedRecord(page.records[0].content.ref)?.id, target.id);
+});
