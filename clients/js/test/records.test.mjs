@@ -181,3 +181,20 @@ test("include_links: the records a record links, joined to it", async () => {
   const page = await folio.records.page({ filter: filter.type(linker), includeLinks: ["$['content']['ref']"] });
   assert.equal(page.linkedRecord(page.records[0].content.ref)?.id, target.id);
 });
+
+test("each deletion action makes its tombstone; a tombstone is not updated", async () => {
+  for (const action of ["delete", "local", "leave"]) {
+    const record = await folio.records.create({ type: noteType, content: { title: action } });
+    const tombstone = await folio.records.delete(record, { action });
+    assert.equal(tombstone.no_content.action, action);
+    assert.equal(tombstone.content, undefined);
+    await assert.rejects(folio.records.update(tombstone, { content: { title: "again" } }, { validate: false }), {
+      status: 410,
+      code: "record_deleted",
+    });
+  }
+  await assert.rejects(folio.records.delete(await folio.records.create({ type: noteType, content: { title: "x" } }), { action: "shred" }), {
+    status: 400,
+    code: "invalid_body",
+  });
+});
