@@ -183,6 +183,15 @@ impl SignatureCase {
         results[0]
     }
 
+    /// The vector's signature, as bytes.
+    fn signature(&self) -> [u8; 64] {
+        STANDARD
+            .decode(&self.expected_signature)
+            .unwrap()
+            .try_into()
+            .unwrap()
+    }
+
     /// A client signing this request with core's [`ClientSignature`] signs
     /// the vector's bytes and sends the vector's header (valid cases).
     fn check_client_signature(&self) {
@@ -212,11 +221,7 @@ impl SignatureCase {
             "{}: the client's signature input",
             self.name
         );
-        let signature: [u8; 64] = STANDARD
-            .decode(&self.expected_signature)
-            .unwrap()
-            .try_into()
-            .unwrap();
+        let signature = self.signature();
         assert_eq!(
             client.authorization_header(&signature),
             self.authorization_header.clone().expect("a header"),
@@ -241,11 +246,7 @@ impl SignatureCase {
             "{}: the client's bearer input",
             self.name
         );
-        let signature: [u8; 64] = STANDARD
-            .decode(&self.expected_signature)
-            .unwrap()
-            .try_into()
-            .unwrap();
+        let signature = self.signature();
         assert_eq!(
             Some(client.token(&signature)),
             self.token_base64,

@@ -118,22 +118,7 @@ pub async fn app_add(
     scope: Option<&str>,
     app_name: &str,
 ) -> Result<(AddedApp, Vec<Statement>), ProvisionError> {
-    users::check_user_name(user_name)?;
-    let user = User {
-        id: user_row_id(user_name),
-        name: user_name.to_owned(),
-        entity: entity.clone(),
-    };
-    let scratch = db::open_scratch()?;
-    let mut seed = vec![insert_user_with_id_sql(
-        user.id,
-        user_name,
-        entity,
-        None,
-        Clock.now(),
-    )];
-    seed.extend(seed_statements(user.id));
-    db::execute_all(&scratch, &seed)?;
+    let (user, scratch) = scratch_store(user_name, entity)?;
     let scope = match scope {
         Some(text) => Some(built_in_scope(&scratch, &user, text)?),
         None => None,
@@ -151,6 +136,15 @@ pub async fn type_add(
     entity: &Entity,
     content: &serde_json::Value,
 ) -> Result<(Record, Vec<Statement>), ProvisionError> {
+    let (user, scratch) = scratch_store(user_name, entity)?;
+    let mut recording = Recording::new(Savepoint(&scratch), user.id);
+    let record = users::create_type(&mut recording, &user, content).await?;
+    Ok((record, recording.into_statements()))
+}
+
+/// A scratch store holding what the edge store is known to hold for user
+/// `user_name` at `entity`: the user's row and the built-in types.
+fn scratch_store(user_name: &str, entity: &Entity) -> Result<(User, Connection), ProvisionError> {
     users::check_user_name(user_name)?;
     let user = User {
         id: user_row_id(user_name),
@@ -167,9 +161,7 @@ pub async fn type_add(
     )];
     seed.extend(seed_statements(user.id));
     db::execute_all(&scratch, &seed)?;
-    let mut recording = Recording::new(Savepoint(&scratch), user.id);
-    let record = users::create_type(&mut recording, &user, content).await?;
-    Ok((record, recording.into_statements()))
+    Ok((user, scratch))
 }
 
 /// Parses a scope on the scratch store, where only built-in types resolve.

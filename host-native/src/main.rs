@@ -332,14 +332,7 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             emit_sql: _,
         }) => {
             let conn = db::open_writer(&data.database(), db::Durability::Full)?;
-            let found = users::list_users(&conn)?
-                .into_iter()
-                .find(|u| u.name == user)
-                .ok_or_else(|| format!("no user `{user}`"))?;
-            if let Some(entity) = entity.filter(|entity| *entity != found.entity) {
-                let at = &found.entity;
-                return Err(format!("user `{user}` is at entity `{at}`, not `{entity}`").into());
-            }
+            let found = find_user(&conn, &user, entity)?;
             let scope = match scope {
                 Some(text) => Some(users::parse_scope(&conn, &found, &text)?),
                 None => None,
@@ -356,14 +349,7 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
         }) => {
             let content = read_type_content(&file)?;
             let conn = db::open_writer(&data.database(), db::Durability::Full)?;
-            let found = users::list_users(&conn)?
-                .into_iter()
-                .find(|u| u.name == user)
-                .ok_or_else(|| format!("no user `{user}`"))?;
-            if let Some(entity) = entity.filter(|entity| *entity != found.entity) {
-                let at = &found.entity;
-                return Err(format!("user `{user}` is at entity `{at}`, not `{entity}`").into());
-            }
+            let found = find_user(&conn, &user, entity)?;
             let record = users::add_type(&conn, &found, &content).await?;
             print_type(&mut std::io::stdout(), json, &record)?;
         }
@@ -464,6 +450,24 @@ fn print_user(
 }
 
 /// What `folio app add` prints.
+/// The user named `name`; when `entity` is given, it must be the user's.
+fn find_user(
+    conn: &rusqlite::Connection,
+    name: &str,
+    entity: Option<Entity>,
+) -> Result<users::User, String> {
+    let found = users::list_users(conn)
+        .map_err(|error| error.to_string())?
+        .into_iter()
+        .find(|u| u.name == name)
+        .ok_or_else(|| format!("no user `{name}`"))?;
+    if let Some(entity) = entity.filter(|entity| *entity != found.entity) {
+        let at = &found.entity;
+        return Err(format!("user `{name}` is at entity `{at}`, not `{entity}`"));
+    }
+    Ok(found)
+}
+
 /// A Type record's content from a file.
 fn read_type_content(path: &Path) -> Result<serde_json::Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -11,10 +11,8 @@ use support::{add_app, add_me, folio, scratch};
 
 const FOLIO: &str = env!("CARGO_BIN_EXE_folio");
 
-#[test]
-fn a_type_added_by_the_owner_can_be_granted_to_an_app() {
-    let data = scratch("type-add");
-    add_me(&data, "https://localhost:8443");
+/// A copy of the real apps' task type in `data`.
+fn real_task_type(data: &std::path::Path) -> std::path::PathBuf {
     let file = data.join("task.json");
     std::fs::copy(
         concat!(
@@ -24,6 +22,14 @@ fn a_type_added_by_the_owner_can_be_granted_to_an_app() {
         &file,
     )
     .expect("the real task type");
+    file
+}
+
+#[test]
+fn a_type_added_by_the_owner_can_be_granted_to_an_app() {
+    let data = scratch("type-add");
+    add_me(&data, "https://localhost:8443");
+    let file = real_task_type(&data);
     let out = folio(
         &data,
         &[
@@ -61,15 +67,7 @@ fn a_type_added_by_the_owner_can_be_granted_to_an_app() {
 #[test]
 fn with_emit_sql_the_type_is_sql_for_the_worker() {
     let data = scratch("type-add-emit");
-    let file = data.join("task.json");
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/real-types/task.json"
-        ),
-        &file,
-    )
-    .expect("the real task type");
+    let file = real_task_type(&data);
     let sql = folio(
         &data,
         &[
