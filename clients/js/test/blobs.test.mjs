@@ -3,8 +3,8 @@
 // another blob does not open this one.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Folio, FolioError, versionLink } from "../src/index.js";
-import { startServer } from "./server.mjs";
+import { Folio, FolioError } from "../src/index.js";
+import { newType, startServer } from "./server.mjs";
 
 let server;
 let folio;
@@ -13,17 +13,7 @@ let photoType;
 before(async () => {
   server = await startServer();
   folio = await Folio.connect({ entity: server.entityUrl, app: server.app });
-  const type = await folio.records.create({
-    type: await folio.records.builtinType("type"),
-    content: {
-      name: "photo",
-      schema: {
-        type: "object",
-        properties: { content: { type: "object", properties: { file: { type: "blob_link" } } } },
-      },
-    },
-  });
-  photoType = versionLink(type);
+  photoType = await newType(folio, "photo", { file: { type: "blob_link" } });
 });
 
 after(() => server?.stop());

@@ -4,30 +4,19 @@
 // signs requests within the granted scope, or the user's refusal.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { AppKey, Folio, FolioError, authorizationFrom, register, versionLink } from "../src/index.js";
-import { startServer } from "./server.mjs";
+import { AppKey, Folio, FolioError, authorizationFrom, register } from "../src/index.js";
+import { newType, startServer } from "./server.mjs";
 
 let server;
 let owner;
 let noteType;
 let otherType;
 
-async function newType(name) {
-  const type = await owner.records.create({
-    type: await owner.records.builtinType("type"),
-    content: {
-      name,
-      schema: { type: "object", properties: { content: { type: "object", properties: { title: { type: "string" } } } } },
-    },
-  });
-  return versionLink(type);
-}
-
 before(async () => {
   server = await startServer();
   owner = await Folio.connect({ entity: server.entityUrl, app: server.app });
-  noteType = await newType("consent_note");
-  otherType = await newType("consent_other");
+  noteType = await newType(owner, "consent_note", { title: { type: "string" } });
+  otherType = await newType(owner, "consent_other", { title: { type: "string" } });
 });
 
 after(() => server?.stop());

@@ -4,8 +4,8 @@
 // or repeated.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Folio, filter, versionLink } from "../src/index.js";
-import { startServer } from "./server.mjs";
+import { Folio, filter } from "../src/index.js";
+import { newType, startServer } from "./server.mjs";
 
 let server;
 let folio;
@@ -17,16 +17,7 @@ before(async () => {
 
 after(() => server?.stop());
 
-async function newType(name) {
-  const type = await folio.records.create({
-    type: await folio.records.builtinType("type"),
-    content: {
-      name,
-      schema: { type: "object", properties: { content: { type: "object", properties: { n: { type: "int" } } } } },
-    },
-  });
-  return versionLink(type);
-}
+const counterType = (name) => newType(folio, name, { n: { type: "int" } });
 
 /** The next `count` records of a subscription. */
 async function take(subscription, count) {
@@ -39,7 +30,7 @@ async function take(subscription, count) {
 }
 
 test("records written after subscribing arrive once each, in order", async () => {
-  const type = await newType("live_order");
+  const type = await counterType("live_order");
   let subscription;
   await new Promise((resolve) => {
     subscription = folio.events.subscribe({ filter: filter.type(type), onOpen: resolve });
@@ -51,7 +42,7 @@ test("records written after subscribing arrive once each, in order", async () =>
 });
 
 test("with a client id, an app does not receive its own writes", async () => {
-  const type = await newType("live_client_id");
+  const type = await counterType("live_client_id");
   const quiet = new Folio({ entity: folio.entity, endpoints: folio.endpoints, app: server.app, clientId: "c".repeat(32) });
   let subscription;
   await new Promise((resolve) => {
@@ -65,7 +56,7 @@ test("with a client id, an app does not receive its own writes", async () => {
 });
 
 test("after a server crash the subscription resumes from Last-Event-Id: nothing lost, nothing repeated", async () => {
-  const type = await newType("live_resume");
+  const type = await counterType("live_resume");
   let opens = 0;
   let subscription;
   await new Promise((resolve) => {

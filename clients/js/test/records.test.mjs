@@ -2,7 +2,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Folio, FolioError, filter, versionHash, versionLink } from "../src/index.js";
-import { startServer } from "./server.mjs";
+import { newType, startServer } from "./server.mjs";
 
 let server;
 let folio;
@@ -11,25 +11,10 @@ let noteType;
 before(async () => {
   server = await startServer();
   folio = await Folio.connect({ entity: server.entityUrl, app: server.app });
-  const type = await folio.records.create({
-    type: await folio.records.builtinType("type"),
-    content: {
-      name: "note",
-      schema: {
-        type: "object",
-        properties: {
-          content: {
-            type: "object",
-            properties: {
-              title: { type: "string", max_length: 100 },
-              n: { type: "int", optional: true },
-            },
-          },
-        },
-      },
-    },
+  noteType = await newType(folio, "note", {
+    title: { type: "string", max_length: 100 },
+    n: { type: "int", optional: true },
   });
-  noteType = versionLink(type);
 });
 
 after(() => server?.stop());
@@ -69,15 +54,7 @@ test("create, get, update and delete a record; its versions in order", async () 
 });
 
 test("a list pages through 250 records in order, each once", async () => {
-  const tag = `run_${Date.now()}`;
-  const batch = await folio.records.create({
-    type: await folio.records.builtinType("type"),
-    content: {
-      name: tag,
-      schema: { type: "object", properties: { content: { type: "object", properties: { n: { type: "int" } } } } },
-    },
-  });
-  const batchType = versionLink(batch);
+  const batchType = await newType(folio, `run_${Date.now()}`, { n: { type: "int" } });
   for (let n = 0; n < 250; n += 1) {
     await folio.records.create({ type: batchType, content: { n } });
   }
@@ -166,13 +143,7 @@ test("authentication problems are FolioErrors too: an unknown app, a wrong key",
 
 test("include_links: the records a record links, joined to it", async () => {
   const { recordLink } = await import("../src/index.js");
-  const linker = versionLink(await folio.records.create({
-    type: await folio.records.builtinType("type"),
-    content: {
-      name: "linker",
-      schema: { type: "object", properties: { content: { type: "object", properties: { ref: { type: "record_link" } } } } },
-    },
-  }));
+  const linker = await newType(folio, "linker", { ref: { type: "record_link" } });
   const target = await folio.records.create({ type: noteType, content: { title: "linked" } });
   const source = await folio.records.create({ type: linker, content: { ref: recordLink(target) } });
   const { record, linkedRecord } = await folio.records.getWithLinks(source.id, { includeLinks: ["$['content']['ref']"] });

@@ -92,3 +92,16 @@ export async function startServer() {
     },
   };
 }
+
+/**
+ * A Type record named `name` whose content has these `properties` (schema
+ * nodes by name), created by `folio`'s app; its version link.
+ */
+export async function newType(folio, name, properties) {
+  const { versionLink } = await import("../src/index.js");
+  const type = await folio.records.create({
+    type: await folio.records.builtinType("type"),
+    content: { name, schema: { type: "object", properties: { content: { type: "object", properties } } } },
+  });
+  return versionLink(type);
+}
