@@ -11,6 +11,19 @@ export function newNonce() {
 }
 
 /**
+ * The parts of a URL a signature names (PROTOCOL.md §10): the path and
+ * query as the WHATWG serializer writes them (as the server verifies), the
+ * host without its port, and the explicit port, else 443.
+ */
+function signed(url) {
+  return {
+    pathAndQuery: url.pathname + url.search,
+    host: url.hostname,
+    port: url.port === "" ? 443 : Number(url.port),
+  };
+}
+
+/**
  * A bearer token for GET of `url` until `expiresAt` (a Date or milliseconds;
  * at most 90 days ahead): the URL with its `bearer` parameter, usable
  * without any header (an `<img src>`).
@@ -18,15 +31,7 @@ export function newNonce() {
 export async function bearerUrl({ key, appId, authorizationId, url, expiresAt, dialect = "svc" }) {
   const core = await loadCore();
   const target = new URL(url);
-  const bearer = JSON.stringify({
-    dialect,
-    appId,
-    authorizationId,
-    expiresAt: Number(expiresAt),
-    pathAndQuery: target.pathname + target.search,
-    host: target.hostname,
-    port: target.port === "" ? 443 : Number(target.port),
-  });
+  const bearer = JSON.stringify({ dialect, appId, authorizationId, expiresAt: Number(expiresAt), ...signed(target) });
   const signature = await key.sign(core.bearerInput(bearer));
   const token = core.bearerToken(bearer, signature);
   target.search = `${target.search ? `${target.search}&` : "?"}bearer=${encodeURIComponent(token)}`;
@@ -53,7 +58,6 @@ export async function authorize({
   nonce = newNonce(),
 }) {
   const core = await loadCore();
-  const target = new URL(url);
   const request = JSON.stringify({
     dialect,
     algorithmLine,
@@ -62,9 +66,7 @@ export async function authorize({
     ts,
     nonce,
     method: method.toUpperCase(),
-    pathAndQuery: target.pathname + target.search,
-    host: target.hostname,
-    port: target.port === "" ? 443 : Number(target.port),
+    ...signed(new URL(url)),
     headers,
   });
   const signature = await key.sign(core.signatureInput(request));
