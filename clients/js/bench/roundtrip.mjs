@@ -52,7 +52,8 @@ const jwk = privateKey.export({ format: "jwk" });
 const b64 = (text) => Buffer.from(text, "base64url").toString("base64");
 const seed = b64(jwk.d);
 const app = cli(["app", "add", "--user", "me", "--public-key", b64(jwk.x), "--full-access", "--json"]);
-const server = spawn(folioBin, ["--data-dir", data, "serve", "--listen", `127.0.0.1:${port}`, "--http-listen", "off", "--base-url", baseUrl], {
+// The app's write rate is switched off, as the load tool does: this measures round trips, not the limit.
+const server = spawn(folioBin, ["--data-dir", data, "serve", "--listen", `127.0.0.1:${port}`, "--http-listen", "off", "--base-url", baseUrl, "--write-rate", "off"], {
   stdio: ["ignore", "ignore", "pipe"],
   env: { ...process.env, RUST_LOG: "warn" },
 });
