@@ -43,6 +43,17 @@ function linkTarget(header, rel, base) {
   return null;
 }
 
+/** The longest `Retry-After` the client waits out by itself; past it, the error goes to the app. */
+export const MAX_RETRY_AFTER_MS = 30_000;
+
+/** How long a `429` or `503` asks to wait, if it is one and says so within reason. */
+function retryAfterMs(response) {
+  if (response.status !== 429 && response.status !== 503) return null;
+  const seconds = Number(response.headers.get("retry-after"));
+  if (!Number.isFinite(seconds) || seconds < 0 || seconds * 1000 > MAX_RETRY_AFTER_MS) return null;
+  return seconds * 1000;
+}
+
 async function hex(bytes) {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
   return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
@@ -71,6 +82,7 @@ export class Folio {
     clientId = null,
     verify = true,
     signBodies = !IN_BROWSER,
+    retries = 2,
     fetch = globalThis.fetch,
   }) {
     this.entity = entity;
@@ -84,6 +96,8 @@ export class Folio {
     this.verify = verify;
     /** Whether a body's SHA-256 is sent and signed (see {@link IN_BROWSER}). */
     this.signBodies = signBodies;
+    /** How many times a `429` or `503` is retried after its `Retry-After`. */
+    this.retries = retries;
     // Called as a plain function: a browser's fetch refuses any other `this`.
     this.fetch = (input, init) => fetch(input, init);
     this.records = new Records(this);
@@ -96,7 +110,7 @@ export class Folio {
    * record) and connects to it. `entity` is a name (`alice.example`) or the
    * URL it is served at.
    */
-  static async connect({ entity, app = null, dialect = "svc", clientId = null, verify = true, signBodies, fetch = globalThis.fetch }) {
+  static async connect({ entity, app = null, dialect = "svc", clientId = null, verify = true, signBodies, retries, fetch = globalThis.fetch }) {
     const names = DIALECTS[dialect];
     if (!names) throw new TypeError(`unknown dialect ${dialect}`);
     const home = entityUrl(entity);
@@ -112,7 +126,7 @@ export class Folio {
     if (!server?.endpoints) {
       throw new FolioError({ status: answer.status, code: "no_endpoints", title: "the Entity record names no server" });
     }
-    return new Folio({ entity: record.content.entity, endpoints: server.endpoints, app, dialect, clientId, verify, signBodies, fetch });
+    return new Folio({ entity: record.content.entity, endpoints: server.endpoints, app, dialect, clientId, verify, signBodies, retries, fetch });
   }
 
   /** The URL of endpoint `name` with its template filled. */
@@ -127,10 +141,19 @@ export class Folio {
    * JSON body (or `null` for an empty one), or throws a {@link FolioError}.
    */
   async request(method, url, options = {}) {
-    const raw = await this.send(method, url, options);
-    if (!raw.ok) throw await FolioError.from(raw);
-    const text = await raw.text();
-    return text === "" ? null : JSON.parse(text);
+    for (let attempt = 1; ; attempt += 1) {
+      const raw = await this.send(method, url, options);
+      if (raw.ok) {
+        const text = await raw.text();
+        return text === "" ? null : JSON.parse(text);
+      }
+      // A rate limit or a busy server says when to come back: within
+      // reason, the request is signed afresh and sent again then.
+      const wait = retryAfterMs(raw);
+      if (wait === null || attempt > this.retries) throw await FolioError.from(raw);
+      await raw.body?.cancel();
+      await new Promise((resume) => setTimeout(resume, wait));
+    }
   }
 
   /**

@@ -101,6 +101,8 @@ export interface ConnectOptions {
    * browser may not send that header, which the CORS answer does not list).
    */
   signBodies?: boolean;
+  /** How many times a `429` or `503` is sent again after its `Retry-After` (at most 30 s); default 2. */
+  retries?: number;
   fetch?: typeof fetch;
 }
 

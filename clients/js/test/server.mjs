@@ -36,8 +36,8 @@ function keyPair() {
   return { seed: standard(jwk.d), publicKey: standard(jwk.x) };
 }
 
-/** Starts a server; `stop()` ends it and removes its data. */
-export async function startServer() {
+/** Starts a server (`serveArgs` go to `folio serve`); `stop()` ends it and removes its data. */
+export async function startServer({ serveArgs = [] } = {}) {
   if (!folio || !process.env.FOLIO_TLS_CERT) {
     throw new Error("run the SDK's tests with `npm test` (test/run.mjs), which starts servers for them");
   }
@@ -50,7 +50,7 @@ export async function startServer() {
   const launch = async () => {
     const child = spawn(
       folio,
-      ["--data-dir", data, "serve", "--listen", `127.0.0.1:${port}`, "--http-listen", "off", "--base-url", baseUrl],
+      ["--data-dir", data, "serve", "--listen", `127.0.0.1:${port}`, "--http-listen", "off", "--base-url", baseUrl, ...serveArgs],
       { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "warn" } },
     );
     let log = "";
