@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
-import { AppKey, authorize, versionHash } from "../src/index.js";
+import { AppKey, authorize, bearerUrl, versionHash } from "../src/index.js";
 
 const vectors = (name) =>
   readFile(new URL(`../../../../shared/vectors/${name}`, import.meta.url), "utf8").then(JSON.parse);
@@ -29,6 +29,22 @@ test("every valid header vector is signed to its Authorization header", async ()
       nonce: c.nonce,
     });
     assert.equal(header, c.authorization_header, c.name);
+  }
+});
+
+test("every valid bearer vector is made into its token", async () => {
+  const cases = (await vectors("signatures.json")).filter((c) => c.kind === "bearer_token" && c.expect_valid);
+  assert.ok(cases.length >= 2, `${cases.length} cases`);
+  for (const c of cases) {
+    const url = await bearerUrl({
+      key: await AppKey.fromSeed(c.private_key_base64),
+      appId: c.app_record_id,
+      authorizationId: c.authorization_id === "" ? null : c.authorization_id,
+      url: `https://${c.host}:${c.port}${c.path_and_query}`,
+      expiresAt: c.ts,
+      dialect: c.prefix,
+    });
+    assert.equal(url.searchParams.get("bearer"), c.token_base64, c.name);
   }
 });
 
