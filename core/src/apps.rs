@@ -123,23 +123,36 @@ pub fn app_access(
     {
         return Err(AuthError::UnknownApp);
     }
-    let grant = content.as_map().get("scope_grant");
+    let scope = granted_scope(record);
+    Ok(Access::App {
+        entity: user.clone(),
+        grant: AppGrant {
+            app_record: Some(*app),
+            read: scope.read,
+            write: scope.write,
+            subscribe: scope.subscribe,
+            every_type: full_access,
+        },
+    })
+}
+
+/// The `scope_grant` of an App Authorization record (empty lists where it
+/// names none, and for a tombstone).
+pub fn granted_scope(authorization: &Record) -> Scope {
+    let grant = authorization
+        .content()
+        .and_then(|content| content.as_map().get("scope_grant"));
     let list = |name: &str| -> Vec<RecordLink> {
         grant
             .and_then(|g| g.get(name))
             .and_then(|list| serde_json::from_value(list.clone()).ok())
             .unwrap_or_default()
     };
-    Ok(Access::App {
-        entity: user.clone(),
-        grant: AppGrant {
-            app_record: Some(*app),
-            read: list("read"),
-            write: list("write"),
-            subscribe: list("subscribe"),
-            every_type: full_access,
-        },
-    })
+    Scope {
+        read: list("read"),
+        write: list("write"),
+        subscribe: list("subscribe"),
+    }
 }
 
 /// The server's public key for an app, from its Credentials record.

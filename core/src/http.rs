@@ -6,6 +6,24 @@ use crate::dialect::Dialect;
 /// `Cache-Control` of every response except a blob download.
 pub const NO_CACHE: &str = "no-cache";
 
+/// Whether an `Accept` header names `text/html` (with a quality above 0):
+/// a browser navigating, which a page answers rather than an API reply.
+pub fn prefers_html(accept: Option<&str>) -> bool {
+    accept.is_some_and(|accept| {
+        accept.split(',').any(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            parts
+                .next()
+                .is_some_and(|essence| essence.eq_ignore_ascii_case("text/html"))
+                && parts.all(|param| {
+                    !param
+                        .strip_prefix("q=")
+                        .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q <= 0.0))
+                })
+        })
+    })
+}
+
 /// The status of a preflight (`OPTIONS`) response.
 pub const PREFLIGHT_STATUS: u16 = 204;
 

@@ -53,6 +53,7 @@ pub mod blob;
 pub mod builtin;
 pub mod canonical;
 pub mod consent;
+pub mod console;
 pub mod dialect;
 pub mod discovery;
 pub mod docs;

@@ -78,6 +78,8 @@ pub enum Endpoint {
     ErrorType { type_path: String },
     /// `/{user}/auth/{app_record_id}`: the consent page.
     Consent { user: UserName, app: RecordId },
+    /// `/{user}/console…`: the owner's console.
+    Console { user: UserName, page: ConsolePage },
     /// `/api/{user}/records`.
     Records { user: UserName },
     /// `/api/{user}/records/{entity}/{record_id}`.
@@ -118,7 +120,7 @@ impl Endpoint {
         use Method::*;
         match self {
             Endpoint::Discovery | Endpoint::ErrorType { .. } => &[Head, Get],
-            Endpoint::Consent { .. } => &[Head, Get, Post],
+            Endpoint::Consent { .. } | Endpoint::Console { .. } => &[Head, Get, Post],
             Endpoint::Records { .. } => &[Head, Get, Post],
             Endpoint::Record { .. } => &[Head, Get, Put, Delete],
             Endpoint::RecordVersions { .. }
@@ -152,6 +154,7 @@ impl Endpoint {
         match self {
             Endpoint::Discovery | Endpoint::ErrorType { .. } => None,
             Endpoint::Consent { user, .. }
+            | Endpoint::Console { user, .. }
             | Endpoint::Records { user }
             | Endpoint::Record { user, .. }
             | Endpoint::RecordVersions { user, .. }
@@ -257,8 +260,101 @@ pub fn route(path: &str) -> Result<Endpoint, Problem> {
             user: user(name)?,
             app: parse(app, path)?,
         },
+        [name, "console", rest @ ..] => Endpoint::Console {
+            user: user(name)?,
+            page: console_page(rest, path)?,
+        },
         _ => return Err(not_found()),
     })
+}
+
+/// A page of the console, from the path segments after `console`.
+fn console_page(segments: &[&str], path: &str) -> Result<ConsolePage, Problem> {
+    fn parse<T: std::str::FromStr>(text: &str, path: &str) -> Result<T, Problem> {
+        text.parse().map_err(|_| {
+            Problem::new(ProblemType::NotFound).with_detail(format!("no page at {path}"))
+        })
+    }
+    let record = |entity: &str, id: &str| -> Result<RecordPath, Problem> {
+        Ok(RecordPath {
+            entity: parse(entity, path)?,
+            record_id: parse(id, path)?,
+        })
+    };
+    Ok(match segments {
+        [] | [""] => ConsolePage::Overview,
+        ["style.css"] => ConsolePage::Style,
+        ["sign-in"] => ConsolePage::SignIn,
+        ["sign-out"] => ConsolePage::SignOut,
+        ["records"] => ConsolePage::Records,
+        ["records", "new"] => ConsolePage::NewRecord,
+        ["records", entity, id] => ConsolePage::Record(record(entity, id)?),
+        ["records", entity, id, "edit"] => ConsolePage::EditRecord(record(entity, id)?),
+        ["records", entity, id, "delete"] => ConsolePage::DeleteRecord(record(entity, id)?),
+        ["records", entity, id, "versions", hash] => {
+            ConsolePage::Version(record(entity, id)?, parse(hash, path)?)
+        }
+        ["records", entity, id, "blobs", hash, name] => ConsolePage::Blob(
+            record(entity, id)?,
+            BlobPath {
+                hash: parse(hash, path)?,
+                file_name: parse(name, path)?,
+            },
+        ),
+        ["types"] => ConsolePage::Types,
+        ["apps"] => ConsolePage::Apps,
+        ["apps", id, "revoke"] => ConsolePage::RevokeApp(parse(id, path)?),
+        ["apps", id, "forget"] => ConsolePage::ForgetApp(parse(id, path)?),
+        ["account"] => ConsolePage::Account,
+        ["account", "password"] => ConsolePage::ChangePassword,
+        ["account", "sessions"] => ConsolePage::EndSessions,
+        _ => {
+            return Err(Problem::new(ProblemType::NotFound)
+                .with_detail(format!("no page at {path}")));
+        }
+    })
+}
+
+/// A page of the owner's console (`/{user}/console/…`); each answers `GET`
+/// or takes a form's `POST`, as the console decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsolePage {
+    /// `console`: counts, apps, the latest versions.
+    Overview,
+    /// `console/style.css`: the console's one stylesheet.
+    Style,
+    /// `console/sign-in`: the password form's target.
+    SignIn,
+    /// `console/sign-out`.
+    SignOut,
+    /// `console/records`: the list; a `POST` creates.
+    Records,
+    /// `console/records/new`: the form of a new record.
+    NewRecord,
+    /// `console/records/{entity}/{id}`: a record and its versions.
+    Record(RecordPath),
+    /// `…/edit`: the edit form; a `POST` updates.
+    EditRecord(RecordPath),
+    /// `…/delete`: a `POST` deletes.
+    DeleteRecord(RecordPath),
+    /// `…/versions/{hash}`: one version, against its parent.
+    Version(RecordPath, VersionHash),
+    /// `…/blobs/{hash}/{name}`: a blob the record links, downloaded.
+    Blob(RecordPath, BlobPath),
+    /// `console/types`: the Type records; a `POST` validates a record.
+    Types,
+    /// `console/apps`.
+    Apps,
+    /// `console/apps/{id}/revoke`: a `POST` deletes its authorizations.
+    RevokeApp(RecordId),
+    /// `console/apps/{id}/forget`: a `POST` deletes the app's records.
+    ForgetApp(RecordId),
+    /// `console/account`.
+    Account,
+    /// `console/account/password`: a `POST` changes the password.
+    ChangePassword,
+    /// `console/account/sessions`: a `POST` signs out of every session.
+    EndSessions,
 }
 
 #[cfg(test)]

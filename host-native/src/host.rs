@@ -409,6 +409,10 @@ impl Secrets for App {
     async fn verify_password(&self, hash: String, password: String) -> bool {
         self.password_checks.verify(hash, password).await
     }
+
+    async fn hash_password(&self, password: String, salt: [u8; 16]) -> Option<String> {
+        self.password_checks.hash(password, salt).await
+    }
 }
 
 #[cfg(test)]

@@ -24,16 +24,24 @@ impl PasswordChecks {
     pub async fn verify(&self, hash: String, password: String) -> bool {
         self.in_turn(move || folio_core::consent::verify_password(&hash, &password))
             .await
+            .unwrap_or(false)
     }
 
-    /// Runs `check` on a blocking thread once a turn is free; `false` if it
+    /// The argon2id hash of a new `password`, with `salt`.
+    pub async fn hash(&self, password: String, salt: [u8; 16]) -> Option<String> {
+        self.in_turn(move || folio_core::consent::hash_password(&password, salt))
+            .await
+            .flatten()
+    }
+
+    /// Runs `work` on a blocking thread once a turn is free; `None` if it
     /// could not run.
-    async fn in_turn(&self, check: impl FnOnce() -> bool + Send + 'static) -> bool {
+    async fn in_turn<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
         // The semaphore is never closed.
         let Ok(_turn) = self.turns.acquire().await else {
-            return false;
+            return None;
         };
-        tokio::task::spawn_blocking(check).await.unwrap_or(false)
+        tokio::task::spawn_blocking(work).await.ok()
     }
 }
 

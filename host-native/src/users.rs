@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
-use argon2::password_hash::{PasswordHasher, SaltString};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use folio_core::access::Access;
@@ -120,12 +119,8 @@ pub fn generate_password() -> String {
 /// The argon2id hash stored for a password (argon2's default parameters:
 /// 19 MiB, 2 passes, 1 lane, the OWASP recommendation).
 pub fn hash_password(password: &str) -> Result<String, ProvisionError> {
-    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>())
-        .map_err(|e| ProvisionError::Invalid(e.to_string()))?;
-    argon2::Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|hash| hash.to_string())
-        .map_err(|e| ProvisionError::Invalid(e.to_string()))
+    folio_core::consent::hash_password(password, rand::random())
+        .ok_or_else(|| ProvisionError::Invalid("the password could not be hashed".to_owned()))
 }
 
 /// Runs statements through `tx` at once; answers the rows of the last one.

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, SignedRequest, nonce_table};
 use folio_core::blob::{Received, UploadMeter};
-use folio_core::consent::{SessionKey, verify_password};
+use folio_core::consent::{SessionKey, hash_password, verify_password};
 use folio_core::dialect::Dialect;
 use folio_core::events::{
     HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, OpenStreams, Opened, SUBSCRIBER_QUEUE_LEN,
@@ -652,5 +652,9 @@ impl Secrets for UserStore {
 
     async fn verify_password(&self, hash: String, password: String) -> bool {
         verify_password(&hash, &password)
+    }
+
+    async fn hash_password(&self, password: String, salt: [u8; 16]) -> Option<String> {
+        hash_password(&password, salt)
     }
 }

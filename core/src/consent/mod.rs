@@ -212,6 +212,17 @@ pub struct AppRequest {
 }
 
 impl AppRequest {
+    /// The name of an App record (of its last live version's content;
+    /// `None` for a tombstone).
+    pub fn name_of(record: &Record) -> Option<String> {
+        record
+            .content()?
+            .as_map()
+            .get("name")?
+            .as_str()
+            .map(str::to_owned)
+    }
+
     /// The request of a live App record; `None` for anything else.
     pub fn from_record(record: &Record) -> Option<Self> {
         if !crate::access::is_type(&record.type_link, crate::builtin::BuiltinType::App) {
@@ -371,6 +382,19 @@ pub fn approval_writes(
             .expect("an empty deletion body parses")
     });
     std::iter::once(create).chain(deletions).collect()
+}
+
+/// The argon2id hash (a PHC string) stored for `password`, with `salt`
+/// (16 random bytes the host draws) and argon2's default parameters (19
+/// MiB, 2 passes, 1 lane: OWASP's recommendation). It costs what
+/// [`verify_password`] does: the native host runs it off its async workers.
+pub fn hash_password(password: &str, salt: [u8; 16]) -> Option<String> {
+    use argon2::PasswordHasher;
+    let salt = argon2::password_hash::SaltString::encode_b64(&salt).ok()?;
+    argon2::Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .ok()
+        .map(|hash| hash.to_string())
 }
 
 /// Whether `password` matches `hash`, an argon2id PHC string as the CLI

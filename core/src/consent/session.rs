@@ -1,7 +1,10 @@
-//! The consent page's session: a cookie the server signs (HMAC-SHA-256 with
-//! a secret the host keeps), so that neither host stores sessions. It names
-//! the user, whether the person signed in, when it expires, and a random
-//! nonce the CSRF token of its forms is derived from.
+//! The session of the consent page and the owner's console: a cookie the
+//! server signs (HMAC-SHA-256 with a secret the host keeps), so that neither
+//! host stores sessions. It names the user, whether the person signed in and
+//! when, when it expires, and a random nonce the CSRF token of its forms is
+//! derived from. Signing out of every session moves the user's
+//! `sessions_after` mark past every sign-in made so far
+//! ([`Session::is_current`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -14,8 +17,12 @@ use crate::model::RecordDate;
 /// `Path=/` and no `Domain`, so no other host can set or shadow it.
 pub const SESSION_COOKIE: &str = "__Host-folio_session";
 
-/// How long a signed-in session lasts: one consent decision, with time to read.
+/// How long a signed-in session lasts without use: each page that finds
+/// less than half of it left renews it ([`Session::renewed`]).
 pub const SIGNED_IN_LIFETIME_MS: i64 = 30 * 60 * 1000;
+
+/// How long after signing in a session ends, however much it is used.
+pub const SIGNED_IN_MAX_MS: i64 = 12 * 60 * 60 * 1000;
 
 /// How long a visitor's (not yet signed-in) session lasts: its forms'
 /// CSRF tokens stay valid this long.
@@ -54,6 +61,8 @@ pub struct Session {
     /// Whether the person proved they are the user (the password).
     pub signed_in: bool,
     pub expires_ms: i64,
+    /// When the person signed in (when the visit began, for a visitor).
+    pub since_ms: i64,
     nonce: [u8; 16],
 }
 
@@ -65,6 +74,7 @@ impl Session {
             user: user.to_owned(),
             signed_in: false,
             expires_ms: now.unix_millis() + VISITOR_LIFETIME_MS,
+            since_ms: now.unix_millis(),
             nonce,
         }
     }
@@ -76,17 +86,40 @@ impl Session {
             user: user.to_owned(),
             signed_in: true,
             expires_ms: now.unix_millis() + SIGNED_IN_LIFETIME_MS,
+            since_ms: now.unix_millis(),
             nonce,
         }
     }
 
-    /// `v1.<user, base64url>.<0|1>.<expiry ms>.<nonce hex>`, what the MAC covers.
+    /// Whether the session is a signed-in one of `user` that signing out
+    /// everywhere has not ended: made after the user's `sessions_after`
+    /// mark (Unix milliseconds; 0 when the user never signed out).
+    pub fn is_current(&self, user: &str, sessions_after_ms: i64) -> bool {
+        self.signed_in && self.user == user && self.since_ms > sessions_after_ms
+    }
+
+    /// The same session with its expiry moved on, when less than half of
+    /// [`SIGNED_IN_LIFETIME_MS`] is left and [`SIGNED_IN_MAX_MS`] allows:
+    /// its nonce (so the CSRF token of open forms) stays.
+    pub fn renewed(&self, now: RecordDate) -> Option<Session> {
+        let now = now.unix_millis();
+        let end = (now + SIGNED_IN_LIFETIME_MS).min(self.since_ms + SIGNED_IN_MAX_MS);
+        (self.signed_in && self.expires_ms - now < SIGNED_IN_LIFETIME_MS / 2 && end > self.expires_ms)
+            .then(|| Session {
+                expires_ms: end,
+                ..self.clone()
+            })
+    }
+
+    /// `v2.<user, base64url>.<0|1>.<expiry ms>.<since ms>.<nonce hex>`,
+    /// what the MAC covers.
     fn payload(&self) -> String {
         format!(
-            "v1.{}.{}.{}.{}",
+            "v2.{}.{}.{}.{}.{}",
             URL_SAFE_NO_PAD.encode(&self.user),
             u8::from(self.signed_in),
             self.expires_ms,
+            self.since_ms,
             hex::encode(self.nonce)
         )
     }
@@ -111,6 +144,11 @@ impl Session {
         )
     }
 
+    /// A `Set-Cookie` value that removes the session cookie (signing out).
+    pub fn clear_cookie() -> String {
+        format!("{SESSION_COOKIE}=; Path=/; Max-Age=0; Secure; HttpOnly; SameSite=Lax")
+    }
+
     /// The session a request's `Cookie` header carries, if its MAC holds
     /// and it has not expired.
     pub fn from_cookie_header(header: &str, key: &SessionKey, now: RecordDate) -> Option<Self> {
@@ -128,14 +166,24 @@ impl Session {
             .verify_slice(&hex::decode(mac).ok()?)
             .ok()?;
         let mut parts = payload.split('.');
-        let (Some("v1"), Some(user), Some(signed_in), Some(expires), Some(nonce), None) = (
+        let (
+            Some("v2"),
+            Some(user),
+            Some(signed_in),
+            Some(expires),
+            Some(since),
+            Some(nonce),
+            None,
+        ) = (
             parts.next(),
             parts.next(),
             parts.next(),
             parts.next(),
             parts.next(),
             parts.next(),
-        ) else {
+            parts.next(),
+        )
+        else {
             return None;
         };
         Some(Session {
@@ -146,6 +194,7 @@ impl Session {
                 _ => return None,
             },
             expires_ms: expires.parse().ok()?,
+            since_ms: since.parse().ok()?,
             nonce: hex::decode(nonce).ok()?.try_into().ok()?,
         })
     }
@@ -212,10 +261,38 @@ mod tests {
     }
 
     #[test]
+    fn signing_out_everywhere_ends_earlier_sessions() {
+        let session = Session::signed_in("me", [1; 16], fixed_time());
+        let at = fixed_time().unix_millis();
+        assert!(session.is_current("me", 0));
+        assert!(session.is_current("me", at - 1));
+        assert!(!session.is_current("me", at));
+        assert!(!session.is_current("you", 0));
+        assert!(!Session::visitor("me", [1; 16], fixed_time()).is_current("me", 0));
+    }
+
+    #[test]
+    fn a_used_session_is_renewed_up_to_its_maximum() {
+        let at = |ms: i64| RecordDate::from_unix_millis(fixed_time().unix_millis() + ms).expect("a date");
+        let session = Session::signed_in("me", [1; 16], fixed_time());
+        assert_eq!(session.renewed(at(60_000)), None, "most of it is left");
+        let renewed = session
+            .renewed(at(SIGNED_IN_LIFETIME_MS - 60_000))
+            .expect("renewed past half its lifetime");
+        assert_eq!(renewed.expires_ms, at(2 * SIGNED_IN_LIFETIME_MS - 60_000).unix_millis());
+        assert_eq!(renewed.since_ms, session.since_ms);
+        let key = SessionKey::from_bytes([7; 32]);
+        assert_eq!(renewed.csrf_token(&key), session.csrf_token(&key));
+        let mut old = session.clone();
+        old.expires_ms = session.since_ms + SIGNED_IN_MAX_MS;
+        assert_eq!(old.renewed(at(SIGNED_IN_MAX_MS - 60_000)), None, "never past the maximum");
+    }
+
+    #[test]
     fn the_cookie_is_secure_http_only_and_lax() {
         let key = SessionKey::from_bytes([7; 32]);
         let cookie = Session::visitor("me", [1; 16], fixed_time()).set_cookie(&key, fixed_time());
-        assert!(cookie.starts_with("__Host-folio_session=v1."));
+        assert!(cookie.starts_with("__Host-folio_session=v2."));
         assert!(cookie.ends_with("; Path=/; Max-Age=3600; Secure; HttpOnly; SameSite=Lax"));
     }
 }

@@ -107,6 +107,17 @@ pub enum DeletionAction {
     Leave,
 }
 
+impl DeletionAction {
+    /// The action as the wire names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeletionAction::Delete => "delete",
+            DeletionAction::Local => "local",
+            DeletionAction::Leave => "leave",
+        }
+    }
+}
+
 /// One element of `no_content.links`: `{"path", "type", "link"}`, where
 /// `type` is the link's [`LinkKind`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]

@@ -24,8 +24,22 @@ pub(super) async fn download<H: Host>(
     version: Option<VersionHash>,
     blob: &BlobPath,
 ) -> Outcome<H::Stream> {
-    let host = cx.host;
     let caller = cx.reader(user).await?;
+    download_as(cx, user, &caller.access, caller.bearer_expiry, record, version, blob).await
+}
+
+/// A blob's download for a caller whose `access` is known (the API's
+/// signed or anonymous reader, the console's owner).
+pub(super) async fn download_as<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    access: &crate::access::Access,
+    bearer_expiry: Option<crate::model::RecordDate>,
+    record: &RecordPath,
+    version: Option<VersionHash>,
+    blob: &BlobPath,
+) -> Outcome<H::Stream> {
+    let host = cx.host;
     let row = match version {
         None => cx.latest(user, record).await?,
         Some(hash) => cx
@@ -43,7 +57,7 @@ pub(super) async fn download<H: Host>(
         return Err(Problem::new(ProblemType::RecordNotFound).into());
     };
     let (found, entries) = read_version(&row_record, &row_links)?;
-    if !caller.access.can_read(&found) {
+    if !access.can_read(&found) {
         return Err(Problem::new(ProblemType::RecordNotFound).into());
     }
     let not_found = || Failure::from(Problem::new(ProblemType::BlobNotFound));
@@ -79,7 +93,7 @@ pub(super) async fn download<H: Host>(
         .with("accept-ranges", ACCEPT_RANGES)
         .with(
             "cache-control",
-            blob_cache_control(blob_audience(&found, caller.bearer_expiry, cx.request.now)),
+            blob_cache_control(blob_audience(&found, bearer_expiry, cx.request.now)),
         );
     if let RangeAnswer::Partial {
         start,

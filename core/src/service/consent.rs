@@ -49,10 +49,13 @@ async fn answer<H: Host>(
         host.discard(body).await;
         return Err(not_found());
     };
+    // A signed-in session that signing out everywhere ended counts for nothing.
+    let sessions_after = super::console::sessions_after(cx, user).await?;
     let session = cx
         .request
         .header("cookie")
-        .and_then(|cookie| Session::from_cookie_header(cookie, key, now));
+        .and_then(|cookie| Session::from_cookie_header(cookie, key, now))
+        .filter(|session| !session.signed_in || session.is_current(&user.name, sessions_after));
     let form = match cx.method == crate::route::Method::Post {
         true => Some(match host.read_body(body, MAX_FORM_BYTES).await {
             Ok(bytes) => parse_form(&bytes),

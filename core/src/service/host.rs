@@ -135,6 +135,9 @@ pub enum Note<'a> {
     SignedIn {
         user: &'a str,
     },
+    PasswordChanged {
+        user: &'a str,
+    },
     WrongPassword {
         user: &'a str,
         peer: Option<IpAddr>,
@@ -154,10 +157,13 @@ impl fmt::Display for Note<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Note::Registered { user, app } => write!(f, "user {user} registered app {app}"),
-            Note::SignedIn { user } => write!(f, "user {user} signed in on the consent page"),
+            Note::SignedIn { user } => write!(f, "user {user} signed in"),
+            Note::PasswordChanged { user } => {
+                write!(f, "user {user} changed their password; every other session ended")
+            }
             Note::WrongPassword { user, peer } => match peer {
-                Some(peer) => write!(f, "a wrong consent-page password for {user} from {peer}"),
-                None => write!(f, "a wrong consent-page password for {user}"),
+                Some(peer) => write!(f, "a wrong password for {user} from {peer}"),
+                None => write!(f, "a wrong password for {user}"),
             },
             Note::Authorized {
                 user,
@@ -321,12 +327,18 @@ pub trait Guards {
     async fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError>;
 }
 
-/// The consent page's secrets.
+/// The secrets of the consent page and the console.
 #[allow(async_fn_in_trait)]
 pub trait Secrets {
-    /// The key that signs the consent page's session cookies.
+    /// The key that signs session cookies.
     fn session_key(&self) -> &SessionKey;
 
-    /// Whether `password` matches the stored argon2id `hash` (PHC string).
+    /// Whether `password` matches the stored argon2id `hash` (PHC string),
+    /// with core's [`verify_password`](crate::consent::verify_password).
     async fn verify_password(&self, hash: String, password: String) -> bool;
+
+    /// The argon2id hash to store for a new `password`, with core's
+    /// [`hash_password`](crate::consent::hash_password) and `salt`; `None`
+    /// if it could not be made.
+    async fn hash_password(&self, password: String, salt: [u8; 16]) -> Option<String>;
 }

@@ -54,6 +54,7 @@
 mod auth;
 mod blobs;
 mod consent;
+mod console;
 mod events;
 mod host;
 mod rates;
@@ -376,6 +377,9 @@ async fn dispatch<'r, H: Host>(
                 None if matches!(endpoint, Endpoint::Consent { .. }) => {
                     return Ok(consent::not_found());
                 }
+                None if matches!(endpoint, Endpoint::Console { .. }) => {
+                    return Ok(console::no_such_user());
+                }
                 None => {
                     return Err(Problem::new(ProblemType::NotFound)
                         .with_detail(format!("no user `{name}` here"))
@@ -390,6 +394,9 @@ async fn dispatch<'r, H: Host>(
         (Endpoint::ErrorType { type_path }, _) => error_type(&type_path),
         (Endpoint::Consent { app, .. }, Some(user)) => {
             Ok(consent::consent(&cx, &user, app, take(body)?).await)
+        }
+        (Endpoint::Console { page, .. }, Some(user)) => {
+            Ok(console::console(&cx, &user, page, take(body)?).await)
         }
         (Endpoint::NewNotification { .. }, Some(_)) => {
             Err(Problem::new(ProblemType::NotImplemented).into())
@@ -438,6 +445,10 @@ fn take<B>(body: &mut Option<B>) -> Result<B, Failure> {
 async fn discovery<H: Host>(cx: &Context<'_, '_, H>) -> Outcome<H::Stream> {
     let host = cx.host;
     let settings = host.settings();
+    // A browser's visit: a page about the server, naming no user.
+    if cx.method == Method::Get && crate::http::prefers_html(cx.request.header("accept")) {
+        return Ok(console::landing(cx.request.host, &settings.version));
+    }
     let users = host.users().await.map_err(Failure::internal)?;
     let user = user_for_host(cx.request.host, &users, |u| &u.entity).ok_or_else(|| {
         Problem::new(ProblemType::NotFound).with_detail("no user's entity is served at this host")

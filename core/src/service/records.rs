@@ -329,7 +329,10 @@ impl<H: Host> Context<'_, '_, H> {
         let write = RecordWrite {
             request,
             access: caller.access.clone(),
-            origin: WriteOrigin { client_id },
+            origin: WriteOrigin {
+                client_id,
+                app: caller.access.grant().and_then(|grant| grant.app_record),
+            },
             fresh_id: self.request.fresh.record_id(),
         };
         let Done::Written(written) = self

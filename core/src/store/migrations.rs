@@ -34,6 +34,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "described_entity",
         sql: include_str!("sql/0003_described_entity.sql"),
     },
+    Migration {
+        version: 4,
+        name: "console",
+        sql: include_str!("sql/0004_console.sql"),
+    },
 ];
 
 impl Migration {

@@ -8,6 +8,7 @@
 //! and reads each with `json_extract`, which SQLite treats as a constant
 //! and can use for index lookups.
 
+mod console;
 mod list;
 mod literal;
 mod migrations;
@@ -16,6 +17,10 @@ mod users;
 mod version;
 mod write;
 
+pub use console::{
+    builtin_records_sql, recent_versions_sql, records_per_type_sql, sessions_after_sql,
+    set_password_sql, sign_out_everywhere_sql, store_totals_sql,
+};
 pub use list::{ListSql, list_sql};
 pub use literal::LiteralSqlError;
 pub use migrations::{MIGRATIONS, Migration};

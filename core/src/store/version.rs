@@ -1,6 +1,6 @@
 //! Storing one version, and reading stored versions back.
 
-use crate::model::{ClientId, ReceivedRecord, Record, RecordBody, VersionHash};
+use crate::model::{ClientId, ReceivedRecord, Record, RecordBody, RecordId, VersionHash};
 use crate::query::IndexEntry;
 
 use super::{Binder, Statement};
@@ -10,6 +10,8 @@ use super::{Binder, Statement};
 pub struct WriteOrigin {
     /// The `X-Svc-Client-Id` it carried: events skip that client.
     pub client_id: Option<ClientId>,
+    /// The app whose signed request it was (`None`: the owner's own).
+    pub app: Option<RecordId>,
 }
 
 /// The statements that store one new version, to run in order in the
@@ -39,8 +41,8 @@ pub fn version_statements(
 
     let mut b = Binder::default();
     let sql = format!(
-        "INSERT INTO versions (user_id, hash, author, record_id, parent_hash, received_at, links, record) \
-         VALUES ({}, {}, {}, {}, {}, {}, {}, {})",
+        "INSERT INTO versions (user_id, hash, author, record_id, parent_hash, received_at, links, record, app_id) \
+         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {})",
         b.bind(user_id),
         b.bind(hash.as_str()),
         b.bind(author),
@@ -49,6 +51,7 @@ pub fn version_statements(
         b.bind(version_received_at),
         b.bind(links.as_str()),
         b.bind(record_json),
+        b.bind(origin.app.map(|app| app.to_string())),
     );
     statements.push(b.finish(sql));
 
