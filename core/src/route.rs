@@ -262,26 +262,30 @@ pub fn route(path: &str) -> Result<Endpoint, Problem> {
         },
         [name, "console", rest @ ..] => Endpoint::Console {
             user: user(name)?,
-            page: console_page(rest, path)?,
+            page: console_page(rest),
         },
         _ => return Err(not_found()),
     })
 }
 
 /// A page of the console, from the path segments after `console`.
-fn console_page(segments: &[&str], path: &str) -> Result<ConsolePage, Problem> {
-    fn parse<T: std::str::FromStr>(text: &str, path: &str) -> Result<T, Problem> {
-        text.parse().map_err(|_| {
-            Problem::new(ProblemType::NotFound).with_detail(format!("no page at {path}"))
-        })
+/// Any other path, or one whose id or hash is malformed, is
+/// [`ConsolePage::Unknown`]: the console answers it with its own page.
+fn console_page(segments: &[&str]) -> ConsolePage {
+    console_page_of(segments).unwrap_or(ConsolePage::Unknown)
+}
+
+fn console_page_of(segments: &[&str]) -> Option<ConsolePage> {
+    fn parse<T: std::str::FromStr>(text: &str) -> Option<T> {
+        text.parse().ok()
     }
-    let record = |entity: &str, id: &str| -> Result<RecordPath, Problem> {
-        Ok(RecordPath {
-            entity: parse(entity, path)?,
-            record_id: parse(id, path)?,
+    let record = |entity: &str, id: &str| -> Option<RecordPath> {
+        Some(RecordPath {
+            entity: parse(entity)?,
+            record_id: parse(id)?,
         })
     };
-    Ok(match segments {
+    Some(match segments {
         [] | [""] => ConsolePage::Overview,
         ["style.css"] => ConsolePage::Style,
         ["sign-in"] => ConsolePage::SignIn,
@@ -292,26 +296,23 @@ fn console_page(segments: &[&str], path: &str) -> Result<ConsolePage, Problem> {
         ["records", entity, id, "edit"] => ConsolePage::EditRecord(record(entity, id)?),
         ["records", entity, id, "delete"] => ConsolePage::DeleteRecord(record(entity, id)?),
         ["records", entity, id, "versions", hash] => {
-            ConsolePage::Version(record(entity, id)?, parse(hash, path)?)
+            ConsolePage::Version(record(entity, id)?, parse(hash)?)
         }
         ["records", entity, id, "blobs", hash, name] => ConsolePage::Blob(
             record(entity, id)?,
             BlobPath {
-                hash: parse(hash, path)?,
-                file_name: parse(name, path)?,
+                hash: parse(hash)?,
+                file_name: parse(name)?,
             },
         ),
         ["types"] => ConsolePage::Types,
         ["apps"] => ConsolePage::Apps,
-        ["apps", id, "revoke"] => ConsolePage::RevokeApp(parse(id, path)?),
-        ["apps", id, "forget"] => ConsolePage::ForgetApp(parse(id, path)?),
+        ["apps", id, "revoke"] => ConsolePage::RevokeApp(parse(id)?),
+        ["apps", id, "forget"] => ConsolePage::ForgetApp(parse(id)?),
         ["account"] => ConsolePage::Account,
         ["account", "password"] => ConsolePage::ChangePassword,
         ["account", "sessions"] => ConsolePage::EndSessions,
-        _ => {
-            return Err(Problem::new(ProblemType::NotFound)
-                .with_detail(format!("no page at {path}")));
-        }
+        _ => ConsolePage::Unknown,
     })
 }
 
@@ -355,6 +356,8 @@ pub enum ConsolePage {
     ChangePassword,
     /// `console/account/sessions`: a `POST` signs out of every session.
     EndSessions,
+    /// Any other path under `console/`: the console's own not-found page.
+    Unknown,
 }
 
 #[cfg(test)]

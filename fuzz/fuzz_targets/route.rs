@@ -11,7 +11,7 @@
 #![no_main]
 
 use folio_core::model::UserName;
-use folio_core::route::{ERROR_TYPES_PREFIX, Endpoint, Method, RecordPath, route};
+use folio_core::route::{ConsolePage, ERROR_TYPES_PREFIX, Endpoint, Method, RecordPath, route};
 use libfuzzer_sys::fuzz_target;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
@@ -99,6 +99,37 @@ fn segment(text: &str) -> String {
     utf8_percent_encode(text, SEGMENT).to_string()
 }
 
+/// The path of a console page after `/{user}/console`.
+fn console_rest(page: &ConsolePage) -> String {
+    let record = |r: &RecordPath| format!("/records/{}/{}", r.entity, r.record_id);
+    match page {
+        ConsolePage::Overview => String::new(),
+        ConsolePage::Style => "/style.css".into(),
+        ConsolePage::SignIn => "/sign-in".into(),
+        ConsolePage::SignOut => "/sign-out".into(),
+        ConsolePage::Records => "/records".into(),
+        ConsolePage::NewRecord => "/records/new".into(),
+        ConsolePage::Record(r) => record(r),
+        ConsolePage::EditRecord(r) => format!("{}/edit", record(r)),
+        ConsolePage::DeleteRecord(r) => format!("{}/delete", record(r)),
+        ConsolePage::Version(r, hash) => format!("{}/versions/{hash}", record(r)),
+        ConsolePage::Blob(r, blob) => format!(
+            "{}/blobs/{}/{}",
+            record(r),
+            blob.hash,
+            segment(blob.file_name.as_str())
+        ),
+        ConsolePage::Types => "/types".into(),
+        ConsolePage::Apps => "/apps".into(),
+        ConsolePage::RevokeApp(id) => format!("/apps/{id}/revoke"),
+        ConsolePage::ForgetApp(id) => format!("/apps/{id}/forget"),
+        ConsolePage::Account => "/account".into(),
+        ConsolePage::ChangePassword => "/account/password".into(),
+        ConsolePage::EndSessions => "/account/sessions".into(),
+        ConsolePage::Unknown => "/no-such-page".into(),
+    }
+}
+
 /// The path of an endpoint, each value percent-encoded as one segment.
 fn write_path(endpoint: &Endpoint) -> String {
     let record = |r: &RecordPath| format!("{}/{}", r.entity, r.record_id);
@@ -106,6 +137,9 @@ fn write_path(endpoint: &Endpoint) -> String {
         Endpoint::Discovery => "/".to_owned(),
         Endpoint::ErrorType { type_path } => format!("{ERROR_TYPES_PREFIX}{type_path}"),
         Endpoint::Consent { user, app } => format!("/{}/auth/{app}", segment(user.as_str())),
+        Endpoint::Console { user, page } => {
+            format!("/{}/console{}", segment(user.as_str()), console_rest(page))
+        }
         Endpoint::Records { user } => format!("/api/{}/records", segment(user.as_str())),
         Endpoint::Record { user, record: r } => {
             format!("/api/{}/records/{}", segment(user.as_str()), record(r))
@@ -171,6 +205,14 @@ fn endpoints(user: &UserName) -> Vec<Endpoint> {
         Endpoint::Consent {
             user: user(),
             app: id.parse().expect("an id"),
+        },
+        Endpoint::Console {
+            user: user(),
+            page: ConsolePage::Version(record(), hash.parse().expect("a hash")),
+        },
+        Endpoint::Console {
+            user: user(),
+            page: ConsolePage::Blob(record(), blob()),
         },
         Endpoint::Records { user: user() },
         Endpoint::Record {

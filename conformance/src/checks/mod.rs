@@ -12,6 +12,7 @@ mod auth;
 mod bearer;
 mod blobs;
 mod consent;
+mod console;
 mod cors;
 mod discovery;
 mod errors;
@@ -95,6 +96,7 @@ pub fn all() -> Vec<Check> {
         scopes::checks(),
         registration::checks(),
         consent::checks(),
+        console::checks(),
         revocation::checks(),
         blobs::checks(),
         events::checks(),

@@ -41,6 +41,10 @@ pub fn checks() -> Vec<Check> {
             "rate-limits/sign-in-failures-429-with-retry-after",
             sign_in_failures
         ),
+        check!(
+            "rate-limits/console-sign-in-failures-429-with-retry-after",
+            console_sign_in_failures
+        ),
     ]
 }
 
@@ -254,6 +258,46 @@ async fn registrations_past_burst(ctx: &Ctx) -> CheckResult {
 
 /// The most wrong passwords sent before giving up on a `429`.
 const SIGN_IN_ATTEMPTS: usize = 100;
+
+/// Wrong passwords on the console's sign-in form count against the same
+/// rate as the consent page's: the address is refused with a `429` page.
+async fn console_sign_in_failures(ctx: &Ctx) -> CheckResult {
+    let url = ctx.url(&format!("/{}/console", ctx.target.user))?;
+    let action = ctx.url(&format!("/{}/console/sign-in", ctx.target.user))?;
+    let http = ctx.http.without_retries();
+    let mut browser = Browser::new(&http, &url);
+    let (_, mut token) = browser.open(&url).await?;
+    let wrong = format!("not-the-password-{}", record_id());
+    for attempt in 1..=SIGN_IN_ATTEMPTS {
+        let fields = [("csrf", token.as_str()), ("password", wrong.as_str())];
+        let response = browser.post_form(&action, &fields).await?;
+        match response.status {
+            401 => {
+                if let Ok(fresh) = csrf(&html(&response, 401)?) {
+                    token = fresh;
+                }
+            }
+            429 => {
+                html(&response, 429)?;
+                ensure!(
+                    retry_after(&response.headers).is_some(),
+                    "429 after {attempt} wrong console passwords without a Retry-After in seconds: {:?}",
+                    response.header("retry-after")
+                );
+                return Ok(());
+            }
+            status => {
+                return Err(format!(
+                    "wrong console password {attempt}: expected 401 or 429, got {status}: {}",
+                    response.excerpt()
+                ));
+            }
+        }
+    }
+    Err(format!(
+        "{SIGN_IN_ATTEMPTS} wrong console passwords from one address were never rate limited"
+    ))
+}
 
 async fn sign_in_failures(ctx: &Ctx) -> CheckResult {
     let app = NewApp::fresh();

@@ -202,6 +202,12 @@ async fn answer<H: Host>(
         (ConsolePage::SignOut, Some(_)) => {
             Ok(see_other(&console_href(&user.name, ""), Some(Session::clear_cookie())))
         }
+        (ConsolePage::Unknown, _) => Err(message(
+            404,
+            Some(&user.name),
+            "No such page",
+            "The console has no page at this address.",
+        )),
         // A signed-in person who signs in again (a second tab) goes on.
         (ConsolePage::SignIn, _) => Ok(see_other(&console_href(&user.name, ""), None)),
         _ => Err(method_not_allowed(user)),
