@@ -71,6 +71,8 @@ pub struct Folio {
     pub endpoint: Endpoint,
     pub app: Arc<AppKey>,
     durability: Durability,
+    /// The user's password, for the console.
+    password: String,
     /// `/api/bench/`.
     api: String,
     ctx: Ctx,
@@ -91,7 +93,7 @@ impl Folio {
         std::fs::create_dir_all(&data).map_err(|error| format!("{}: {error}", data.display()))?;
         let port = free_port()?;
         let base_url = format!("https://localhost:{port}");
-        cli(
+        let user = cli(
             binary,
             &data,
             &[
@@ -106,6 +108,9 @@ impl Folio {
             ],
         )
         .await?;
+        let user: Value = serde_json::from_str(&user)
+            .map_err(|error| format!("folio user add --json: {error}"))?;
+        let password = text(&user, "password")?;
         let seed: [u8; 32] = rand::random();
         let key = AppKey::from_seed("", "", seed);
         let added = cli(
@@ -185,6 +190,7 @@ impl Folio {
             endpoint,
             app: Arc::new(app),
             durability,
+            password,
             api: format!("/api/{USER}/"),
             ctx: Ctx::new(&target)?,
         })
@@ -202,13 +208,41 @@ impl Folio {
         let content = note_content(Some(&project), 1);
         let one = self.ctx.note(&ty, content.clone()).await?;
         let public = self.ctx.public_note(&ty, content).await?;
+        let console_list = {
+            let mut url = url::Url::parse("https://localhost").expect("a constant URL parses");
+            url.set_path(&format!("/{USER}/console/records"));
+            url.query_pairs_mut()
+                .append_pair("type", &type_value(&ty)?)
+                .append_pair("filter", &format!("$['author']={ENTITY}"));
+            url[url::Position::BeforePath..url::Position::AfterQuery].to_owned()
+        };
         Ok(Fixture {
             type_filter: format!("$['type']={},$['author']={ENTITY}", type_value(&ty)?),
+            console_list,
+            console_cookie: self.console_session().await?,
             ty,
             project,
             one: text(&one, "id")?,
             public: text(&public, "id")?,
         })
+    }
+
+    /// Signs in to the console with the user's password, as a browser
+    /// would; the session's `Cookie` header value.
+    async fn console_session(&self) -> Result<String, String> {
+        use folio_conformance::browser::{Browser, SESSION_COOKIE, csrf, html};
+        let overview = self.ctx.url(&format!("/{USER}/console"))?;
+        let action = self.ctx.url(&format!("/{USER}/console/sign-in"))?;
+        let mut browser = Browser::new(&self.ctx.http, &overview);
+        let token = csrf(&html(&browser.get(&overview).await?, 200)?)?;
+        let response = browser
+            .post_form(&action, &[("csrf", &token), ("password", &self.password)])
+            .await?;
+        if response.status != 303 {
+            return Err(format!("signing in to the console: {}", response.status));
+        }
+        let session = browser.session().ok_or("signing in set no session")?;
+        Ok(format!("{SESSION_COOKIE}={session}"))
     }
 
     /// Creates one record for each update chain; returns `(id, hash)`.
@@ -272,7 +306,10 @@ impl Folio {
                 &self.records_target(),
                 &fixture.type_filter,
                 kind == Kind::ListSorted,
+                if kind == Kind::List50 { 50 } else { 20 },
             ),
+            console_list: fixture.console_list.clone(),
+            console_cookie: fixture.console_cookie.clone(),
             heads,
             seq: AtomicU64::new(0),
         }
@@ -300,6 +337,10 @@ pub struct Fixture {
     pub type_filter: String,
     pub one: String,
     pub public: String,
+    /// The console's records page of the type, filtered by author.
+    pub console_list: String,
+    /// A signed-in console session: the `Cookie` header's value.
+    pub console_cookie: String,
 }
 
 /// The workloads that Folio and PocketBase both run.
@@ -320,6 +361,12 @@ pub enum Kind {
     ListSorted,
     /// Update one record again and again, each naming its parent.
     Update,
+    /// The list of [`Kind::List`] 50 at a time (Folio only): what the
+    /// console's records page reads, through the API.
+    List50,
+    /// The console's records page of the same type and filter, 50 records,
+    /// as HTML, with a signed-in session (Folio only).
+    ConsoleList,
 }
 
 impl Kind {
@@ -340,6 +387,8 @@ impl Kind {
             Kind::List => "list",
             Kind::ListSorted => "list-sorted",
             Kind::Update => "update",
+            Kind::List50 => "list-50",
+            Kind::ConsoleList => "console-list",
         }
     }
 }
@@ -359,6 +408,8 @@ pub struct FolioWorkload {
     one: String,
     public: String,
     list: String,
+    console_list: String,
+    console_cookie: String,
     heads: Heads,
     seq: AtomicU64,
 }
@@ -412,7 +463,16 @@ impl Workload for FolioWorkload {
                 &[],
                 Bytes::new(),
             ),
-            Kind::List | Kind::ListSorted => signed(Method::GET, &self.list, Bytes::new()),
+            Kind::List | Kind::ListSorted | Kind::List50 => {
+                signed(Method::GET, &self.list, Bytes::new())
+            }
+            Kind::ConsoleList => request(
+                &server.endpoint,
+                Method::GET,
+                &self.console_list,
+                &[("cookie", &self.console_cookie)],
+                Bytes::new(),
+            ),
             Kind::Update => {
                 let chain = chain
                     .as_mut()
@@ -501,14 +561,14 @@ fn note_content(project: Option<&Value>, seq: u64) -> Value {
 
 /// The list target: filtered by type and author, 20 a page, in the default
 /// order or by creation date, newest first.
-fn list_target(records: &str, filter: &str, sorted: bool) -> String {
+fn list_target(records: &str, filter: &str, sorted: bool, page_size: u32) -> String {
     let mut url = url::Url::parse("https://localhost").expect("a constant URL parses");
     url.set_path(records);
     {
         let mut query = url.query_pairs_mut();
         query
             .append_pair("filter", filter)
-            .append_pair("page_size", "20");
+            .append_pair("page_size", &page_size.to_string());
         if sorted {
             query.append_pair("sort", "$['created_at']+desc");
         }

@@ -53,6 +53,10 @@ pub enum Step {
     Update,
     /// Subscribers and writes at a fixed rate.
     Sse,
+    /// Folio alone, not in the default steps: the API's list 50 at a
+    /// time, and the console's records page of the same records.
+    List50,
+    ConsoleList,
 }
 
 impl Step {
@@ -74,6 +78,8 @@ impl Step {
             Step::List => Kind::List,
             Step::ListSorted => Kind::ListSorted,
             Step::Update => Kind::Update,
+            Step::List50 => Kind::List50,
+            Step::ConsoleList => Kind::ConsoleList,
             Step::Sse => return None,
         })
     }

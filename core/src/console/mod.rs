@@ -72,6 +72,20 @@ pub fn check_new_password(new: &str, again: &str, min_chars: usize) -> Result<()
     Ok(())
 }
 
+/// What a page says after a form sent the browser there (`?done=…`, the
+/// redirect after a post): `None` for anything else.
+pub fn notice(done: Option<&str>) -> Option<&'static str> {
+    Some(match done? {
+        "created" => "The record was created.",
+        "saved" => "Your changes were saved.",
+        "deleted" => "The record was deleted.",
+        "revoked" => "The app’s access was revoked: its next request is refused.",
+        "forgotten" => "The app was forgotten: it can no longer use your records, and must register again to ask.",
+        "password" => "Your password was changed. Every other session was signed out.",
+        _ => return None,
+    })
+}
+
 /// A posted console form (`application/x-www-form-urlencoded`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Form {

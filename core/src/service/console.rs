@@ -151,13 +151,15 @@ async fn answer<H: Host>(
             entity: user.entity.clone(),
         },
     };
+    let query = cx.request.target.split_once('?').map_or("", |(_, query)| query);
+    let notice = console::notice(Form::from_query(query).get("done"));
     let mut reply = match (page, form) {
         (ConsolePage::Overview, None) => console.overview(frame(Section::Overview)).await,
         (ConsolePage::Records, None) => console.records_page(frame(Section::Records)).await,
         (ConsolePage::Records, Some(form)) => console.create(frame(Section::Records), &form).await,
         (ConsolePage::NewRecord, None) => console.new_record(frame(Section::Records)).await,
         (ConsolePage::Record(record), None) => {
-            console.record(frame(Section::Records), &record, None).await
+            console.record(frame(Section::Records), &record, notice).await
         }
         (ConsolePage::EditRecord(record), None) => {
             console.edit_form(frame(Section::Records), &record).await
@@ -166,25 +168,25 @@ async fn answer<H: Host>(
             console.update(frame(Section::Records), &record, &form).await
         }
         (ConsolePage::DeleteRecord(record), Some(form)) => {
-            console.delete(frame(Section::Records), &record, &form).await
+            console.delete(&record, &form).await
         }
         (ConsolePage::Version(record, hash), None) => {
             console.version(frame(Section::Records), &record, &hash).await
         }
         (ConsolePage::Blob(record, blob), None) => console.blob(&record, &blob).await,
         (ConsolePage::Types, form) => console.types_page(frame(Section::Types), form.as_ref()).await,
-        (ConsolePage::Apps, None) => console.apps(frame(Section::Apps), None).await,
+        (ConsolePage::Apps, None) => console.apps(frame(Section::Apps), notice).await,
         (ConsolePage::RevokeApp(app), Some(_)) => {
-            console.revoke(frame(Section::Apps), &app, false).await
+            console.revoke(&app, false).await
         }
         (ConsolePage::ForgetApp(app), Some(_)) => {
-            console.revoke(frame(Section::Apps), &app, true).await
+            console.revoke(&app, true).await
         }
         (ConsolePage::Account, None) => Ok(html(
             200,
             render(&AccountPage {
                 frame: frame(Section::Account),
-                notice: None,
+                notice,
                 error: None,
             }),
         )),
@@ -890,7 +892,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let chosen = form.get("type").unwrap_or_default();
         let request = self.request(create_body(typed, chosen), WriteRequest::post);
         match self.write(request).await? {
-            Ok(record) => Ok(see_other(&self.record_href(&record.author.entity, &record.id), None)),
+            Ok(record) => Ok(see_other(
+                &format!("{}?done=created", self.record_href(&record.author.entity, &record.id)),
+                None,
+            )),
             Err(problem) => {
                 let types = self.load_types().await?;
                 Ok(html(
@@ -918,7 +923,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let request = self.request(update_body(typed, parent), |body| WriteRequest::put(key, body));
         let record_href = self.record_href(&path.entity, &path.record_id);
         match self.write(request).await? {
-            Ok(_) => Ok(see_other(&record_href, None)),
+            Ok(_) => Ok(see_other(&format!("{record_href}?done=saved"), None)),
             Err(problem) => {
                 let types = self.load_types().await?;
                 let stale = matches!(problem.kind, ProblemType::VersionConflict | ProblemType::RecordDeleted);
@@ -940,13 +945,16 @@ impl<H: Host> Console<'_, '_, '_, H> {
         }
     }
 
-    async fn delete(&self, frame: Frame<'_>, path: &RecordPath, form: &Form) -> Page<H::Stream> {
+    async fn delete(&self, path: &RecordPath, form: &Form) -> Page<H::Stream> {
         let action = form.get("action").unwrap_or("delete");
         let parent = form.get("parent_hash").unwrap_or_default();
         let key = RecordKey::new(path.entity.clone(), path.record_id);
         let request = self.request(Ok(delete_body(action, parent)), |body| WriteRequest::delete(key, body));
         match self.write(request).await? {
-            Ok(_) => self.record(frame, path, Some("The record was deleted.")).await,
+            Ok(_) => Ok(see_other(
+                &format!("{}?done=deleted", self.record_href(&path.entity, &path.record_id)),
+                None,
+            )),
             Err(problem) => Err(message(
                 problem.status(),
                 Some(&self.user.name),
@@ -1081,7 +1089,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
 
     /// Revokes an app (deletes its live authorizations) and, to forget it,
     /// deletes its App and Credentials records too: one job, all or nothing.
-    async fn revoke(&self, frame: Frame<'_>, app: &RecordId, forget: bool) -> Page<H::Stream> {
+    async fn revoke(&self, app: &RecordId, forget: bool) -> Page<H::Stream> {
         let entity = &self.user.entity;
         let mut targets: Vec<RecordId> = self
             .versions_of(&crate::store::app_authorizations_sql(self.user.id, entity, app), 0)
@@ -1141,11 +1149,8 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 Err(failure) => return Err(write_failed(self.cx.host, &self.user.name, &failure)),
             }
         }
-        let notice = match forget {
-            true => "The app was forgotten: it can no longer use your records, and it must register again to ask.",
-            false => "The app’s access was revoked: its next request is refused.",
-        };
-        self.apps(frame, Some(notice)).await
+        let done = if forget { "forgotten" } else { "revoked" };
+        Ok(see_other(&self.href(&format!("/apps?done={done}")), None))
     }
 
     async fn change_password(&self, frame: Frame<'_>, form: &Form) -> Page<H::Stream> {
@@ -1193,21 +1198,12 @@ impl<H: Host> Console<'_, '_, '_, H> {
         self.run_statement(set_password_sql(self.user.id, &hash, now.unix_millis()))
             .await?;
         self.cx.host.note(Note::PasswordChanged { user: &self.user.name });
-        let session = Session::signed_in(&self.user.name, self.cx.request.fresh.bytes(), now);
-        let key = self.cx.host.session_key();
-        let csrf = session.csrf_token(key);
-        Ok(html(
-            200,
-            render(&AccountPage {
-                frame: Frame {
-                    csrf: &csrf,
-                    ..frame
-                },
-                notice: Some("Your password was changed. Every other session was signed out."),
-                error: None,
-            }),
-        )
-        .with("set-cookie", session.set_cookie(key, now)))
+        // This browser's new session begins just after the mark.
+        let since = crate::model::RecordDate::from_unix_millis(now.unix_millis() + 1)
+            .map_err(|error| logged(self.cx.host, &error))?;
+        let session = Session::signed_in(&self.user.name, self.cx.request.fresh.bytes(), since);
+        let cookie = session.set_cookie(self.cx.host.session_key(), now);
+        Ok(see_other(&self.href("/account?done=password"), Some(cookie)))
     }
 
     async fn run_statement(&self, statement: Statement) -> Result<(), Reply<H::Stream>> {

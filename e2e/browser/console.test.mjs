@@ -1,0 +1,288 @@
+// Browser end-to-end test of the owner's console (issue 22): headless
+// Chromium, no script on any page, against a real `folio serve`. The owner
+// signs in, reads the overview, filters and pages records, opens a record
+// and a version's differences, edits it (and sees a stale edit refused),
+// deletes one, checks a record against a type, revokes an app (whose next
+// signed request is refused), changes the password and signs out. Each page
+// is saved at desktop width and at 390 px in target/browser-artifacts/
+// as console-<page>-{desktop,390}.png.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { generateKey, exportPublicKey } from "./app/signer.js";
+import { ROOT, buildFolio, folioJson, startFolio, SignedClient, launchChromium } from "./harness.mjs";
+
+const ENTITY = "alice.test";
+const BASE = `https://${ENTITY}`;
+const API = `${BASE}/api/alice`;
+const CONSOLE = `${BASE}/alice/console`;
+const TYPE_TYPE = "4f1f0a1c9a6b4d0e8a3c2b7d5e6f7a81";
+const ARTIFACTS = join(ROOT, "target", "browser-artifacts");
+const NOTES = 55;
+const NEW_PASSWORD = "a new password for the console";
+
+let dataDir, folio, browser, password, full, victim, noteType, pinned;
+
+before(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const bin = buildFolio();
+  dataDir = mkdtempSync(join(tmpdir(), "folio-console-"));
+  const dir = ["--data-dir", dataDir];
+  ({ password } = folioJson(bin, ["user", "add", "alice", "--entity", ENTITY, "--base-url", BASE, "--json", ...dir]));
+  const app = async (name) => {
+    const keys = await generateKey();
+    const created = folioJson(bin, [
+      "app", "add", "--user", "alice", "--name", name, "--public-key", await exportPublicKey(keys.publicKey),
+      "--full-access", "--json", ...dir,
+    ]);
+    return new SignedClient({ appId: created.app_id, authorizationId: created.authorization_id, key: keys.privateKey });
+  };
+  full = await app("Notes importer");
+  victim = await app("Photo sorter");
+  folio = await startFolio({ bin, dataDir, baseUrl: BASE });
+
+  const typeType = (await full.ok("GET", `${API}/records/system.folio.dev/${TYPE_TYPE}`)).record;
+  noteType = (await full.ok("POST", `${API}/records`, {
+    type: versionLink(typeType),
+    content: {
+      name: "e2e_note",
+      schema: {
+        type: "object",
+        properties: {
+          content: {
+            type: "object",
+            properties: {
+              title: { type: "string", max_length: 200 },
+              label: { type: "tag_link", optional: true },
+            },
+          },
+        },
+      },
+    },
+  })).record;
+  for (let n = 1; n <= NOTES; n++) {
+    await full.ok("POST", `${API}/records`, { type: versionLink(noteType), content: { title: `Note ${n}`, label: "plain" } });
+  }
+  pinned = (await full.ok("POST", `${API}/records`, {
+    type: versionLink(noteType),
+    content: { title: "Groceries", label: "pinned" },
+  })).record;
+  pinned = (await full.ok("PUT", `${API}/records/${ENTITY}/${pinned.id}`, {
+    version: { parent_hash: pinned.version.hash },
+    content: { title: "Groceries: milk, eggs", label: "pinned" },
+  })).record;
+  browser = await launchChromium();
+});
+
+after(async () => {
+  await browser?.close();
+  await folio?.stop();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+function versionLink(record) {
+  return { entity: record.author.entity, record_id: record.id, version_hash: record.version.hash };
+}
+
+/** Saves the page at desktop width and at 390 px. */
+async function shot(page, name) {
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.screenshot({ path: join(ARTIFACTS, `console-${name}-desktop.png`), fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  // Nothing may be wider than the phone's screen.
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(overflow <= 390, `${name}: the page is ${overflow} px wide at 390 px`);
+  await page.screenshot({ path: join(ARTIFACTS, `console-${name}-390.png`), fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 900 });
+}
+
+test("the owner's console, from signing in to signing out", { timeout: 240_000 }, async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  context.setDefaultTimeout(20_000);
+  const page = await context.newPage();
+  const messages = [];
+  page.on("console", (message) => messages.push(`[${message.type()}] ${message.text()}`));
+  page.on("pageerror", (error) => messages.push(`[pageerror] ${error.message}`));
+  try {
+    // A browser at the server's root: what this is, no user named.
+    await page.goto(`${BASE}/`);
+    await page.getByRole("heading", { name: "This is a Folio server" }).waitFor();
+    assert.ok(!(await page.content()).includes("/alice/"), "the landing page names a user");
+    await shot(page, "landing");
+
+    // Sign in: a wrong password first.
+    await page.goto(CONSOLE);
+    await page.getByLabel("Password").fill("not the password");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("alert").filter({ hasText: "Wrong password" }).waitFor();
+    await shot(page, "sign-in");
+    await page.getByLabel("Password").fill(password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+
+    // The overview.
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    const overview = await page.textContent("main");
+    assert.match(overview, /e2e_note/);
+    assert.match(overview, new RegExp(`e2e_note\\s*${NOTES + 1}\\s*0`), "the type's count of records");
+    assert.match(overview, /Photo sorter/);
+    assert.match(overview, /Notes importer/, "the latest versions name the app that wrote them");
+    await shot(page, "overview");
+
+    // Records: a type, a filter in the protocol's grammar, then its error.
+    await page.getByRole("link", { name: "Records", exact: true }).click();
+    await page.getByLabel("Type").selectOption({ label: "e2e_note" });
+    await page.getByLabel("Filter").fill(`$['content']['label']="pinned"`);
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL(/filter=/);
+    const rows = page.locator("tbody tr");
+    assert.equal(await rows.count(), 1, "the filtered list");
+    assert.match(await rows.first().textContent(), /Groceries/);
+    await shot(page, "records-filtered");
+
+    await page.getByLabel("Filter").fill(`$['content']['label']=(`);
+    await page.getByRole("button", { name: "Show" }).click();
+    const error = page.getByRole("alert");
+    await error.waitFor();
+    assert.match(await error.textContent(), /cannot be read/);
+    assert.equal(await page.locator("mark.fault").count(), 1, "the error marks its position");
+    await shot(page, "records-filter-error");
+
+    // Every note of the type, paged by next_page.
+    await page.getByLabel("Filter").fill("");
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL((url) => !url.searchParams.get("filter"));
+    assert.equal(await rows.count(), 50, "the first page");
+    await page.getByRole("link", { name: "Next page" }).click();
+    await page.waitForURL(/page_start=/);
+    assert.equal(await rows.count(), NOTES + 1 - 50, "the second page");
+    await shot(page, "records-page-2");
+
+    // A record and its history.
+    await page.goto(`${CONSOLE}/records/${ENTITY}/${pinned.id}`);
+    await page.getByRole("heading", { name: /e2e_note/ }).waitFor();
+    assert.match(await page.textContent("main"), /Groceries: milk, eggs/);
+    assert.match(await page.textContent("main"), /Only the author/);
+    const versions = page.locator("ol li a");
+    assert.equal(await versions.count(), 2, "the record's versions");
+    await shot(page, "record");
+    await versions.nth(1).click();
+    await page.getByRole("heading", { name: "Changes from its parent" }).waitFor();
+    assert.match(await page.locator(".diff .del").first().textContent(), /Groceries"/);
+    assert.match(await page.locator(".diff .add").first().textContent(), /Groceries: milk, eggs/);
+    await shot(page, "version");
+
+    // An edit made stale by an app's write is refused; then made again.
+    await page.goto(`${CONSOLE}/records/${ENTITY}/${pinned.id}/edit`);
+    const json = page.getByLabel("The record, as JSON");
+    await json.fill(JSON.stringify({ content: { title: "Groceries: milk, eggs, bread", label: "pinned" } }, null, 2));
+    const meanwhile = (await full.ok("PUT", `${API}/records/${ENTITY}/${pinned.id}`, {
+      content: { title: "Groceries: milk, eggs, tea", label: "pinned" },
+    })).record;
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByRole("alert").filter({ hasText: "changed this record while you edited it" }).waitFor();
+    await shot(page, "edit-stale");
+    assert.equal((await full.ok("GET", `${API}/records/${ENTITY}/${pinned.id}`)).record.version.hash, meanwhile.version.hash);
+    await page.getByRole("link", { name: "Open the current version" }).click();
+    await page.getByRole("link", { name: "Edit" }).click();
+    await json.fill(JSON.stringify({ content: { title: "Groceries: milk, eggs, tea, bread", label: "pinned" } }));
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.waitForURL(`${CONSOLE}/records/${ENTITY}/${pinned.id}?done=saved`);
+    assert.match(await page.textContent("main"), /milk, eggs, tea, bread/);
+    const edited = (await full.ok("GET", `${API}/records/${ENTITY}/${pinned.id}`)).record;
+    assert.equal(edited.content.title, "Groceries: milk, eggs, tea, bread");
+    assert.equal(edited.version.parent_hash, meanwhile.version.hash);
+
+    // A save the type refuses shows the violation's path and stores nothing.
+    await page.getByRole("link", { name: "Edit" }).click();
+    await json.fill(JSON.stringify({ content: { title: 42 } }));
+    await page.getByRole("button", { name: "Save" }).click();
+    const violation = page.getByRole("alert");
+    await violation.waitFor();
+    assert.match(await violation.textContent(), /\$\['content'\]\['title'\]/);
+    await shot(page, "edit-violation");
+
+    // Delete it.
+    await page.goto(`${CONSOLE}/records/${ENTITY}/${pinned.id}`);
+    await page.getByLabel("Delete it everywhere").check();
+    await page.getByRole("button", { name: "Delete" }).click();
+    await page.getByText("The record was deleted.").waitFor();
+    assert.match(await page.textContent("main"), /tombstone/);
+    await shot(page, "deleted");
+    assert.ok((await full.ok("GET", `${API}/records/${ENTITY}/${pinned.id}`)).record.no_content);
+
+    // Types: check a pasted record against one.
+    await page.getByRole("link", { name: "Types", exact: true }).click();
+    await page.getByLabel("Type").selectOption({ label: "e2e_note" });
+    await page.getByLabel("The record, as JSON").fill(JSON.stringify({ content: { title: 7 } }));
+    await page.getByRole("button", { name: "Check" }).click();
+    await page.getByRole("alert").waitFor();
+    assert.match(await page.getByRole("alert").textContent(), /title/);
+    await shot(page, "types");
+
+    // Apps: revoke one; its next signed request is refused.
+    assert.equal((await victim.request("GET", `${API}/records`)).status, 200);
+    await page.getByRole("link", { name: "Apps", exact: true }).click();
+    await shot(page, "apps");
+    const sorter = page.locator("section.app", { has: page.getByRole("heading", { name: /Photo sorter/ }) });
+    await sorter.getByRole("button", { name: "Revoke" }).click();
+    await page.getByRole("status").filter({ hasText: "revoked" }).waitFor();
+    await shot(page, "apps-revoked");
+    const refused = await victim.request("GET", `${API}/records`);
+    assert.equal(refused.status, 401);
+    assert.match(refused.json().type, /auth\/401-unknown-app$/);
+    assert.equal((await full.request("GET", `${API}/records`)).status, 200, "the other app goes on");
+
+    // A second browser, signed in before the password changes.
+    const other = await browser.newContext();
+    const otherPage = await other.newPage();
+    await otherPage.goto(CONSOLE);
+    await otherPage.getByLabel("Password").fill(password);
+    await otherPage.getByRole("button", { name: "Sign in" }).click();
+    await otherPage.getByRole("heading", { name: "Overview" }).waitFor();
+
+    // Account: a wrong current password, then the change.
+    await page.getByRole("link", { name: "Account", exact: true }).click();
+    await page.getByLabel("Current password").fill("wrong");
+    await page.getByLabel("New password", { exact: true }).fill(NEW_PASSWORD);
+    await page.getByLabel("New password again").fill(NEW_PASSWORD);
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.getByRole("alert").filter({ hasText: "current password is wrong" }).waitFor();
+    await page.getByLabel("Current password").fill(password);
+    await page.getByLabel("New password", { exact: true }).fill(NEW_PASSWORD);
+    await page.getByLabel("New password again").fill(NEW_PASSWORD);
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.getByRole("status").filter({ hasText: "password was changed" }).waitFor();
+    await shot(page, "account");
+    // The change signed the other browser out; this one stays signed in.
+    await otherPage.reload();
+    await otherPage.getByLabel("Password").waitFor();
+    await other.close();
+    await page.getByRole("link", { name: "Overview", exact: true }).click();
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+
+    // Signed out, the old password no longer opens the console; the new one does.
+    await page.getByRole("button", { name: "Sign out", exact: true }).click();
+    await page.getByLabel("Password").waitFor();
+    await page.getByLabel("Password").fill(password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("alert").filter({ hasText: "Wrong password" }).waitFor();
+    await page.getByLabel("Password").fill(NEW_PASSWORD);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+
+    const blocked = messages.filter((message) => /Content Security Policy|Refused to/.test(message));
+    assert.deepEqual(blocked, [], "the pages load nothing their policy refuses");
+  } catch (error) {
+    const failure = join(ARTIFACTS, "console-failure.png");
+    await page.screenshot({ path: failure, fullPage: true }).catch(() => {});
+    error.message +=
+      `\n--- at ${page.url()} (screenshot ${failure})` +
+      `\n--- browser console:\n${messages.join("\n")}` +
+      `\n--- folio serve log (tail):\n${folio.log().slice(-4_000)}`;
+    throw error;
+  } finally {
+    await context.close();
+  }
+});
