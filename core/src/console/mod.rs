@@ -170,9 +170,10 @@ impl ListForm {
         }
     }
 
-    /// The API's list parameters for this page (the type and the filter
-    /// joined by `,`, the protocol's "and"), or the problem of the typed
-    /// filter, at its position in what was typed.
+    /// The API's list parameters for this page, or the problem of the
+    /// typed filter, at its position in what was typed. The type's
+    /// condition joins the filter's top level, whose `,` is "and" (each
+    /// level of parentheses flips it), so the filter means what it meant.
     pub fn api_params(&self) -> Result<Vec<(String, String)>, FilterProblem> {
         let mut params = vec![
             ("sort".to_owned(), self.sort.clone()),
@@ -192,7 +193,7 @@ impl ListForm {
         let type_filter = (!self.type_link.is_empty()).then(|| format!("$['type']={}", self.type_link));
         let filter = match (type_filter, self.filter.is_empty()) {
             (Some(type_filter), true) => Some(type_filter),
-            (Some(type_filter), false) => Some(format!("{type_filter},({})", self.filter)),
+            (Some(type_filter), false) => Some(format!("{type_filter},{}", self.filter)),
             (None, false) => Some(self.filter.clone()),
             (None, true) => None,
         };
@@ -490,9 +491,21 @@ mod tests {
         let filter = params.iter().find(|(name, _)| name == "filter").expect("a filter");
         assert_eq!(
             filter.1,
-            "$['type']=system.folio.dev+0123456789abcdef0123456789abcdef,($['author']=alice.example)"
+            "$['type']=system.folio.dev+0123456789abcdef0123456789abcdef,$['author']=alice.example"
         );
         assert!(parse_filter(&filter.1).is_ok());
+        // An "or" the person typed stays an "or" under the type's "and".
+        let either = ListForm {
+            filter: "($['author']=a.example,$['author']=b.example)".into(),
+            ..form.clone()
+        };
+        let params = either.api_params().expect("valid");
+        let filter = params.iter().find(|(name, _)| name == "filter").expect("a filter");
+        let parsed = parse_filter(&filter.1).expect("parses");
+        let crate::query::Filter::And(parts) = parsed else {
+            panic!("an and: {parsed:?}")
+        };
+        assert!(matches!(parts[1], crate::query::Filter::Or(_)), "{parts:?}");
         let bad = ListForm {
             filter: "$['author']=alice.example,(".into(),
             ..form
