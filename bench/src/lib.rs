@@ -53,9 +53,12 @@ pub enum Step {
     Update,
     /// Subscribers and writes at a fixed rate.
     Sse,
-    /// Folio alone, not in the default steps: the API's list 50 at a
-    /// time, and the console's records page of the same records.
+    /// Folio alone, not in the default steps: the API's list, 50 records
+    /// a page.
+    #[value(name = "list-50")]
     List50,
+    /// Folio alone, not in the default steps: the console's records page
+    /// of the same records, as HTML.
     ConsoleList,
 }
 

@@ -596,7 +596,10 @@ fn store_one(
     let links = schema().validate(record).expect("valid").links;
     let entries = index_entries(&links);
     let tx = db.unchecked_transaction()?;
-    let origin = folio_core::store::WriteOrigin { client_id };
+    let origin = folio_core::store::WriteOrigin {
+        client_id,
+        app: None,
+    };
     for statement in version_statements(USER_ID, &received(record), &entries, origin) {
         tx.execute(
             &statement.sql,

@@ -11,8 +11,8 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { generateKey, exportPublicKey } from "./app/signer.js";
-import { ROOT, buildFolio, folioJson, startFolio, SignedClient, launchChromium } from "./harness.mjs";
+import { generateKey, exportPublicKey, signedHeaders } from "./app/signer.js";
+import { ROOT, buildFolio, folioJson, startFolio, SignedClient, launchChromium, httpsRequest } from "./harness.mjs";
 
 const ENTITY = "alice.test";
 const BASE = `https://${ENTITY}`;
@@ -23,7 +23,13 @@ const ARTIFACTS = join(ROOT, "target", "browser-artifacts");
 const NOTES = 55;
 const NEW_PASSWORD = "a new password for the console";
 
-let dataDir, folio, browser, password, full, victim, noteType, pinned;
+// A 2×2 PNG, red: the record page previews it.
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEklEQVR4nGP4z8DAwMDAxMAAAA4kAQFTjRRLAAAAAElFTkSuQmCC",
+  "base64",
+);
+
+let dataDir, folio, browser, password, full, victim, noteType, pinned, photo;
 
 before(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
@@ -56,6 +62,7 @@ before(async () => {
             properties: {
               title: { type: "string", max_length: 200 },
               label: { type: "tag_link", optional: true },
+              photo: { type: "blob_link", optional: true },
             },
           },
         },
@@ -72,6 +79,19 @@ before(async () => {
   pinned = (await full.ok("PUT", `${API}/records/${ENTITY}/${pinned.id}`, {
     version: { parent_hash: pinned.version.hash },
     content: { title: "Groceries: milk, eggs", label: "pinned" },
+  })).record;
+  const upload = await httpsRequest("POST", `${API}/blobs`, {
+    headers: {
+      ...(await signedHeaders({ key: full.key, appId: full.appId, authorizationId: full.authorizationId, method: "POST", url: `${API}/blobs` })),
+      "content-type": "image/png",
+      "content-length": String(PNG.length),
+    },
+    body: PNG,
+  });
+  assert.equal(upload.status, 200, upload.text);
+  photo = (await full.ok("POST", `${API}/records`, {
+    type: versionLink(noteType),
+    content: { title: "A red square", photo: { hash: upload.json().hash, type: "image/png", name: "red.png", size: PNG.length } },
   })).record;
   browser = await launchChromium();
 });
@@ -125,7 +145,7 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     await page.getByRole("heading", { name: "Overview" }).waitFor();
     const overview = await page.textContent("main");
     assert.match(overview, /e2e_note/);
-    assert.match(overview, new RegExp(`e2e_note\\s*${NOTES + 1}\\s*0`), "the type's count of records");
+    assert.match(overview, new RegExp(`e2e_note\\s*${NOTES + 2}\\s*0`), "the type's count of records");
     assert.match(overview, /Photo sorter/);
     assert.match(overview, /Notes importer/, "the latest versions name the app that wrote them");
     await shot(page, "overview");
@@ -156,7 +176,7 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     assert.equal(await rows.count(), 50, "the first page");
     await page.getByRole("link", { name: "Next page" }).click();
     await page.waitForURL(/page_start=/);
-    assert.equal(await rows.count(), NOTES + 1 - 50, "the second page");
+    assert.equal(await rows.count(), NOTES + 2 - 50, "the second page");
     await shot(page, "records-page-2");
 
     // A record and its history.
@@ -172,6 +192,14 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     assert.match(await page.locator(".diff .del").first().textContent(), /Groceries"/);
     assert.match(await page.locator(".diff .add").first().textContent(), /Groceries: milk, eggs/);
     await shot(page, "version");
+
+    // A record's blob: previewed, and downloadable by its name.
+    await page.goto(`${CONSOLE}/records/${ENTITY}/${photo.id}`);
+    const preview = page.locator("img.preview");
+    await preview.waitFor();
+    assert.ok(await preview.evaluate((img) => img.complete && img.naturalWidth === 2), "the image preview loads");
+    assert.equal(await page.getByRole("link", { name: "red.png" }).count(), 1);
+    await shot(page, "record-blob");
 
     // An edit made stale by an app's write is refused; then made again.
     await page.goto(`${CONSOLE}/records/${ENTITY}/${pinned.id}/edit`);
@@ -202,6 +230,16 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     await violation.waitFor();
     assert.match(await violation.textContent(), /\$\['content'\]\['title'\]/);
     await shot(page, "edit-violation");
+
+    // A new record, from the console.
+    await page.getByRole("link", { name: "Records", exact: true }).click();
+    await page.getByRole("link", { name: "New record" }).click();
+    await page.getByLabel("Type").selectOption({ label: "e2e_note" });
+    await page.getByLabel("The record, as JSON").fill(JSON.stringify({ content: { title: "Written in the console" } }));
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByText("The record was created.").waitFor();
+    assert.match(await page.textContent("main"), /Written in the console/);
+    assert.match(await page.textContent("main"), /none: the first version/);
 
     // Delete it.
     await page.goto(`${CONSOLE}/records/${ENTITY}/${pinned.id}`);

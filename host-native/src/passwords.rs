@@ -36,7 +36,10 @@ impl PasswordChecks {
 
     /// Runs `work` on a blocking thread once a turn is free; `None` if it
     /// could not run.
-    async fn in_turn<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    async fn in_turn<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
         // The semaphore is never closed.
         let Ok(_turn) = self.turns.acquire().await else {
             return None;
@@ -74,7 +77,11 @@ mod tests {
             }));
         }
         for check in waiting {
-            assert!(check.await.expect("the task ends"), "every check ran");
+            assert_eq!(
+                check.await.expect("the task ends"),
+                Some(true),
+                "every check ran"
+            );
         }
         assert_eq!(most.load(Ordering::SeqCst), 2, "at most two at once");
     }

@@ -80,7 +80,10 @@ async fn signed_in<'a>(ctx: &'a Ctx) -> Result<Browser<'a>, String> {
         .await?;
     let location = see_other(&response, &action).map_err(|e| format!("signing in: {e}"))?;
     ensure_eq!(location, overview, "where signing in leads");
-    ensure!(browser.session().is_some(), "signing in set no session cookie");
+    ensure!(
+        browser.session().is_some(),
+        "signing in set no session cookie"
+    );
     Ok(browser)
 }
 
@@ -96,7 +99,9 @@ fn ensure_sign_in(page: &Document, what: &str) -> CheckResult {
 }
 
 fn ensure_headers(response: &Response, what: &str) -> CheckResult {
-    let csp = response.header("content-security-policy").unwrap_or_default();
+    let csp = response
+        .header("content-security-policy")
+        .unwrap_or_default();
     ensure!(
         csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
         "{what}: Content-Security-Policy {csp:?}"
@@ -153,7 +158,10 @@ async fn without_session(ctx: &Ctx) -> CheckResult {
     // A form posted without a session changes nothing and shows nothing.
     let delete = own(ctx, &format!("{record}/delete"))?;
     let response = Browser::new(&ctx.http, &delete)
-        .post_form(&delete, &[("csrf", "00"), ("action", "delete"), ("parent_hash", hash)])
+        .post_form(
+            &delete,
+            &[("csrf", "00"), ("action", "delete"), ("parent_hash", hash)],
+        )
         .await?;
     html(&response, 403).map_err(|e| format!("POST {delete} without a session: {e}"))?;
     let still = expect::json(&ctx.get_record(id).await?, 200)?;
@@ -174,7 +182,10 @@ async fn landing_page(ctx: &Ctx) -> CheckResult {
         .await?;
     let page = html(&response, 200)?;
     let text = page.text();
-    ensure!(text.contains("console"), "the page does not say where the console is: {text}");
+    ensure!(
+        text.contains("console"),
+        "the page does not say where the console is: {text}"
+    );
     ensure!(
         !text.contains(&format!("/{}/", ctx.target.user)),
         "the page names the user {:?}",
@@ -182,7 +193,10 @@ async fn landing_page(ctx: &Ctx) -> CheckResult {
     );
     let head = ctx.send(Call::new(reqwest::Method::HEAD, root)).await?;
     ensure!(
-        head.status != 200 || head.header("content-type").is_none_or(|t| !t.starts_with("text/html")),
+        head.status != 200
+            || head
+                .header("content-type")
+                .is_none_or(|t| !t.starts_with("text/html")),
         "HEAD / answers the page, not discovery"
     );
     Ok(())
@@ -192,7 +206,15 @@ async fn landing_page(ctx: &Ctx) -> CheckResult {
 /// policy: no script, no framing, no referrer.
 async fn page_headers(ctx: &Ctx) -> CheckResult {
     let mut browser = signed_in(ctx).await?;
-    for rest in ["", "/records", "/types", "/apps", "/account", "/records/new", "/no-such-page"] {
+    for rest in [
+        "",
+        "/records",
+        "/types",
+        "/apps",
+        "/account",
+        "/records/new",
+        "/no-such-page",
+    ] {
         let url = own(ctx, rest)?;
         let response = browser.get(&url).await?;
         ensure_headers(&response, &format!("GET {url}"))?;
@@ -200,7 +222,9 @@ async fn page_headers(ctx: &Ctx) -> CheckResult {
     let url = own(ctx, "/records?filter=%28")?;
     ensure_headers(&browser.get(&url).await?, &format!("GET {url}"))?;
     let sign_out = own(ctx, "/sign-out")?;
-    let response = browser.post_form(&sign_out, &[("csrf", "nonsense")]).await?;
+    let response = browser
+        .post_form(&sign_out, &[("csrf", "nonsense")])
+        .await?;
     ensure_headers(&response, "a refused form")?;
     Ok(())
 }
@@ -277,8 +301,11 @@ async fn sign_in_list_open_revoke(ctx: &Ctx) -> CheckResult {
     let ty = ctx.note_type().await?;
     let label = format!("console-{}", crate::client::record_id());
     let title = format!("A note labelled {label}");
-    let note = ctx.note(&ty, json!({"title": title, "label": label})).await?;
-    ctx.note(&ty, json!({"title": "another", "label": "another"})).await?;
+    let note = ctx
+        .note(&ty, json!({"title": title, "label": label}))
+        .await?;
+    ctx.note(&ty, json!({"title": "another", "label": "another"}))
+        .await?;
     let id = str_at(&note, "/id")?;
     let (app, key) = authorized_app(ctx).await?;
     expect::status(&probe(ctx, &key).await?, 200)?;
@@ -350,20 +377,33 @@ async fn stale_edit(ctx: &Ctx) -> CheckResult {
         .and_then(|input| input.attribute("value"))
         .ok_or("the edit form has no parent_hash")?
         .to_owned();
-    ensure_eq!(parent.as_str(), str_at(&note, "/version/hash")?, "the edit form's parent");
+    ensure_eq!(
+        parent.as_str(),
+        str_at(&note, "/version/hash")?,
+        "the edit form's parent"
+    );
     // Meanwhile, an app changes the record.
     let update = json!({"content": {"title": "changed meanwhile"}});
     let changed = expect::json(
-        &ctx.send(Call::put(ctx.record_url(id)?).json(&update).signed(&ctx.full)).await?,
+        &ctx.send(
+            Call::put(ctx.record_url(id)?)
+                .json(&update)
+                .signed(&ctx.full),
+        )
+        .await?,
         200,
     )?;
     let typed = json!({"content": {"title": "the console's edit"}}).to_string();
     let response = browser
-        .post_form(&edit, &[("csrf", &token), ("parent_hash", &parent), ("json", &typed)])
+        .post_form(
+            &edit,
+            &[("csrf", &token), ("parent_hash", &parent), ("json", &typed)],
+        )
         .await?;
     let page = html(&response, 409).map_err(|e| format!("the stale edit: {e}"))?;
     ensure!(
-        page.text().contains("changed this record while you edited it"),
+        page.text()
+            .contains("changed this record while you edited it"),
         "the refusal does not say why: {}",
         summary(&response)
     );
@@ -376,7 +416,10 @@ async fn stale_edit(ctx: &Ctx) -> CheckResult {
     // From the latest version, the same edit goes through.
     let latest = str_at(&changed, "/record/version/hash")?;
     let response = browser
-        .post_form(&edit, &[("csrf", &token), ("parent_hash", latest), ("json", &typed)])
+        .post_form(
+            &edit,
+            &[("csrf", &token), ("parent_hash", latest), ("json", &typed)],
+        )
         .await?;
     see_other(&response, &edit).map_err(|e| format!("the edit from the latest version: {e}"))?;
     let now = expect::json(&ctx.get_record(id).await?, 200)?;
@@ -397,7 +440,8 @@ async fn stale_edit(ctx: &Ctx) -> CheckResult {
 async fn filter_error(ctx: &Ctx) -> CheckResult {
     let mut browser = signed_in(ctx).await?;
     let mut url = own(ctx, "/records")?;
-    url.query_pairs_mut().append_pair("filter", "$['author']=a.example,(");
+    url.query_pairs_mut()
+        .append_pair("filter", "$['author']=a.example,(");
     let response = browser.get(&url).await?;
     let page = html(&response, 400).map_err(|e| format!("GET {url}: {e}"))?;
     ensure!(

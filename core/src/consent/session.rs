@@ -104,7 +104,9 @@ impl Session {
     pub fn renewed(&self, now: RecordDate) -> Option<Session> {
         let now = now.unix_millis();
         let end = (now + SIGNED_IN_LIFETIME_MS).min(self.since_ms + SIGNED_IN_MAX_MS);
-        (self.signed_in && self.expires_ms - now < SIGNED_IN_LIFETIME_MS / 2 && end > self.expires_ms)
+        (self.signed_in
+            && self.expires_ms - now < SIGNED_IN_LIFETIME_MS / 2
+            && end > self.expires_ms)
             .then(|| Session {
                 expires_ms: end,
                 ..self.clone()
@@ -273,19 +275,28 @@ mod tests {
 
     #[test]
     fn a_used_session_is_renewed_up_to_its_maximum() {
-        let at = |ms: i64| RecordDate::from_unix_millis(fixed_time().unix_millis() + ms).expect("a date");
+        let at = |ms: i64| {
+            RecordDate::from_unix_millis(fixed_time().unix_millis() + ms).expect("a date")
+        };
         let session = Session::signed_in("me", [1; 16], fixed_time());
         assert_eq!(session.renewed(at(60_000)), None, "most of it is left");
         let renewed = session
             .renewed(at(SIGNED_IN_LIFETIME_MS - 60_000))
             .expect("renewed past half its lifetime");
-        assert_eq!(renewed.expires_ms, at(2 * SIGNED_IN_LIFETIME_MS - 60_000).unix_millis());
+        assert_eq!(
+            renewed.expires_ms,
+            at(2 * SIGNED_IN_LIFETIME_MS - 60_000).unix_millis()
+        );
         assert_eq!(renewed.since_ms, session.since_ms);
         let key = SessionKey::from_bytes([7; 32]);
         assert_eq!(renewed.csrf_token(&key), session.csrf_token(&key));
         let mut old = session.clone();
         old.expires_ms = session.since_ms + SIGNED_IN_MAX_MS;
-        assert_eq!(old.renewed(at(SIGNED_IN_MAX_MS - 60_000)), None, "never past the maximum");
+        assert_eq!(
+            old.renewed(at(SIGNED_IN_MAX_MS - 60_000)),
+            None,
+            "never past the maximum"
+        );
     }
 
     #[test]

@@ -80,7 +80,9 @@ pub fn notice(done: Option<&str>) -> Option<&'static str> {
         "saved" => "Your changes were saved.",
         "deleted" => "The record was deleted.",
         "revoked" => "The app’s access was revoked: its next request is refused.",
-        "forgotten" => "The app was forgotten: it can no longer use your records, and must register again to ask.",
+        "forgotten" => {
+            "The app was forgotten: it can no longer use your records, and must register again to ask."
+        }
         "password" => "Your password was changed. Every other session was signed out.",
         _ => return None,
     })
@@ -190,7 +192,8 @@ impl ListForm {
                 }
             })?;
         }
-        let type_filter = (!self.type_link.is_empty()).then(|| format!("$['type']={}", self.type_link));
+        let type_filter =
+            (!self.type_link.is_empty()).then(|| format!("$['type']={}", self.type_link));
         let filter = match (type_filter, self.filter.is_empty()) {
             (Some(type_filter), true) => Some(type_filter),
             (Some(type_filter), false) => Some(format!("{type_filter},{}", self.filter)),
@@ -268,8 +271,14 @@ impl LinkView {
     pub fn is_image(&self) -> bool {
         self.kind == LinkKindView::Blob
             && self.media_type.as_deref().is_some_and(|media_type| {
-                ["image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml"]
-                    .contains(&media_type.split(';').next().unwrap_or_default().trim())
+                [
+                    "image/png",
+                    "image/jpeg",
+                    "image/gif",
+                    "image/webp",
+                    "image/svg+xml",
+                ]
+                .contains(&media_type.split(';').next().unwrap_or_default().trim())
             })
     }
 }
@@ -332,7 +341,8 @@ pub fn content_links(entries: &[IndexEntry]) -> Vec<LinkView> {
             ("b", Some(hash), None, None) => LinkView {
                 path: entry.path.clone(),
                 kind: LinkKindView::Blob,
-                label: tag_at(&format!("{}['name']", entry.path)).unwrap_or_else(|| hash.to_owned()),
+                label: tag_at(&format!("{}['name']", entry.path))
+                    .unwrap_or_else(|| hash.to_owned()),
                 entity: String::new(),
                 record_id: None,
                 hash: Some(hash.to_owned()),
@@ -488,7 +498,10 @@ mod tests {
             ..ListForm::default()
         };
         let params = form.api_params().expect("valid");
-        let filter = params.iter().find(|(name, _)| name == "filter").expect("a filter");
+        let filter = params
+            .iter()
+            .find(|(name, _)| name == "filter")
+            .expect("a filter");
         assert_eq!(
             filter.1,
             "$['type']=system.folio.dev+0123456789abcdef0123456789abcdef,$['author']=alice.example"
@@ -500,7 +513,10 @@ mod tests {
             ..form.clone()
         };
         let params = either.api_params().expect("valid");
-        let filter = params.iter().find(|(name, _)| name == "filter").expect("a filter");
+        let filter = params
+            .iter()
+            .find(|(name, _)| name == "filter")
+            .expect("a filter");
         let parsed = parse_filter(&filter.1).expect("parses");
         let crate::query::Filter::And(parts) = parsed else {
             panic!("an and: {parsed:?}")
@@ -529,8 +545,17 @@ mod tests {
         };
         let query = form.query(Some("\"2026-01-01T00:00:00.000Z\"+00"));
         let back = ListForm::from_query(&Form::from_query(&query));
-        assert_eq!(back.page_start.as_deref(), Some("\"2026-01-01T00:00:00.000Z\"+00"));
-        assert_eq!(ListForm { page_start: None, ..back }, form);
+        assert_eq!(
+            back.page_start.as_deref(),
+            Some("\"2026-01-01T00:00:00.000Z\"+00")
+        );
+        assert_eq!(
+            ListForm {
+                page_start: None,
+                ..back
+            },
+            form
+        );
     }
 
     #[test]
@@ -551,7 +576,10 @@ mod tests {
             entry("$['content']['friend']", "e:bob.example"),
             entry("$['content']['note']", "r:alice.example 0123"),
             entry("$['content']['note']", "x:alice.example 0123"),
-            entry("$['content']['pin']", &format!("v:alice.example 0123 {hash}")),
+            entry(
+                "$['content']['pin']",
+                &format!("v:alice.example 0123 {hash}"),
+            ),
             entry("$['content']['pin']", "r:alice.example 0123"),
             entry("$['content']['photo']", &format!("b:{hash}")),
             entry("$['content']['photo']['name']", "t:cat.png"),
@@ -559,7 +587,10 @@ mod tests {
             entry("$['content']['title']", "t:hello"),
         ];
         let links = content_links(&entries);
-        let kinds: Vec<_> = links.iter().map(|link| (link.path.as_str(), link.kind)).collect();
+        let kinds: Vec<_> = links
+            .iter()
+            .map(|link| (link.path.as_str(), link.kind))
+            .collect();
         assert_eq!(
             kinds,
             [
@@ -575,7 +606,8 @@ mod tests {
 
     #[test]
     fn bodies_carry_the_parent_and_the_type() {
-        let body = update_body(r#"{"content": {"a": 1}, "no_content": null}"#, "ff").expect("a body");
+        let body =
+            update_body(r#"{"content": {"a": 1}, "no_content": null}"#, "ff").expect("a body");
         let body: Value = serde_json::from_slice(&body).expect("JSON");
         assert_eq!(body["version"]["parent_hash"], "ff");
         assert!(body.get("no_content").is_none());

@@ -25,7 +25,16 @@ pub(super) async fn download<H: Host>(
     blob: &BlobPath,
 ) -> Outcome<H::Stream> {
     let caller = cx.reader(user).await?;
-    download_as(cx, user, &caller.access, caller.bearer_expiry, record, version, blob).await
+    download_as(
+        cx,
+        user,
+        &caller.access,
+        caller.bearer_expiry,
+        record,
+        version,
+        blob,
+    )
+    .await
 }
 
 /// A blob's download for a caller whose `access` is known (the API's

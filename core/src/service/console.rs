@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::access::{Access, is_type};
 use crate::apps::Scope;
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_record_type};
+use crate::consent::{AppRequest, MAX_PASSWORD_BYTES, Session};
 use crate::console::page::{
     AccountPage, AppView, AppsPage, EditError, EditPage, Frame, LandingPage, LinkShown,
     MessagePage, Overview, RecordPage, RecordRow, Records, Section, SignInPage, TypeChoice,
@@ -21,7 +22,6 @@ use crate::console::{
     PAGE_HEADERS, RECENT_VERSIONS, STYLE, STYLE_CACHE_CONTROL, content_links, create_body,
     delete_body, diff_lines, editable_json, permission_words, pretty, update_body,
 };
-use crate::consent::{AppRequest, MAX_PASSWORD_BYTES, Session};
 use crate::model::{Entity, Permissions, Record, RecordId, VersionLink};
 use crate::problem::{Problem, ProblemType};
 use crate::query::{IndexEntry, ListQuery, next_page_start};
@@ -29,9 +29,8 @@ use crate::route::{BlobPath, ConsolePage, Method, RecordPath};
 use crate::schema::{RecordType, provisional_record};
 use crate::store::{
     Statement, WriteOrigin, builtin_records_sql, entity_record_sql, latest_version_sql, list_sql,
-    password_hash_sql, read_version, recent_versions_sql, records_per_type_sql,
-    sessions_after_sql, set_password_sql, sign_out_everywhere_sql, store_totals_sql, version_sql,
-    versions_sql,
+    password_hash_sql, read_version, recent_versions_sql, records_per_type_sql, sessions_after_sql,
+    set_password_sql, sign_out_everywhere_sql, store_totals_sql, version_sql, versions_sql,
 };
 use crate::write::{RecordKey, WriteRequest};
 
@@ -41,6 +40,9 @@ use super::{Context, Host, Note, Rate, Reply, ReplyBody, User, WriteFailure};
 
 /// A page, or the page that says why not.
 type Page<S> = Result<Reply<S>, Reply<S>>;
+
+/// The policy of a blob the console serves: nothing runs, nothing frames it.
+const BLOB_POLICY: &str = "default-src 'none'; frame-ancestors 'none'; sandbox";
 
 /// The shortest password the console sets.
 pub const MIN_PASSWORD_CHARS: usize = 8;
@@ -151,7 +153,11 @@ async fn answer<H: Host>(
             entity: user.entity.clone(),
         },
     };
-    let query = cx.request.target.split_once('?').map_or("", |(_, query)| query);
+    let query = cx
+        .request
+        .target
+        .split_once('?')
+        .map_or("", |(_, query)| query);
     let notice = console::notice(Form::from_query(query).get("done"));
     let mut reply = match (page, form) {
         (ConsolePage::Overview, None) => console.overview(frame(Section::Overview)).await,
@@ -159,29 +165,33 @@ async fn answer<H: Host>(
         (ConsolePage::Records, Some(form)) => console.create(frame(Section::Records), &form).await,
         (ConsolePage::NewRecord, None) => console.new_record(frame(Section::Records)).await,
         (ConsolePage::Record(record), None) => {
-            console.record(frame(Section::Records), &record, notice).await
+            console
+                .record(frame(Section::Records), &record, notice)
+                .await
         }
         (ConsolePage::EditRecord(record), None) => {
             console.edit_form(frame(Section::Records), &record).await
         }
         (ConsolePage::EditRecord(record), Some(form)) => {
-            console.update(frame(Section::Records), &record, &form).await
+            console
+                .update(frame(Section::Records), &record, &form)
+                .await
         }
-        (ConsolePage::DeleteRecord(record), Some(form)) => {
-            console.delete(&record, &form).await
-        }
+        (ConsolePage::DeleteRecord(record), Some(form)) => console.delete(&record, &form).await,
         (ConsolePage::Version(record, hash), None) => {
-            console.version(frame(Section::Records), &record, &hash).await
+            console
+                .version(frame(Section::Records), &record, &hash)
+                .await
         }
         (ConsolePage::Blob(record, blob), None) => console.blob(&record, &blob).await,
-        (ConsolePage::Types, form) => console.types_page(frame(Section::Types), form.as_ref()).await,
+        (ConsolePage::Types, form) => {
+            console
+                .types_page(frame(Section::Types), form.as_ref())
+                .await
+        }
         (ConsolePage::Apps, None) => console.apps(frame(Section::Apps), notice).await,
-        (ConsolePage::RevokeApp(app), Some(_)) => {
-            console.revoke(&app, false).await
-        }
-        (ConsolePage::ForgetApp(app), Some(_)) => {
-            console.revoke(&app, true).await
-        }
+        (ConsolePage::RevokeApp(app), Some(_)) => console.revoke(&app, false).await,
+        (ConsolePage::ForgetApp(app), Some(_)) => console.revoke(&app, true).await,
         (ConsolePage::Account, None) => Ok(html(
             200,
             render(&AccountPage {
@@ -199,11 +209,15 @@ async fn answer<H: Host>(
             console
                 .run_statement(sign_out_everywhere_sql(user.id, now.unix_millis()))
                 .await?;
-            Ok(see_other(&console_href(&user.name, ""), Some(Session::clear_cookie())))
+            Ok(see_other(
+                &console_href(&user.name, ""),
+                Some(Session::clear_cookie()),
+            ))
         }
-        (ConsolePage::SignOut, Some(_)) => {
-            Ok(see_other(&console_href(&user.name, ""), Some(Session::clear_cookie())))
-        }
+        (ConsolePage::SignOut, Some(_)) => Ok(see_other(
+            &console_href(&user.name, ""),
+            Some(Session::clear_cookie()),
+        )),
         (ConsolePage::Unknown, _) => Err(message(
             404,
             Some(&user.name),
@@ -229,7 +243,10 @@ async fn answer<H: Host>(
 }
 
 /// The user's `sessions_after` mark.
-pub(super) async fn sessions_after<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Result<i64, Reply<H::Stream>> {
+pub(super) async fn sessions_after<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+) -> Result<i64, Reply<H::Stream>> {
     let rows = cx
         .host
         .fetch(&sessions_after_sql(user.id))
@@ -254,7 +271,10 @@ fn sign_in_page<H: Host>(
     let now = cx.request.now;
     let (session, new) = match session {
         Some(session) => (session, false),
-        None => (Session::visitor(&user.name, cx.request.fresh.bytes(), now), true),
+        None => (
+            Session::visitor(&user.name, cx.request.fresh.bytes(), now),
+            true,
+        ),
     };
     let action = console_href(&user.name, "/sign-in");
     let page = render(&SignInPage {
@@ -420,7 +440,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
         self.href(&format!("/records/{entity}/{id}"))
     }
 
-    async fn fetch(&self, statement: &Statement) -> Result<Vec<crate::service::store::Row>, Reply<H::Stream>> {
+    async fn fetch(
+        &self,
+        statement: &Statement,
+    ) -> Result<Vec<crate::service::store::Row>, Reply<H::Stream>> {
         self.cx
             .host
             .fetch(statement)
@@ -530,20 +553,28 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let mut live_apps: Vec<String> = authorizations
             .iter()
             .filter(|record| !record.is_tombstone())
-            .filter_map(|record| authorized_app(record))
-            .map(|app| apps.get(&app.to_string()).cloned().unwrap_or_else(|| app.to_string()))
+            .filter_map(authorized_app)
+            .map(|app| {
+                apps.get(&app.to_string())
+                    .cloned()
+                    .unwrap_or_else(|| app.to_string())
+            })
             .collect();
         live_apps.sort();
         live_apps.dedup();
         let mut recent = Vec::new();
-        for row in self.fetch(&recent_versions_sql(user_id, RECENT_VERSIONS)).await? {
+        for row in self
+            .fetch(&recent_versions_sql(user_id, RECENT_VERSIONS))
+            .await?
+        {
             let app = row
                 .optional_text(0)
                 .map_err(|e| logged(self.cx.host, &e))?
                 .map(|id| apps.get(id).cloned().unwrap_or_else(|| format!("app {id}")));
-            let (record, links) =
-                version_row(row.get(1..).unwrap_or_default()).map_err(|e| logged(self.cx.host, &e))?;
-            let (record, _) = read_version(&record, &links).map_err(|e| logged(self.cx.host, &e))?;
+            let (record, links) = version_row(row.get(1..).unwrap_or_default())
+                .map_err(|e| logged(self.cx.host, &e))?;
+            let (record, _) =
+                read_version(&record, &links).map_err(|e| logged(self.cx.host, &e))?;
             recent.push(self.row(&record, &types, app));
         }
         let records = counts.iter().map(|count| count.live).sum();
@@ -563,7 +594,12 @@ impl<H: Host> Console<'_, '_, '_, H> {
     }
 
     async fn records_page(&self, frame: Frame<'_>) -> Page<H::Stream> {
-        let query = self.cx.request.target.split_once('?').map_or("", |(_, q)| q);
+        let query = self
+            .cx
+            .request
+            .target
+            .split_once('?')
+            .map_or("", |(_, q)| q);
         let form = ListForm::from_query(&Form::from_query(query));
         let types = self.load_types().await?;
         let mut page = Records {
@@ -573,7 +609,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
             problem: None,
             rows: Vec::new(),
             next_href: None,
-            first_href: form.page_start.as_ref().map(|_| self.href(&format!("/records?{}", form.query(None)))),
+            first_href: form
+                .page_start
+                .as_ref()
+                .map(|_| self.href(&format!("/records?{}", form.query(None)))),
         };
         let params = match form.api_params() {
             Ok(params) => params,
@@ -610,7 +649,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
     }
 
     /// The latest version of a record, or the not-found page.
-    async fn latest(&self, record: &RecordPath) -> Result<(Record, Vec<IndexEntry>), Reply<H::Stream>> {
+    async fn latest(
+        &self,
+        record: &RecordPath,
+    ) -> Result<(Record, Vec<IndexEntry>), Reply<H::Stream>> {
         self.versions_of(
             &latest_version_sql(self.user.id, &record.entity, &record.record_id),
             0,
@@ -628,7 +670,12 @@ impl<H: Host> Console<'_, '_, '_, H> {
         })
     }
 
-    async fn view(&self, record: &Record, entries: &[IndexEntry], types: &Types) -> Result<VersionView, Reply<H::Stream>> {
+    async fn view(
+        &self,
+        record: &Record,
+        entries: &[IndexEntry],
+        types: &Types,
+    ) -> Result<VersionView, Reply<H::Stream>> {
         let mut entity_names: HashMap<Entity, (String, String)> = HashMap::new();
         let mut links = Vec::new();
         for link in content_links(entries) {
@@ -637,7 +684,9 @@ impl<H: Host> Console<'_, '_, '_, H> {
                     let Ok(entity) = link.entity.parse::<Entity>() else {
                         continue;
                     };
-                    if !entity_names.contains_key(&entity) && entity_names.len() < MAX_NAMED_ENTITIES {
+                    if !entity_names.contains_key(&entity)
+                        && entity_names.len() < MAX_NAMED_ENTITIES
+                    {
                         let found = self
                             .versions_of(&entity_record_sql(self.user.id, &entity), 0)
                             .await?
@@ -646,7 +695,13 @@ impl<H: Host> Console<'_, '_, '_, H> {
                         if let Some((found, _)) = found {
                             let name = found
                                 .content()
-                                .and_then(|c| c.as_map().get("profile")?.get("name")?.as_str().map(str::to_owned))
+                                .and_then(|c| {
+                                    c.as_map()
+                                        .get("profile")?
+                                        .get("name")?
+                                        .as_str()
+                                        .map(str::to_owned)
+                                })
                                 .unwrap_or_else(|| entity.to_string());
                             let href = self.record_href(&found.author.entity, &found.id);
                             entity_names.insert(entity.clone(), (name, href));
@@ -691,7 +746,8 @@ impl<H: Host> Console<'_, '_, '_, H> {
             links.push(LinkShown { link, href });
         }
         let type_name = types.name(&record.type_link);
-        let type_href = Some(self.record_href(&record.type_link.entity, &record.type_link.record_id));
+        let type_href =
+            Some(self.record_href(&record.type_link.entity, &record.type_link.record_id));
         Ok(VersionView {
             title: format!("{type_name} {}", record.id),
             type_name,
@@ -715,13 +771,24 @@ impl<H: Host> Console<'_, '_, '_, H> {
         })
     }
 
-    async fn record(&self, frame: Frame<'_>, path: &RecordPath, notice: Option<&str>) -> Page<H::Stream> {
+    async fn record(
+        &self,
+        frame: Frame<'_>,
+        path: &RecordPath,
+        notice: Option<&str>,
+    ) -> Page<H::Stream> {
         let (record, entries) = self.latest(path).await?;
         let types = self.load_types().await?;
         let view = self.view(&record, &entries, &types).await?;
         let mut versions = self
             .versions_of(
-                &versions_sql(self.user.id, &path.entity, &path.record_id, None, MAX_VERSIONS_SHOWN),
+                &versions_sql(
+                    self.user.id,
+                    &path.entity,
+                    &path.record_id,
+                    None,
+                    MAX_VERSIONS_SHOWN,
+                ),
                 0,
             )
             .await?;
@@ -755,7 +822,12 @@ impl<H: Host> Console<'_, '_, '_, H> {
         ))
     }
 
-    async fn version(&self, frame: Frame<'_>, path: &RecordPath, hash: &crate::model::VersionHash) -> Page<H::Stream> {
+    async fn version(
+        &self,
+        frame: Frame<'_>,
+        path: &RecordPath,
+        hash: &crate::model::VersionHash,
+    ) -> Page<H::Stream> {
         let not_found = || {
             message(
                 404,
@@ -765,14 +837,20 @@ impl<H: Host> Console<'_, '_, '_, H> {
             )
         };
         let (record, entries) = self
-            .versions_of(&version_sql(self.user.id, &path.entity, &path.record_id, hash), 0)
+            .versions_of(
+                &version_sql(self.user.id, &path.entity, &path.record_id, hash),
+                0,
+            )
             .await?
             .into_iter()
             .next()
             .ok_or_else(not_found)?;
         let parent = match record.version.parent_hash {
             Some(parent) => self
-                .versions_of(&version_sql(self.user.id, &path.entity, &path.record_id, &parent), 0)
+                .versions_of(
+                    &version_sql(self.user.id, &path.entity, &path.record_id, &parent),
+                    0,
+                )
                 .await?
                 .into_iter()
                 .next()
@@ -801,8 +879,15 @@ impl<H: Host> Console<'_, '_, '_, H> {
     }
 
     async fn blob(&self, path: &RecordPath, blob: &BlobPath) -> Page<H::Stream> {
-        match super::blobs::download_as(self.cx, self.user, &self.owner, None, path, None, blob).await {
-            Ok(reply) => Ok(reply),
+        match super::blobs::download_as(self.cx, self.user, &self.owner, None, path, None, blob)
+            .await
+        {
+            // A download (never shown as a page of this origin), sandboxed
+            // should a browser show it anyway.
+            Ok(reply) => Ok(reply
+                .with("content-security-policy", BLOB_POLICY)
+                .with("x-frame-options", "DENY")
+                .with("referrer-policy", "no-referrer")),
             Err(failure) => {
                 if let Some(error) = &failure.internal {
                     self.cx.host.report(error);
@@ -855,7 +940,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
     }
 
     /// Runs the owner's write; the stored version, or why it was refused.
-    async fn write(&self, request: Result<WriteRequest, Problem>) -> Result<Result<Record, Problem>, Reply<H::Stream>> {
+    async fn write(
+        &self,
+        request: Result<WriteRequest, Problem>,
+    ) -> Result<Result<Record, Problem>, Reply<H::Stream>> {
         let request = match request {
             Ok(request) => request,
             Err(problem) => return Ok(Err(problem)),
@@ -878,12 +966,15 @@ impl<H: Host> Console<'_, '_, '_, H> {
     }
 
     /// A body within the API's JSON body limit, made into a write request.
-    fn request(&self, body: Result<Vec<u8>, String>, make: impl FnOnce(&[u8]) -> Result<WriteRequest, crate::write::WriteError>) -> Result<WriteRequest, Problem> {
-        let body = body.map_err(|reason| Problem::new(ProblemType::InvalidBody).with_detail(reason))?;
+    fn request(
+        &self,
+        body: Result<Vec<u8>, String>,
+        make: impl FnOnce(&[u8]) -> Result<WriteRequest, crate::write::WriteError>,
+    ) -> Result<WriteRequest, Problem> {
+        let body =
+            body.map_err(|reason| Problem::new(ProblemType::InvalidBody).with_detail(reason))?;
         let limit = self.cx.host.settings().limits.json_body_bytes;
-        if let Err(problem) = crate::limits::check_body_len(body.len() as u64, limit) {
-            return Err(problem);
-        }
+        crate::limits::check_body_len(body.len() as u64, limit)?;
         make(&body).map_err(|error| Problem::from(&error))
     }
 
@@ -893,7 +984,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let request = self.request(create_body(typed, chosen), WriteRequest::post);
         match self.write(request).await? {
             Ok(record) => Ok(see_other(
-                &format!("{}?done=created", self.record_href(&record.author.entity, &record.id)),
+                &format!(
+                    "{}?done=created",
+                    self.record_href(&record.author.entity, &record.id)
+                ),
                 None,
             )),
             Err(problem) => {
@@ -920,18 +1014,27 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let typed = form.get("json").unwrap_or_default();
         let parent = form.get("parent_hash").unwrap_or_default();
         let key = RecordKey::new(path.entity.clone(), path.record_id);
-        let request = self.request(update_body(typed, parent), |body| WriteRequest::put(key, body));
+        let request = self.request(update_body(typed, parent), |body| {
+            WriteRequest::put(key, body)
+        });
         let record_href = self.record_href(&path.entity, &path.record_id);
         match self.write(request).await? {
             Ok(_) => Ok(see_other(&format!("{record_href}?done=saved"), None)),
             Err(problem) => {
                 let types = self.load_types().await?;
-                let stale = matches!(problem.kind, ProblemType::VersionConflict | ProblemType::RecordDeleted);
+                let stale = matches!(
+                    problem.kind,
+                    ProblemType::VersionConflict | ProblemType::RecordDeleted
+                );
                 Ok(html(
                     if stale { 409 } else { 422 },
                     render(&EditPage {
                         frame,
-                        record_title: Some(format!("{} {}", types.name_of_record(path, self).await?, path.record_id)),
+                        record_title: Some(format!(
+                            "{} {}",
+                            types.name_of_record(path, self).await?,
+                            path.record_id
+                        )),
                         action: format!("{record_href}/edit"),
                         back_href: record_href.clone(),
                         json: typed.to_owned(),
@@ -949,7 +1052,9 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let action = form.get("action").unwrap_or("delete");
         let parent = form.get("parent_hash").unwrap_or_default();
         let key = RecordKey::new(path.entity.clone(), path.record_id);
-        let request = self.request(Ok(delete_body(action, parent)), |body| WriteRequest::delete(key, body));
+        let request = self.request(Ok(delete_body(action, parent)), |body| {
+            WriteRequest::delete(key, body)
+        });
         match self.write(request).await? {
             Ok(_) => Ok(see_other(
                 &format!("{}?done=deleted", self.record_href(&path.entity, &path.record_id)),
@@ -973,7 +1078,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
 
     async fn types_page(&self, frame: Frame<'_>, form: Option<&Form>) -> Page<H::Stream> {
         let types = self.load_types().await?;
-        let chosen = form.and_then(|f| f.get("type")).unwrap_or_default().to_owned();
+        let chosen = form
+            .and_then(|f| f.get("type"))
+            .unwrap_or_default()
+            .to_owned();
         let json = form
             .and_then(|f| f.get("json"))
             .unwrap_or("{\n  \"content\": {}\n}")
@@ -984,7 +1092,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
             .map(|record| TypeView {
                 name: type_name(record).unwrap_or_else(|| record.id.to_string()),
                 href: self.record_href(&record.author.entity, &record.id),
-                value: format!("{}+{}+{}", record.author.entity, record.id, record.version.hash),
+                value: format!(
+                    "{}+{}+{}",
+                    record.author.entity, record.id, record.version.hash
+                ),
                 builtin: record.author.entity.as_str() == SYSTEM_ENTITY,
                 schema: record
                     .content()
@@ -1015,7 +1126,8 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let type_record = types.by_version_value(chosen).ok_or("Choose a type.")?;
         let record_type = RecordType::from_record(type_record)
             .map_err(|error| format!("This type cannot check records: {error}"))?;
-        let value: Value = serde_json::from_str(typed).map_err(|error| format!("This is not JSON: {error}"))?;
+        let value: Value =
+            serde_json::from_str(typed).map_err(|error| format!("This is not JSON: {error}"))?;
         let content = value
             .get("content")
             .and_then(Value::as_object)
@@ -1035,7 +1147,9 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let record = provisional_record(self.user.entity.clone(), type_link, permissions, content);
         match record_type.schema.validate(&record) {
             Ok(_) => Ok(format!("This record is a valid {}.", record_type.name)),
-            Err(violation) => Err(Problem::from(&violation).detail.unwrap_or_else(|| violation.to_string())),
+            Err(violation) => Err(Problem::from(&violation)
+                .detail
+                .unwrap_or_else(|| violation.to_string())),
         }
     }
 
@@ -1051,9 +1165,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
             ];
             kinds
                 .into_iter()
-                .flat_map(|(verb, links)| {
-                    links.iter().map(move |link| (verb, link))
-                })
+                .flat_map(|(verb, links)| links.iter().map(move |link| (verb, link)))
                 .map(|(verb, link)| {
                     let name = types
                         .records
@@ -1068,23 +1180,36 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let mut views = Vec::new();
         for app in &apps {
             let request = AppRequest::from_record(app);
-            let authorization = authorizations.iter().find(|record| {
-                !record.is_tombstone() && authorized_app(record) == Some(app.id)
-            });
-            let granted = authorization.map(|record| scope_words(&crate::apps::granted_scope(record)));
+            let authorization = authorizations
+                .iter()
+                .find(|record| !record.is_tombstone() && authorized_app(record) == Some(app.id));
+            let granted =
+                authorization.map(|record| scope_words(&crate::apps::granted_scope(record)));
             views.push(AppView {
                 id: app.id.to_string(),
                 name: AppRequest::name_of(app).unwrap_or_else(|| format!("App {}", app.id)),
                 description: request.as_ref().and_then(|r| r.description.clone()),
-                website: request.as_ref().and_then(|r| r.website_link().map(str::to_owned)),
+                website: request
+                    .as_ref()
+                    .and_then(|r| r.website_link().map(str::to_owned)),
                 href: self.record_href(&app.author.entity, &app.id),
-                requested: request.as_ref().map(|r| scope_words(&r.scope)).unwrap_or_default(),
+                requested: request
+                    .as_ref()
+                    .map(|r| scope_words(&r.scope))
+                    .unwrap_or_default(),
                 granted,
                 authorized_at: authorization.map(|record| record.created_at.to_string()),
                 deleted: app.is_tombstone(),
             });
         }
-        Ok(html(200, render(&AppsPage { frame, apps: views, notice })))
+        Ok(html(
+            200,
+            render(&AppsPage {
+                frame,
+                apps: views,
+                notice,
+            }),
+        ))
     }
 
     /// Revokes an app (deletes its live authorizations) and, to forget it,
@@ -1092,17 +1217,23 @@ impl<H: Host> Console<'_, '_, '_, H> {
     async fn revoke(&self, app: &RecordId, forget: bool) -> Page<H::Stream> {
         let entity = &self.user.entity;
         let mut targets: Vec<RecordId> = self
-            .versions_of(&crate::store::app_authorizations_sql(self.user.id, entity, app), 0)
+            .versions_of(
+                &crate::store::app_authorizations_sql(self.user.id, entity, app),
+                0,
+            )
             .await?
             .into_iter()
             .map(|(record, _)| record.id)
             .collect();
         if forget {
             targets.extend(
-                self.versions_of(&crate::store::app_credentials_sql(self.user.id, entity, app), 0)
-                    .await?
-                    .into_iter()
-                    .map(|(record, _)| record.id),
+                self.versions_of(
+                    &crate::store::app_credentials_sql(self.user.id, entity, app),
+                    0,
+                )
+                .await?
+                .into_iter()
+                .map(|(record, _)| record.id),
             );
             let (app_record, _) = self
                 .latest(&RecordPath {
@@ -1118,13 +1249,14 @@ impl<H: Host> Console<'_, '_, '_, H> {
             let writes = targets
                 .iter()
                 .map(|id| {
-                    WriteRequest::delete(RecordKey::new(entity.clone(), *id), b"")
-                        .map(|request| RecordWrite {
+                    WriteRequest::delete(RecordKey::new(entity.clone(), *id), b"").map(|request| {
+                        RecordWrite {
                             request,
                             access: self.owner.clone(),
                             origin: WriteOrigin::default(),
                             fresh_id: self.cx.request.fresh.record_id(),
-                        })
+                        }
+                    })
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|error| logged(self.cx.host, &error))?;
@@ -1143,7 +1275,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
                         409,
                         Some(&self.user.name),
                         "Nothing was changed",
-                        &format!("{}. Reload the page and try again.", Problem::from(&refused).kind.title()),
+                        &format!(
+                            "{}. Reload the page and try again.",
+                            Problem::from(&refused).kind.title()
+                        ),
                     ));
                 }
                 Err(failure) => return Err(write_failed(self.cx.host, &self.user.name, &failure)),
@@ -1182,7 +1317,9 @@ impl<H: Host> Console<'_, '_, '_, H> {
             )
             .with("retry-after", limited.retry_after_secs.to_string()));
         }
-        if current.len() > MAX_PASSWORD_BYTES || !check_password(self.cx, self.user, current).await? {
+        if current.len() > MAX_PASSWORD_BYTES
+            || !check_password(self.cx, self.user, current).await?
+        {
             return refuse("The current password is wrong: the password was not changed.");
         }
         let Some(hash) = self
@@ -1197,13 +1334,18 @@ impl<H: Host> Console<'_, '_, '_, H> {
         // Every session before this moment ends; this one goes on, anew.
         self.run_statement(set_password_sql(self.user.id, &hash, now.unix_millis()))
             .await?;
-        self.cx.host.note(Note::PasswordChanged { user: &self.user.name });
+        self.cx.host.note(Note::PasswordChanged {
+            user: &self.user.name,
+        });
         // This browser's new session begins just after the mark.
         let since = crate::model::RecordDate::from_unix_millis(now.unix_millis() + 1)
             .map_err(|error| logged(self.cx.host, &error))?;
         let session = Session::signed_in(&self.user.name, self.cx.request.fresh.bytes(), since);
         let cookie = session.set_cookie(self.cx.host.session_key(), now);
-        Ok(see_other(&self.href("/account?done=password"), Some(cookie)))
+        Ok(see_other(
+            &self.href("/account?done=password"),
+            Some(cookie),
+        ))
     }
 
     async fn run_statement(&self, statement: Statement) -> Result<(), Reply<H::Stream>> {

@@ -159,7 +159,10 @@ impl fmt::Display for Note<'_> {
             Note::Registered { user, app } => write!(f, "user {user} registered app {app}"),
             Note::SignedIn { user } => write!(f, "user {user} signed in"),
             Note::PasswordChanged { user } => {
-                write!(f, "user {user} changed their password; every other session ended")
+                write!(
+                    f,
+                    "user {user} changed their password; every other session ended"
+                )
             }
             Note::WrongPassword { user, peer } => match peer {
                 Some(peer) => write!(f, "a wrong password for {user} from {peer}"),

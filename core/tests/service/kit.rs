@@ -254,6 +254,9 @@ pub enum Noted {
         user: String,
         app: RecordId,
     },
+    PasswordChanged {
+        user: String,
+    },
 }
 
 impl From<Note<'_>> for Noted {
@@ -282,6 +285,9 @@ impl From<Note<'_>> for Noted {
             Note::Denied { user, app } => Noted::Denied {
                 user: user.to_owned(),
                 app: *app,
+            },
+            Note::PasswordChanged { user } => Noted::PasswordChanged {
+                user: user.to_owned(),
             },
         }
     }
@@ -676,6 +682,10 @@ impl<S: Backend> Secrets for Fake<S> {
     async fn verify_password(&self, hash: String, password: String) -> bool {
         self.log.borrow_mut().passwords_checked += 1;
         self.store.verify_password(&hash, &password)
+    }
+
+    async fn hash_password(&self, password: String, salt: [u8; 16]) -> Option<String> {
+        folio_core::consent::hash_password(&password, salt)
     }
 }
 
