@@ -356,7 +356,13 @@ async fn sign_in_list_open_revoke(ctx: &Ctx) -> CheckResult {
     let token = csrf(&page)?;
     let revoke = own(ctx, &format!("/apps/{}/revoke", app.id()))?;
     let response = browser.post_form(&revoke, &[("csrf", &token)]).await?;
-    html(&response, 200).map_err(|e| format!("revoking: {e}"))?;
+    let location = see_other(&response, &revoke).map_err(|e| format!("revoking: {e}"))?;
+    let page = html(&browser.get(&location).await?, 200)?;
+    ensure!(
+        page.text().contains("revoked"),
+        "the apps page after revoking does not say so: {}",
+        page.text().chars().take(300).collect::<String>()
+    );
     expect::problem_response(&probe(ctx, &key).await?, UNKNOWN_APP)
         .map_err(|e| format!("the app's first request after the console revoked it: {e}"))?;
     Ok(())

@@ -262,62 +262,38 @@ const SIGN_IN_ATTEMPTS: usize = 100;
 /// Wrong passwords on the console's sign-in form count against the same
 /// rate as the consent page's: the address is refused with a `429` page.
 async fn console_sign_in_failures(ctx: &Ctx) -> CheckResult {
-    let url = ctx.url(&format!("/{}/console", ctx.target.user))?;
+    let page = ctx.url(&format!("/{}/console", ctx.target.user))?;
     let action = ctx.url(&format!("/{}/console/sign-in", ctx.target.user))?;
-    let http = ctx.http.without_retries();
-    let mut browser = Browser::new(&http, &url);
-    let (_, mut token) = browser.open(&url).await?;
-    let wrong = format!("not-the-password-{}", record_id());
-    for attempt in 1..=SIGN_IN_ATTEMPTS {
-        let fields = [("csrf", token.as_str()), ("password", wrong.as_str())];
-        let response = browser.post_form(&action, &fields).await?;
-        match response.status {
-            401 => {
-                if let Ok(fresh) = csrf(&html(&response, 401)?) {
-                    token = fresh;
-                }
-            }
-            429 => {
-                html(&response, 429)?;
-                ensure!(
-                    retry_after(&response.headers).is_some(),
-                    "429 after {attempt} wrong console passwords without a Retry-After in seconds: {:?}",
-                    response.header("retry-after")
-                );
-                return Ok(());
-            }
-            status => {
-                return Err(format!(
-                    "wrong console password {attempt}: expected 401 or 429, got {status}: {}",
-                    response.excerpt()
-                ));
-            }
-        }
-    }
-    Err(format!(
-        "{SIGN_IN_ATTEMPTS} wrong console passwords from one address were never rate limited"
-    ))
+    wrong_passwords_until_limited(ctx, &page, &action, &[]).await
 }
 
 async fn sign_in_failures(ctx: &Ctx) -> CheckResult {
     let app = NewApp::fresh();
     register(ctx, &app, &[]).await?;
     let url = consent_url(ctx, app.id())?;
+    wrong_passwords_until_limited(ctx, &url, &url, &[("action", "sign_in")]).await
+}
+
+/// Posts wrong passwords from the sign-in form of `page` to `action` (with
+/// `fields` besides the token and the password) until a `429` page with a
+/// `Retry-After` answers; each `401` page's token is used for the next.
+async fn wrong_passwords_until_limited(
+    ctx: &Ctx,
+    page: &url::Url,
+    action: &url::Url,
+    fields: &[(&str, &str)],
+) -> CheckResult {
     let http = ctx.http.without_retries();
-    let mut browser = Browser::new(&http, &url);
-    let (_, mut token) = browser.open(&url).await?;
+    let mut browser = Browser::new(&http, page);
+    let (_, mut token) = browser.open(page).await?;
     let wrong = format!("not-the-password-{}", record_id());
     for attempt in 1..=SIGN_IN_ATTEMPTS {
-        let fields = [
-            ("csrf", token.as_str()),
-            ("action", "sign_in"),
-            ("password", wrong.as_str()),
-        ];
-        let response = browser.post_form(&url, &fields).await?;
+        let mut form = vec![("csrf", token.as_str()), ("password", wrong.as_str())];
+        form.extend_from_slice(fields);
+        let response = browser.post_form(action, &form).await?;
         match response.status {
             401 => {
-                let page = html(&response, 401)?;
-                if let Ok(fresh) = csrf(&page) {
+                if let Ok(fresh) = csrf(&html(&response, 401)?) {
                     token = fresh;
                 }
             }
@@ -332,13 +308,13 @@ async fn sign_in_failures(ctx: &Ctx) -> CheckResult {
             }
             status => {
                 return Err(format!(
-                    "wrong password {attempt}: expected 401 or 429, got {status}: {}",
+                    "wrong password {attempt} to {action}: expected 401 or 429, got {status}: {}",
                     response.excerpt()
                 ));
             }
         }
     }
     Err(format!(
-        "{SIGN_IN_ATTEMPTS} wrong passwords from one address were never rate limited"
+        "{SIGN_IN_ATTEMPTS} wrong passwords to {action} from one address were never rate limited"
     ))
 }

@@ -215,12 +215,7 @@ impl AppRequest {
     /// The name of an App record (of its last live version's content;
     /// `None` for a tombstone).
     pub fn name_of(record: &Record) -> Option<String> {
-        record
-            .content()?
-            .as_map()
-            .get("name")?
-            .as_str()
-            .map(str::to_owned)
+        record.content_text("/name").map(str::to_owned)
     }
 
     /// The request of a live App record; `None` for anything else.

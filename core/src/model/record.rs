@@ -209,6 +209,13 @@ impl Record {
         }
     }
 
+    /// The string at `pointer` (RFC 6901, from the content: `/name`,
+    /// `/profile/name`) of a live version; `None` for a tombstone and for
+    /// anything but a string there.
+    pub fn content_text(&self, pointer: &str) -> Option<&str> {
+        self.content()?.as_value().pointer(pointer)?.as_str()
+    }
+
     pub fn is_tombstone(&self) -> bool {
         matches!(self.body, RecordBody::Tombstone(_))
     }

@@ -77,23 +77,14 @@ async fn answer<H: Host>(
         )),
         Decision::CheckPassword { session, password } => {
             if let Err(limited) = cx.rate(Rate::SignIn(cx.request.peer)).await {
-                let page = match limited.problem.kind {
-                    ProblemType::RateLimited => message(
-                        limited.problem.status(),
-                        "Too many attempts",
-                        "Too many sign-in attempts from your address. Wait a minute, then try again.",
-                    ),
-                    // The attempt could not be counted (the edge's rate
-                    // object did not answer): refused, but not as too many.
-                    _ => message(
-                        limited.problem.status(),
-                        "Try again in a moment",
-                        "The server could not take your sign-in just now. Try again in a moment.",
-                    ),
-                };
-                return Err(page.with("retry-after", limited.retry_after_secs.to_string()));
+                let (title, text) = sign_in_refusal(limited.problem.kind);
+                return Err(message(limited.problem.status(), title, text)
+                    .with("retry-after", limited.retry_after_secs.to_string()));
             }
-            if check_password(cx, user, password).await? {
+            let matches = password_matches(host, user, password)
+                .await
+                .map_err(|error| logged(host, &error))?;
+            if matches {
                 host.note(Note::SignedIn { user: &user.name });
                 let session = Session::signed_in(&user.name, cx.request.fresh.bytes(), now);
                 Ok(see_other(&action, Some(session.set_cookie(key, now))))
@@ -216,14 +207,7 @@ async fn consent_form<H: Host>(
         let name = fetch_records(cx, &statement)
             .await?
             .first()
-            .and_then(|record| {
-                record
-                    .content()?
-                    .as_map()
-                    .get("name")?
-                    .as_str()
-                    .map(str::to_owned)
-            });
+            .and_then(|record| record.content_text("/name").map(str::to_owned));
         if let Some(name) = name {
             names.push((link.clone(), name));
         }
@@ -265,27 +249,43 @@ fn sign_in<H: Host>(
     }
 }
 
-/// Whether `password` is the user's.
-async fn check_password<H: Host>(
-    cx: &Context<'_, '_, H>,
+/// Whether `password` is the user's (the consent page's and the
+/// console's check); the host's failure as its text.
+pub(super) async fn password_matches<H: Host>(
+    host: &H,
     user: &User,
     password: String,
-) -> Result<bool, Reply<H::Stream>> {
-    let host = cx.host;
+) -> Result<bool, String> {
     let rows = host
         .fetch(&password_hash_sql(user.id))
         .await
-        .map_err(|error| logged(host, &error))?;
+        .map_err(|error| error.to_string())?;
     let stored = match rows.first() {
         Some(row) => row
             .optional_text(0)
-            .map_err(|error| logged(host, &error))?
+            .map_err(|error| error.to_string())?
             .map(str::to_owned),
         None => None,
     };
     match stored {
         Some(stored) => Ok(host.verify_password(stored, password).await),
         None => Ok(false),
+    }
+}
+
+/// What a refused sign-in attempt's page says: `(title, text)`.
+pub(super) fn sign_in_refusal(kind: ProblemType) -> (&'static str, &'static str) {
+    match kind {
+        ProblemType::RateLimited => (
+            "Too many attempts",
+            "Too many sign-in attempts from your address. Wait a minute, then try again.",
+        ),
+        // The attempt could not be counted (the edge's rate object did not
+        // answer): refused, but not as too many.
+        _ => (
+            "Try again in a moment",
+            "The server could not take your sign-in just now. Try again in a moment.",
+        ),
     }
 }
 

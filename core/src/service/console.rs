@@ -29,8 +29,8 @@ use crate::route::{BlobPath, ConsolePage, Method, RecordPath};
 use crate::schema::{RecordType, provisional_record};
 use crate::store::{
     Statement, WriteOrigin, builtin_records_sql, entity_record_sql, latest_version_sql, list_sql,
-    password_hash_sql, read_version, recent_versions_sql, records_per_type_sql, sessions_after_sql,
-    set_password_sql, sign_out_everywhere_sql, store_totals_sql, version_sql, versions_sql,
+    read_version, recent_versions_sql, records_per_type_sql, sessions_after_sql, set_password_sql,
+    sign_out_everywhere_sql, store_totals_sql, version_sql, versions_sql,
 };
 use crate::write::{RecordKey, WriteRequest};
 
@@ -300,21 +300,9 @@ async fn sign_in<H: Host>(
 ) -> Page<H::Stream> {
     let host = cx.host;
     if let Err(limited) = cx.rate(Rate::SignIn(cx.request.peer)).await {
-        let page = match limited.problem.kind {
-            ProblemType::RateLimited => message(
-                limited.problem.status(),
-                None,
-                "Too many attempts",
-                "Too many sign-in attempts from your address. Wait a minute, then try again.",
-            ),
-            _ => message(
-                limited.problem.status(),
-                None,
-                "Try again in a moment",
-                "The server could not take your sign-in just now. Try again in a moment.",
-            ),
-        };
-        return Err(page.with("retry-after", limited.retry_after_secs.to_string()));
+        let (title, text) = super::consent::sign_in_refusal(limited.problem.kind);
+        return Err(message(limited.problem.status(), None, title, text)
+            .with("retry-after", limited.retry_after_secs.to_string()));
     }
     let password = form.get("password").unwrap_or_default();
     if password.len() <= MAX_PASSWORD_BYTES && check_password(cx, user, password).await? {
@@ -339,22 +327,9 @@ async fn check_password<H: Host>(
     user: &User,
     password: &str,
 ) -> Result<bool, Reply<H::Stream>> {
-    let host = cx.host;
-    let rows = host
-        .fetch(&password_hash_sql(user.id))
+    super::consent::password_matches(cx.host, user, password.to_owned())
         .await
-        .map_err(|error| logged(host, &error))?;
-    let stored = match rows.first() {
-        Some(row) => row
-            .optional_text(0)
-            .map_err(|error| logged(host, &error))?
-            .map(str::to_owned),
-        None => None,
-    };
-    match stored {
-        Some(stored) => Ok(host.verify_password(stored, password.to_owned()).await),
-        None => Ok(false),
-    }
+        .map_err(|error| logged(cx.host, &error))
 }
 
 /// The Type records of a store, to name types and offer them.
@@ -416,12 +391,7 @@ impl Types {
 }
 
 fn type_name(record: &Record) -> Option<String> {
-    record
-        .content()?
-        .as_map()
-        .get("name")?
-        .as_str()
-        .map(str::to_owned)
+    record.content_text("/name").map(str::to_owned)
 }
 
 /// A signed-in owner's console.
@@ -694,15 +664,8 @@ impl<H: Host> Console<'_, '_, '_, H> {
                             .next();
                         if let Some((found, _)) = found {
                             let name = found
-                                .content()
-                                .and_then(|c| {
-                                    c.as_map()
-                                        .get("profile")?
-                                        .get("name")?
-                                        .as_str()
-                                        .map(str::to_owned)
-                                })
-                                .unwrap_or_else(|| entity.to_string());
+                                .content_text("/profile/name")
+                                .map_or_else(|| entity.to_string(), str::to_owned);
                             let href = self.record_href(&found.author.entity, &found.id);
                             entity_names.insert(entity.clone(), (name, href));
                         }
