@@ -48,6 +48,11 @@ pub fn checks() -> Vec<Check> {
             Needs::Password
         ),
         check!(
+            "console/forgetting-an-app-deletes-its-records",
+            forget_app,
+            Needs::Password
+        ),
+        check!(
             "console/stale-edit-is-refused-and-stores-nothing",
             stale_edit,
             Needs::Password
@@ -365,6 +370,27 @@ async fn sign_in_list_open_revoke(ctx: &Ctx) -> CheckResult {
     );
     expect::problem_response(&probe(ctx, &key).await?, UNKNOWN_APP)
         .map_err(|e| format!("the app's first request after the console revoked it: {e}"))?;
+    Ok(())
+}
+
+/// Forgetting an app deletes its App record, its authorizations and its
+/// Credentials record in one go: the app is refused, and its App record
+/// is a tombstone.
+async fn forget_app(ctx: &Ctx) -> CheckResult {
+    let (app, key) = authorized_app(ctx).await?;
+    let mut browser = signed_in(ctx).await?;
+    let token = csrf(&html(&browser.get(&own(ctx, "/apps")?).await?, 200)?)?;
+    let forget = own(ctx, &format!("/apps/{}/forget", app.id()))?;
+    let response = browser.post_form(&forget, &[("csrf", &token)]).await?;
+    see_other(&response, &forget).map_err(|e| format!("forgetting: {e}"))?;
+    expect::problem_response(&probe(ctx, &key).await?, UNKNOWN_APP)
+        .map_err(|e| format!("the app's first request after it was forgotten: {e}"))?;
+    let record = expect::json(&ctx.get_record(app.id()).await?, 200)?;
+    ensure!(
+        record["record"]["no_content"].is_object(),
+        "the forgotten app's App record is not a tombstone: {}",
+        expect::brief(&record)
+    );
     Ok(())
 }
 

@@ -1175,39 +1175,31 @@ impl<H: Host> Console<'_, '_, '_, H> {
         ))
     }
 
-    /// Revokes an app (deletes its live authorizations) and, to forget it,
-    /// deletes its App and Credentials records too: one job, all or nothing.
+    /// Revokes an app (deletes its live authorizations) or forgets it
+    /// (deletes its App record: its authorizations and its Credentials
+    /// record link it existentially, so the same write deletes them).
     async fn revoke(&self, app: &RecordId, forget: bool) -> Page<H::Stream> {
         let entity = &self.user.entity;
-        let mut targets: Vec<RecordId> = self
-            .versions_of(
-                &crate::store::app_authorizations_sql(self.user.id, entity, app),
-                0,
-            )
-            .await?
-            .into_iter()
-            .map(|(record, _)| record.id)
-            .collect();
-        if forget {
-            targets.extend(
-                self.versions_of(
-                    &crate::store::app_credentials_sql(self.user.id, entity, app),
-                    0,
-                )
-                .await?
-                .into_iter()
-                .map(|(record, _)| record.id),
-            );
+        let targets: Vec<RecordId> = if forget {
             let (app_record, _) = self
                 .latest(&RecordPath {
                     entity: entity.clone(),
                     record_id: *app,
                 })
                 .await?;
-            if !app_record.is_tombstone() && is_type(&app_record.type_link, BuiltinType::App) {
-                targets.push(app_record.id);
-            }
-        }
+            let live_app =
+                !app_record.is_tombstone() && is_type(&app_record.type_link, BuiltinType::App);
+            live_app.then_some(app_record.id).into_iter().collect()
+        } else {
+            self.versions_of(
+                &crate::store::app_authorizations_sql(self.user.id, entity, app),
+                0,
+            )
+            .await?
+            .into_iter()
+            .map(|(record, _)| record.id)
+            .collect()
+        };
         if !targets.is_empty() {
             let writes = targets
                 .iter()
