@@ -262,6 +262,7 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     // Apps: revoke one; its next signed request is refused.
     assert.equal((await victim.request("GET", `${API}/records`)).status, 200);
     await page.getByRole("link", { name: "Apps", exact: true }).click();
+    assert.match(await page.textContent("main"), /every type \(full access/, "a full-access app says so");
     await shot(page, "apps");
     const sorter = page.locator("section.app", { has: page.getByRole("heading", { name: /Photo sorter/ }) });
     await sorter.getByRole("button", { name: "Revoke" }).click();

@@ -1140,14 +1140,29 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 })
                 .collect()
         };
+        // Apps made on the server with `--full-access` may use every type.
+        let mut full_access = Vec::new();
+        for row in self.fetch(&crate::store::apps_sql(self.user.id)).await? {
+            let full = (|| Ok((row.text(0)?.to_owned(), row.integer(2)? != 0)))()
+                .map_err(|e: crate::service::store::RowError| logged(self.cx.host, &e))?;
+            if full.1 {
+                full_access.push(full.0);
+            }
+        }
         let mut views = Vec::new();
         for app in &apps {
             let request = AppRequest::from_record(app);
             let authorization = authorizations
                 .iter()
                 .find(|record| !record.is_tombstone() && authorized_app(record) == Some(app.id));
-            let granted =
-                authorization.map(|record| scope_words(&crate::apps::granted_scope(record)));
+            let every_type = full_access.contains(&app.id.to_string());
+            let granted = authorization.map(|record| match every_type {
+                true => vec![
+                    "read, write and watch every type (full access, given on the server)"
+                        .to_owned(),
+                ],
+                false => scope_words(&crate::apps::granted_scope(record)),
+            });
             views.push(AppView {
                 id: app.id.to_string(),
                 name: AppRequest::name_of(app).unwrap_or_else(|| format!("App {}", app.id)),
