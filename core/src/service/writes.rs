@@ -547,7 +547,29 @@ impl<'u> Pending<'u> {
                 })
             })
             .collect::<Result<Vec<_>, RowError>>()?;
-        Ok(shape.answer(rows)?)
+        let answer = shape.answer(rows)?;
+        Ok(match (need, answer) {
+            // A dependant this job already changed is seen as changed, and
+            // one it already deleted is no dependant any more.
+            (Need::Dependants(_), Supplied::Records(records)) => Supplied::Records(
+                records
+                    .into_iter()
+                    .filter_map(|record| {
+                        let latest = self
+                            .versions
+                            .iter()
+                            .rev()
+                            .find(|stored| {
+                                stored.record.id == record.id
+                                    && stored.record.author.entity == record.author.entity
+                            })
+                            .map_or(record, |stored| stored.record.clone());
+                        (!latest.is_tombstone()).then_some(latest)
+                    })
+                    .collect(),
+            ),
+            (_, answer) => answer,
+        })
     }
 
     /// Commits the job: `Ok(Err(conflict))` when a concurrent write won.

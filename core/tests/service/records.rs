@@ -309,3 +309,49 @@ fn a_retry_after_503_must_be_signed_anew_since_its_nonce_was_spent() {
     assert_eq!(host.jobs().len(), 1, "the replay submitted no job");
     assert_eq!(write(&host, "POST", RECORDS, &body, &app, "n2").status, 200);
 }
+
+/// A job of several writes sees its own earlier writes when a deletion
+/// cascades: deleting a record and then the record it links existentially
+/// (the console forgetting an app after revoking it) deletes both, and the
+/// cascade does not stumble on the tombstone the job already wrote.
+#[test]
+fn a_job_deleting_a_dependant_then_its_target_deletes_both() {
+    use folio_core::model::RecordBody;
+    use folio_core::write::{RecordKey, WriteRequest};
+    let host = FakeHost::new();
+    let note_type = host.owner_post(json!({
+        "type": folio_core::builtin::BuiltinType::Type.link(),
+        "content": {"name": "nested", "schema": {"type": "object", "properties": {
+            "content": {"type": "object", "properties": {
+                "text": {"type": "string"},
+                "parent": {"type": "record_link", "existential": true, "optional": true}
+            }}
+        }}}
+    }));
+    let target = host.owner_post(json!({"type": link(&note_type), "content": {"text": "target"}}));
+    let dependant = host.owner_post(json!({
+        "type": link(&note_type),
+        "content": {"text": "dependant", "parent": {"entity": ENTITY, "record_id": target.id.to_string()}},
+    }));
+    let delete = |record: &folio_core::model::Record| {
+        WriteRequest::delete(RecordKey::new(record.author.entity.clone(), record.id), b"")
+            .expect("an empty deletion body parses")
+    };
+    let done = host
+        .owner_job(vec![delete(&dependant), delete(&target)])
+        .expect("both deletions are stored");
+    let folio_core::Done::Written(written) = done else {
+        panic!("a written job: {done:?}")
+    };
+    let deleted: Vec<_> = written
+        .versions
+        .iter()
+        .map(|(stored, _)| {
+            (
+                stored.record.id,
+                matches!(stored.record.body, RecordBody::Tombstone(_)),
+            )
+        })
+        .collect();
+    assert_eq!(deleted, vec![(dependant.id, true), (target.id, true)]);
+}

@@ -251,6 +251,37 @@ impl FakeHost {
         self.store.scheduler_now.get()
     }
 
+    /// Runs the owner's `requests` as one job now, outside the log (as
+    /// the console and the consent page do): its outcome.
+    pub fn owner_job(&self, requests: Vec<WriteRequest>) -> JobOutcome {
+        let user = &self.store.user;
+        let writes = requests
+            .into_iter()
+            .enumerate()
+            .map(|(n, request)| RecordWrite {
+                request,
+                access: Access::Owner {
+                    entity: user.entity.clone(),
+                },
+                origin: WriteOrigin::default(),
+                fresh_id: RecordId::from_bytes([
+                    0xdd, n as u8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+                ]),
+            })
+            .collect();
+        let job = Job::Writes {
+            user: user.clone(),
+            writes,
+        };
+        let now = self.store.provision_now.get();
+        let committed = RefCell::default();
+        let mut tx = Tx {
+            db: &self.store.db,
+            committed: &committed,
+        };
+        pollster::block_on(job.run(&mut tx, now)).expect("the job runs")
+    }
+
     /// Runs a job now, outside the log: provisioning, as the CLI writes.
     fn provision(&self, job: &Job) -> Done {
         let provision_now = &self.store.provision_now;
