@@ -210,7 +210,7 @@ impl Folio {
         let public = self.ctx.public_note(&ty, content).await?;
         let console_list = {
             let mut url = url::Url::parse("https://localhost").expect("a constant URL parses");
-            url.set_path(&format!("/{USER}/console/records"));
+            url.set_path(&format!("/{USER}/console/browse"));
             url.query_pairs_mut()
                 .append_pair("type", &type_value(&ty)?)
                 .append_pair("filter", &format!("$['author']={ENTITY}"));

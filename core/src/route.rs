@@ -290,15 +290,15 @@ fn console_page_of(segments: &[&str]) -> Option<ConsolePage> {
         ["style.css"] => ConsolePage::Style,
         ["sign-in"] => ConsolePage::SignIn,
         ["sign-out"] => ConsolePage::SignOut,
-        ["records"] => ConsolePage::Records,
-        ["records", "new"] => ConsolePage::NewRecord,
-        ["records", entity, id] => ConsolePage::Record(record(entity, id)?),
-        ["records", entity, id, "edit"] => ConsolePage::EditRecord(record(entity, id)?),
-        ["records", entity, id, "delete"] => ConsolePage::DeleteRecord(record(entity, id)?),
-        ["records", entity, id, "versions", hash] => {
+        ["browse"] => ConsolePage::Records,
+        ["browse", "new"] => ConsolePage::NewRecord,
+        ["browse", entity, id] => ConsolePage::Record(record(entity, id)?),
+        ["browse", entity, id, "edit"] => ConsolePage::EditRecord(record(entity, id)?),
+        ["browse", entity, id, "delete"] => ConsolePage::DeleteRecord(record(entity, id)?),
+        ["browse", entity, id, "versions", hash] => {
             ConsolePage::Version(record(entity, id)?, parse(hash)?)
         }
-        ["records", entity, id, "blobs", hash, name] => ConsolePage::Blob(
+        ["browse", entity, id, "blobs", hash, name] => ConsolePage::Blob(
             record(entity, id)?,
             BlobPath {
                 hash: parse(hash)?,
@@ -328,11 +328,11 @@ pub enum ConsolePage {
     SignIn,
     /// `console/sign-out`.
     SignOut,
-    /// `console/records`: the list; a `POST` creates.
+    /// `console/browse`: the list of records; a `POST` creates.
     Records,
-    /// `console/records/new`: the form of a new record.
+    /// `console/browse/new`: the form of a new record.
     NewRecord,
-    /// `console/records/{entity}/{id}`: a record and its versions.
+    /// `console/browse/{entity}/{id}`: a record and its versions.
     Record(RecordPath),
     /// `…/edit`: the edit form; a `POST` updates.
     EditRecord(RecordPath),
@@ -366,6 +366,43 @@ mod tests {
 
     const ID: &str = "0123456789abcdef0123456789abcdef";
     const HASH: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_user_named_api_reaches_every_console_page() {
+        // `/api/console/…` is also the start of user `console`'s API: the
+        // console's pages use segments the API's never do (`browse`, not
+        // `records`), so neither shadows the other.
+        let api: UserName = "api".parse().expect("a user name");
+        let record = RecordPath {
+            entity: "alice.example".parse().expect("an entity"),
+            record_id: ID.parse().expect("an id"),
+        };
+        for (path, page) in [
+            ("/api/console/browse".to_owned(), ConsolePage::Records),
+            (
+                format!("/api/console/browse/alice.example/{ID}"),
+                ConsolePage::Record(record.clone()),
+            ),
+            (
+                format!("/api/console/browse/alice.example/{ID}/versions/{HASH}"),
+                ConsolePage::Version(record.clone(), HASH.parse().expect("a hash")),
+            ),
+        ] {
+            assert_eq!(
+                route(&path),
+                Ok(Endpoint::Console {
+                    user: api.clone(),
+                    page
+                }),
+                "{path}"
+            );
+        }
+        let console: UserName = "console".parse().expect("a user name");
+        assert_eq!(
+            route("/api/console/records"),
+            Ok(Endpoint::Records { user: console })
+        );
+    }
 
     #[test]
     fn users_named_like_a_path_segment_reach_their_api() {

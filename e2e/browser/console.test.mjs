@@ -180,7 +180,7 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     await shot(page, "records-page-2");
 
     // A record and its history.
-    await page.goto(`${CONSOLE}/records/${ENTITY}/${pinned.id}`);
+    await page.goto(`${CONSOLE}/browse/${ENTITY}/${pinned.id}`);
     await page.getByRole("heading", { name: /e2e_note/ }).waitFor();
     assert.match(await page.textContent("main"), /Groceries: milk, eggs/);
     assert.match(await page.textContent("main"), /Only the author/);
@@ -194,7 +194,7 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     await shot(page, "version");
 
     // A record's blob: previewed, and downloadable by its name.
-    await page.goto(`${CONSOLE}/records/${ENTITY}/${photo.id}`);
+    await page.goto(`${CONSOLE}/browse/${ENTITY}/${photo.id}`);
     const preview = page.locator("img.preview");
     await preview.waitFor();
     assert.ok(await preview.evaluate((img) => img.complete && img.naturalWidth === 2), "the image preview loads");
@@ -202,7 +202,7 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     await shot(page, "record-blob");
 
     // An edit made stale by an app's write is refused; then made again.
-    await page.goto(`${CONSOLE}/records/${ENTITY}/${pinned.id}/edit`);
+    await page.goto(`${CONSOLE}/browse/${ENTITY}/${pinned.id}/edit`);
     const json = page.getByLabel("The record, as JSON");
     await json.fill(JSON.stringify({ content: { title: "Groceries: milk, eggs, bread", label: "pinned" } }, null, 2));
     const meanwhile = (await full.ok("PUT", `${API}/records/${ENTITY}/${pinned.id}`, {
@@ -216,7 +216,7 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     await page.getByRole("link", { name: "Edit" }).click();
     await json.fill(JSON.stringify({ content: { title: "Groceries: milk, eggs, tea, bread", label: "pinned" } }));
     await page.getByRole("button", { name: "Save" }).click();
-    await page.waitForURL(`${CONSOLE}/records/${ENTITY}/${pinned.id}?done=saved`);
+    await page.waitForURL(`${CONSOLE}/browse/${ENTITY}/${pinned.id}?done=saved`);
     assert.match(await page.textContent("main"), /milk, eggs, tea, bread/);
     const edited = (await full.ok("GET", `${API}/records/${ENTITY}/${pinned.id}`)).record;
     assert.equal(edited.content.title, "Groceries: milk, eggs, tea, bread");
@@ -242,7 +242,7 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     assert.match(await page.textContent("main"), /none: the first version/);
 
     // Delete it.
-    await page.goto(`${CONSOLE}/records/${ENTITY}/${pinned.id}`);
+    await page.goto(`${CONSOLE}/browse/${ENTITY}/${pinned.id}`);
     await page.getByLabel("Delete it everywhere").check();
     await page.getByRole("button", { name: "Delete" }).click();
     await page.getByText("The record was deleted.").waitFor();

@@ -101,14 +101,14 @@ fn segment(text: &str) -> String {
 
 /// The path of a console page after `/{user}/console`.
 fn console_rest(page: &ConsolePage) -> String {
-    let record = |r: &RecordPath| format!("/records/{}/{}", r.entity, r.record_id);
+    let record = |r: &RecordPath| format!("/browse/{}/{}", r.entity, r.record_id);
     match page {
         ConsolePage::Overview => String::new(),
         ConsolePage::Style => "/style.css".into(),
         ConsolePage::SignIn => "/sign-in".into(),
         ConsolePage::SignOut => "/sign-out".into(),
-        ConsolePage::Records => "/records".into(),
-        ConsolePage::NewRecord => "/records/new".into(),
+        ConsolePage::Records => "/browse".into(),
+        ConsolePage::NewRecord => "/browse/new".into(),
         ConsolePage::Record(r) => record(r),
         ConsolePage::EditRecord(r) => format!("{}/edit", record(r)),
         ConsolePage::DeleteRecord(r) => format!("{}/delete", record(r)),

@@ -137,11 +137,11 @@ async fn without_session(ctx: &Ctx) -> CheckResult {
     let id = str_at(&note, "/id")?;
     let hash = str_at(&note, "/version/hash")?;
     let entity = ctx.entity();
-    let record = format!("/records/{entity}/{id}");
+    let record = format!("/browse/{entity}/{id}");
     for rest in [
         String::new(),
-        "/records".into(),
-        format!("/records?type={}", type_value(&ty)?),
+        "/browse".into(),
+        format!("/browse?type={}", type_value(&ty)?),
         record.clone(),
         format!("{record}/edit"),
         format!("{record}/versions/{hash}"),
@@ -213,18 +213,18 @@ async fn page_headers(ctx: &Ctx) -> CheckResult {
     let mut browser = signed_in(ctx).await?;
     for rest in [
         "",
-        "/records",
+        "/browse",
         "/types",
         "/apps",
         "/account",
-        "/records/new",
+        "/browse/new",
         "/no-such-page",
     ] {
         let url = own(ctx, rest)?;
         let response = browser.get(&url).await?;
         ensure_headers(&response, &format!("GET {url}"))?;
     }
-    let url = own(ctx, "/records?filter=%28")?;
+    let url = own(ctx, "/browse?filter=%28")?;
     ensure_headers(&browser.get(&url).await?, &format!("GET {url}"))?;
     let sign_out = own(ctx, "/sign-out")?;
     let response = browser
@@ -286,7 +286,7 @@ async fn other_users_console(ctx: &Ctx) -> CheckResult {
     let mut browser = signed_in(ctx).await?;
     let token = csrf(&html(&browser.get(&own(ctx, "/apps")?).await?, 200)?)?;
     let session = browser.session().map(str::to_owned);
-    for rest in ["", "/records", "/apps", "/account"] {
+    for rest in ["", "/browse", "/apps", "/account"] {
         let url = console_url(ctx, &other, rest)?;
         browser.use_session(session.clone());
         let page = html(&browser.get(&url).await?, 200)
@@ -325,17 +325,17 @@ async fn sign_in_list_open_revoke(ctx: &Ctx) -> CheckResult {
     );
 
     let filter = format!("$['content']['label']=\"{label}\"");
-    let mut list = own(ctx, "/records")?;
+    let mut list = own(ctx, "/browse")?;
     list.query_pairs_mut()
         .append_pair("type", &type_value(&ty)?)
         .append_pair("filter", &filter);
     let response = browser.get(&list).await?;
     let page = html(&response, 200).map_err(|e| format!("GET {list}: {e}"))?;
-    let record_path = format!("/{}/console/records/{}/{id}", ctx.target.user, ctx.entity());
+    let record_path = format!("/{}/console/browse/{}/{id}", ctx.target.user, ctx.entity());
     let links: Vec<&str> = page
         .tags("a")
         .filter_map(|a| a.attribute("href"))
-        .filter(|href| href.contains("/console/records/") && !href.ends_with("/new"))
+        .filter(|href| href.contains("/console/browse/") && !href.ends_with("/new"))
         .collect();
     ensure!(
         links == vec![record_path.as_str()],
@@ -401,7 +401,7 @@ async fn stale_edit(ctx: &Ctx) -> CheckResult {
     let note = ctx.note(&ty, json!({"title": "first"})).await?;
     let id = str_at(&note, "/id")?;
     let mut browser = signed_in(ctx).await?;
-    let edit = own(ctx, &format!("/records/{}/{id}/edit", ctx.entity()))?;
+    let edit = own(ctx, &format!("/browse/{}/{id}/edit", ctx.entity()))?;
     let page = html(&browser.get(&edit).await?, 200)?;
     let token = csrf(&page)?;
     let parent = page
@@ -471,7 +471,7 @@ async fn stale_edit(ctx: &Ctx) -> CheckResult {
 /// A filter the grammar refuses is shown with the place it fails at.
 async fn filter_error(ctx: &Ctx) -> CheckResult {
     let mut browser = signed_in(ctx).await?;
-    let mut url = own(ctx, "/records")?;
+    let mut url = own(ctx, "/browse")?;
     url.query_pairs_mut()
         .append_pair("filter", "$['author']=a.example,(");
     let response = browser.get(&url).await?;

@@ -407,7 +407,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
     }
 
     fn record_href(&self, entity: &Entity, id: &RecordId) -> String {
-        self.href(&format!("/records/{entity}/{id}"))
+        self.href(&format!("/browse/{entity}/{id}"))
     }
 
     async fn fetch(
@@ -505,7 +505,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                     .finish();
                 Ok(TypeCount {
                     name,
-                    href: self.href(&format!("/records?{query}")),
+                    href: self.href(&format!("/browse?{query}")),
                     live: row.integer(2)?,
                     deleted: row.integer(3)?,
                 })
@@ -582,7 +582,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
             first_href: form
                 .page_start
                 .as_ref()
-                .map(|_| self.href(&format!("/records?{}", form.query(None)))),
+                .map(|_| self.href(&format!("/browse?{}", form.query(None)))),
         };
         let params = match form.api_params() {
             Ok(params) => params,
@@ -610,7 +610,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
             .then(|| records.last())
             .flatten()
             .and_then(|(last, entries)| next_page_start(&list.sort, last, entries))
-            .map(|start| self.href(&format!("/records?{}", form.query(Some(&start.to_param())))));
+            .map(|start| self.href(&format!("/browse?{}", form.query(Some(&start.to_param())))));
         page.rows = records
             .iter()
             .map(|(record, _)| self.row(record, &types, None))
@@ -687,10 +687,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 LinkKindView::Record => link
                     .record_id
                     .as_ref()
-                    .map(|id| self.href(&format!("/records/{}/{id}", link.entity))),
+                    .map(|id| self.href(&format!("/browse/{}/{id}", link.entity))),
                 LinkKindView::Version => match (&link.record_id, &link.hash) {
                     (Some(id), Some(hash)) => {
-                        Some(self.href(&format!("/records/{}/{id}/versions/{hash}", link.entity)))
+                        Some(self.href(&format!("/browse/{}/{id}/versions/{hash}", link.entity)))
                     }
                     _ => None,
                 },
@@ -701,7 +701,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                     )
                     .collect();
                     self.href(&format!(
-                        "/records/{}/{}/blobs/{hash}/{name}",
+                        "/browse/{}/{}/blobs/{hash}/{name}",
                         record.author.entity, record.id
                     ))
                 }),
@@ -872,8 +872,8 @@ impl<H: Host> Console<'_, '_, '_, H> {
             render(&EditPage {
                 frame,
                 record_title: None,
-                action: self.href("/records"),
-                back_href: self.href("/records"),
+                action: self.href("/browse"),
+                back_href: self.href("/browse"),
                 json: "{\n  \"content\": {}\n}".to_owned(),
                 parent_hash: String::new(),
                 types: types.version_choices(),
@@ -960,8 +960,8 @@ impl<H: Host> Console<'_, '_, '_, H> {
                     render(&EditPage {
                         frame,
                         record_title: None,
-                        action: self.href("/records"),
-                        back_href: self.href("/records"),
+                        action: self.href("/browse"),
+                        back_href: self.href("/browse"),
                         json: typed.to_owned(),
                         parent_hash: String::new(),
                         types: types.version_choices(),
