@@ -6,6 +6,11 @@
 //! form. Deciding on it is forbidden without the session's CSRF token and
 //! follows the action with it.
 //!
+//! The console's forms and records query: parsing is deterministic; a
+//! list query written again reads back the same; the API parameters it
+//! makes hold a filter the parser accepts and a list the API reads, or
+//! the typed filter's problem splits exactly what was typed.
+//!
 //! Cookie: reading an arbitrary `Cookie` header is deterministic and finds
 //! only a session that has not expired. A session made for any user name,
 //! set among arbitrary other cookies, must read back as itself until it
@@ -29,8 +34,48 @@ fuzz_target!(|data: &[u8]| {
     let key = SessionKey::from_bytes([7; 32]);
     let now = RecordDate::from_unix_millis(1_795_000_000_000).expect("a date");
     check_form(form, &key, now);
+    check_console_form(form);
     check_cookie(&cookie, &key, now);
 });
+
+fn check_console_form(body: &[u8]) {
+    use folio_core::console::{Form, ListForm, check_new_password};
+    assert_eq!(Form::parse(body), Form::parse(body), "parsing is deterministic");
+    let Ok(text) = std::str::from_utf8(body) else {
+        return;
+    };
+    let list = ListForm::from_query(&Form::from_query(text));
+    let written = list.query(None);
+    let again = ListForm::from_query(&Form::from_query(&written));
+    assert_eq!(
+        again,
+        ListForm {
+            page_start: None,
+            ..list.clone()
+        },
+        "{written:?} reads back"
+    );
+    match list.api_params() {
+        Ok(params) => {
+            if let Some((_, filter)) = params.iter().find(|(name, _)| name == "filter") {
+                assert!(
+                    folio_core::query::parse_filter(filter).is_ok(),
+                    "the console made a filter the parser refuses: {filter:?}"
+                );
+            }
+            let user = "alice.example".parse().expect("an entity");
+            let _ = folio_core::query::ListQuery::from_params(&params, &user);
+        }
+        Err(problem) => assert_eq!(
+            format!("{}{}", problem.before, problem.after),
+            list.filter,
+            "the problem splits the filter as typed"
+        ),
+    }
+    let form = Form::from_query(text);
+    let (new, again) = (form.get("new").unwrap_or_default(), form.get("again").unwrap_or_default());
+    assert_eq!(check_new_password(new, again, 8), check_new_password(new, again, 8));
+}
 
 fn check_form(body: &[u8], key: &SessionKey, now: RecordDate) {
     let parsed = parse_form(body);

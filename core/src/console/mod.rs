@@ -192,8 +192,10 @@ impl ListForm {
                 }
             })?;
         }
-        let type_filter =
-            (!self.type_link.is_empty()).then(|| format!("$['type']={}", self.type_link));
+        // The type comes from the page's own list; a value that is no
+        // record link (a hand-made address) selects every type.
+        let type_filter = Some(format!("$['type']={}", self.type_link))
+            .filter(|filter| !self.type_link.is_empty() && parse_filter(filter).is_ok());
         let filter = match (type_filter, self.filter.is_empty()) {
             (Some(type_filter), true) => Some(type_filter),
             (Some(type_filter), false) => Some(format!("{type_filter},{}", self.filter)),
@@ -555,6 +557,16 @@ mod tests {
                 ..back
             },
             form
+        );
+    }
+
+    #[test]
+    fn a_type_that_is_no_record_link_selects_every_type() {
+        let form = ListForm::from_query(&Form::from_query("type=abab%27"));
+        let params = form.api_params().expect("no typed filter to refuse");
+        assert!(
+            params.iter().all(|(name, _)| name != "filter"),
+            "{params:?}"
         );
     }
 
