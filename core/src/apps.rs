@@ -112,15 +112,7 @@ pub fn app_access(
                 && &record.author.entity == user
         })
         .ok_or(AuthError::UnknownApp)?;
-    let content = record.content().ok_or(AuthError::UnknownApp)?;
-    let granted_app: Option<RecordLink> = content
-        .as_map()
-        .get("app")
-        .and_then(|link| serde_json::from_value(link.clone()).ok());
-    if granted_app
-        .as_ref()
-        .is_none_or(|link| &link.entity != user || &link.record_id != app)
-    {
+    if authorized_app(record).is_none_or(|link| &link.entity != user || &link.record_id != app) {
         return Err(AuthError::UnknownApp);
     }
     let scope = granted_scope(record);
@@ -134,6 +126,13 @@ pub fn app_access(
             every_type: full_access,
         },
     })
+}
+
+/// The app an App Authorization record names (`content.app`); `None` for
+/// a tombstone or a record without one.
+pub fn authorized_app(authorization: &Record) -> Option<RecordLink> {
+    let link = authorization.content()?.as_map().get("app")?;
+    serde_json::from_value(link.clone()).ok()
 }
 
 /// The `scope_grant` of an App Authorization record (empty lists where it

@@ -90,15 +90,9 @@ pub fn list_page(
     user: &Entity,
     access: &Access,
 ) -> Result<JsonAnswer, StoredDataError> {
-    let mut records = read_rows(rows)?;
     let page_size = query.page_size;
-    let more = records.len() > page_size as usize;
-    records.truncate(page_size as usize);
-    let next_page = more
-        .then(|| records.last())
-        .flatten()
-        .and_then(|(last, entries)| next_page_start(&query.sort, last, entries))
-        .map(|start| next_page_query(params, &start));
+    let (records, start) = page_of(query, read_rows(rows)?);
+    let next_page = start.map(|start| next_page_query(params, &start));
     Ok(JsonAnswer {
         shape: Shape::Page {
             page_size,
@@ -109,6 +103,23 @@ pub fn list_page(
         user: user.clone(),
         access: access.clone(),
     })
+}
+
+/// A list page of read rows (at most `page_size + 1`, as
+/// [`crate::store::list_sql`] fetches them): the page, and where the next
+/// one starts when one more row means another page follows. The API's
+/// list and the console's records page both page through it.
+pub fn page_of(
+    query: &ListQuery,
+    mut records: Vec<(Record, Vec<IndexEntry>)>,
+) -> (Vec<(Record, Vec<IndexEntry>)>, Option<Bound>) {
+    let more = records.len() > query.page_size as usize;
+    records.truncate(query.page_size as usize);
+    let start = more
+        .then(|| records.last())
+        .flatten()
+        .and_then(|(last, entries)| next_page_start(&query.sort, last, entries));
+    (records, start)
 }
 
 impl VersionsQuery {

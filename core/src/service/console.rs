@@ -24,7 +24,7 @@ use crate::console::{
 };
 use crate::model::{Entity, Permissions, Record, RecordId, VersionLink};
 use crate::problem::{Problem, ProblemType};
-use crate::query::{IndexEntry, ListQuery, next_page_start};
+use crate::query::{IndexEntry, ListQuery};
 use crate::route::{BlobPath, ConsolePage, Method, RecordPath};
 use crate::schema::{RecordType, provisional_record};
 use crate::store::{
@@ -523,7 +523,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let mut live_apps: Vec<String> = authorizations
             .iter()
             .filter(|record| !record.is_tombstone())
-            .filter_map(authorized_app)
+            .filter_map(|record| crate::apps::authorized_app(record).map(|link| link.record_id))
             .map(|app| {
                 apps.get(&app.to_string())
                     .cloned()
@@ -603,13 +603,9 @@ impl<H: Host> Console<'_, '_, '_, H> {
             }
         };
         let statement = list_sql(self.user.id, &list, &self.owner).statement;
-        let mut records = self.versions_of(&statement, 0).await?;
-        let more = records.len() > list.page_size as usize;
-        records.truncate(list.page_size as usize);
-        page.next_href = more
-            .then(|| records.last())
-            .flatten()
-            .and_then(|(last, entries)| next_page_start(&list.sort, last, entries))
+        let (records, start) =
+            crate::respond::page_of(&list, self.versions_of(&statement, 0).await?);
+        page.next_href = start
             .map(|start| self.href(&format!("/browse?{}", form.query(Some(&start.to_param())))));
         page.rows = records
             .iter()
@@ -1152,9 +1148,11 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let mut views = Vec::new();
         for app in &apps {
             let request = AppRequest::from_record(app);
-            let authorization = authorizations
-                .iter()
-                .find(|record| !record.is_tombstone() && authorized_app(record) == Some(app.id));
+            let authorization = authorizations.iter().find(|record| {
+                !record.is_tombstone()
+                    && crate::apps::authorized_app(record)
+                        .is_some_and(|link| link.record_id == app.id)
+            });
             let every_type = full_access.contains(&app.id.to_string());
             let granted = authorization.map(|record| match every_type {
                 true => vec![
@@ -1343,13 +1341,6 @@ impl Types {
             .map(|(record, _)| self.name(&record.type_link))
             .unwrap_or_else(|| "Record".to_owned()))
     }
-}
-
-/// The app an App Authorization record authorizes.
-fn authorized_app(record: &Record) -> Option<RecordId> {
-    let link = record.content()?.as_map().get("app")?;
-    let link: crate::model::RecordLink = serde_json::from_value(link.clone()).ok()?;
-    Some(link.record_id)
 }
 
 fn edit_error(problem: &Problem, latest_href: Option<&str>) -> EditError {
