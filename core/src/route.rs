@@ -132,6 +132,30 @@ impl Endpoint {
         }
     }
 
+    /// The name of what a request does here, for logs and metrics: a
+    /// fixed, low-cardinality label that carries no value from the path.
+    pub fn name(&self, method: Method) -> &'static str {
+        match (self, method) {
+            (_, Method::Options) => "preflight",
+            (Endpoint::Discovery, _) => "discovery",
+            (Endpoint::ErrorType { .. }, _) => "error_type",
+            (Endpoint::Consent { .. }, _) => "consent",
+            (Endpoint::Console { .. }, _) => "console",
+            (Endpoint::Records { .. }, Method::Post) => "records.create",
+            (Endpoint::Records { .. }, _) => "records.list",
+            (Endpoint::Record { .. }, Method::Put) => "record.update",
+            (Endpoint::Record { .. }, Method::Delete) => "record.delete",
+            (Endpoint::Record { .. }, _) => "record.get",
+            (Endpoint::RecordVersions { .. }, _) => "record.versions",
+            (Endpoint::RecordVersion { .. }, _) => "record.version",
+            (Endpoint::RecordBlob { .. }, _) => "record.blob",
+            (Endpoint::NewBlob { .. }, _) => "blobs.upload",
+            (Endpoint::Events { .. }, _) => "events",
+            (Endpoint::NewNotification { .. }, _) => "notifications",
+            (Endpoint::ServerInfo { .. }, _) => "server_info",
+        }
+    }
+
     /// The `Allow` header value: the endpoint's methods and `OPTIONS`.
     pub fn allow(&self) -> String {
         let mut names: Vec<&str> = self.methods().iter().map(|m| m.as_str()).collect();

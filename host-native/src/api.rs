@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -13,6 +14,8 @@ use folio_core::limits::header_section_len;
 use folio_core::{Fresh, Reply, ReplyBody};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 
+use crate::logs::{self, RequestId};
+use crate::metrics::METRICS;
 use crate::server::App;
 
 /// A request's headers, as core reads them.
@@ -30,6 +33,8 @@ pub async fn handle(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
 ) -> Response {
+    let started = Instant::now();
+    let id = RequestId::new();
     let (parts, body) = request.into_parts();
     let target = parts
         .uri
@@ -53,8 +58,19 @@ pub async fn handle(
         now: app.clock.now(),
         fresh: Fresh::from_seed(rand::random()),
     };
-    response(folio_core::handle(&*app, request, body).await)
+    let reply = folio_core::handle(&*app, request, body).await;
+    let took = started.elapsed();
+    logs::request(id, parts.method.as_str(), &reply, took);
+    METRICS.request(&reply, took);
+    let mut response = response(reply);
+    if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    response
 }
+
+/// The header that carries a request's id, as its log line does.
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// `host` without port, and the explicit port else 443 (PROTOCOL.md §10).
 fn host_and_port(uri: &http::Uri, headers: &HeaderMap) -> (String, u16) {

@@ -233,6 +233,11 @@ pub struct ServeOptions {
     /// headers over HTTP/1.1.
     #[arg(long, env = "FOLIO_HEADER_TIMEOUT_SECS", default_value_t = crate::connections::DEFAULT_HEADER_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_secs: u64,
+    /// A plain-HTTP address for Prometheus metrics (`/metrics`) and a
+    /// readiness answer (`/ready`); off unless given. Keep it private:
+    /// it is not authenticated.
+    #[arg(long, env = "FOLIO_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl ServeOptions {

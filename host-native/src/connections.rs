@@ -34,6 +34,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
+use crate::metrics::{Limit, METRICS};
+
 /// Default most connections open from one client address.
 pub const DEFAULT_CONNECTIONS_PER_ADDRESS: usize = 1_024;
 
@@ -104,6 +106,7 @@ impl LimitAcceptor {
             counts: Arc::default(),
             refusals: Arc::new(Refusals::new(
                 "over the connection caps (--max-connections, --max-connections-per-address)",
+                Limit::Connections,
             )),
         }
     }
@@ -231,6 +234,7 @@ impl HandshakeGate {
             pace: Arc::new(pace),
             refusals: Arc::new(Refusals::new(
                 "over the handshake pace (--handshakes-per-second)",
+                Limit::HandshakePace,
             )),
         }
     }
@@ -297,18 +301,21 @@ struct Refusals {
     last_logged_ms: AtomicU64,
     /// Which limit refused them.
     why: &'static str,
+    limit: Limit,
 }
 
 impl Refusals {
-    fn new(why: &'static str) -> Self {
+    fn new(why: &'static str, limit: Limit) -> Self {
         Self {
             unlogged: AtomicU64::new(0),
             last_logged_ms: AtomicU64::new(0),
             why,
+            limit,
         }
     }
 
     fn note(&self, address: IpAddr) {
+        METRICS.refused(self.limit);
         let refused = self.unlogged.fetch_add(1, Ordering::Relaxed) + 1;
         let now_ms = u64::try_from(crate::clock::Clock.now().unix_millis()).unwrap_or(0);
         let last = self.last_logged_ms.load(Ordering::Relaxed);

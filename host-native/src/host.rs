@@ -25,6 +25,7 @@ use tokio::sync::broadcast;
 
 use crate::db;
 use crate::hub::{StreamPlace, Subscription};
+use crate::metrics::{Limit, METRICS};
 use crate::server::App;
 use crate::writer::WriterError;
 
@@ -164,6 +165,7 @@ impl LiveStream {
         }
         self.next_flush =
             tokio::time::Instant::now() + Duration::from_millis(LIVE_FLUSH_INTERVAL_MS);
+        METRICS.events_sent(chunk.frames.len());
         Some(chunk.into_bytes())
     }
 }
@@ -175,9 +177,11 @@ async fn next_frame(
 ) -> Result<Option<Arc<str>>, StreamEnd> {
     match receiver.recv().await {
         Ok(version) => live.frame(&version).map_err(|_| StreamEnd),
-        Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => {
+        Err(broadcast::error::RecvError::Lagged(_)) => {
+            METRICS.stream_lagged();
             Err(StreamEnd)
         }
+        Err(broadcast::error::RecvError::Closed) => Err(StreamEnd),
     }
 }
 
@@ -202,6 +206,7 @@ fn live_body(
         ends,
         shutdown,
     };
+    METRICS.events_sent(catch_up.len());
     let catch_up = futures_util::stream::iter(catch_up.into_iter().map(Bytes::from));
     let live = futures_util::stream::unfold(stream, |mut stream| async move {
         let chunk = stream.next_chunk().await?;
@@ -370,10 +375,16 @@ impl Streams for App {
 
 impl Guards for App {
     async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
-        self.rates
+        let limit = Limit::of_rate(&rate);
+        let checked = self
+            .rates
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .check(rate, now)
+            .check(rate, now);
+        if checked.is_err() {
+            METRICS.refused(limit);
+        }
+        checked
     }
 
     async fn check_nonce(&self, _user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
@@ -493,6 +504,33 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(reader.await.expect("the reader"), 1 + burst);
+    }
+
+    /// A stream that falls more than the hub's queue behind ends (its
+    /// client resumes with `Last-Event-Id`), and the metrics count it.
+    #[tokio::test]
+    async fn a_stream_that_falls_behind_ends_and_is_counted() {
+        let hub = uncapped_hub();
+        let subscription = hub.subscribe(1, false).expect("no caps");
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let body = live_body(
+            subscription,
+            LiveSubscriber::new(subscriber(), 0),
+            Vec::new(),
+            Duration::from_secs(60),
+            shutdown,
+        );
+        let lagged = METRICS.streams_lagged();
+        // Nothing reads the stream while more than its queue is published.
+        for seq in 1..=2 * folio_core::events::SUBSCRIBER_QUEUE_LEN as u64 {
+            publish(&hub, seq);
+        }
+        let mut chunks = body.into_data_stream();
+        let end = tokio::time::timeout(Duration::from_secs(5), chunks.next())
+            .await
+            .expect("the stream ends without waiting");
+        assert!(end.is_none(), "the stream ended");
+        assert!(METRICS.streams_lagged() > lagged, "the metric moved");
     }
 
     /// The hub hands a stream every version published after its place was

@@ -14,6 +14,8 @@ use folio_core::events::{
 };
 use tokio::sync::broadcast;
 
+use crate::metrics::{Limit, METRICS};
+
 #[derive(Default)]
 struct Channels {
     users: HashMap<i64, (broadcast::Sender<Arc<LiveVersion>>, Opened)>,
@@ -79,7 +81,11 @@ impl Hub {
                 .get(&user_id)
                 .map_or_else(Opened::default, |(_, n)| *n),
         };
-        self.caps.admit(open, anonymous)?;
+        if let Err(full) = self.caps.admit(open, anonymous) {
+            METRICS.refused(Limit::EventStreams);
+            return Err(full);
+        }
+        METRICS.stream_opened();
         channels.open.open(anonymous);
         let entry = channels.users.entry(user_id).or_insert_with(|| {
             (
@@ -102,6 +108,7 @@ impl Hub {
 
 impl Drop for StreamPlace {
     fn drop(&mut self) {
+        METRICS.stream_closed();
         let mut channels = self.hub.lock();
         channels.open.close(self.anonymous);
         if let Some((_, opened)) = channels.users.get_mut(&self.user_id) {

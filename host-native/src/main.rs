@@ -13,7 +13,7 @@
 //! - `users.rs`: users and server-side apps; `emit.rs`: the SQL that
 //!   creates them elsewhere (`--emit-sql`, for the worker's D1);
 //!   `config.rs`: the data directory and settings; `tls.rs`: certificates;
-//!   `clock.rs`: time.
+//!   `clock.rs`: time; `logs.rs`: the log; `metrics.rs`: metrics and readiness.
 //! - `schema_command.rs`: `folio schema`, for people who write types.
 
 mod api;
@@ -25,6 +25,8 @@ mod db;
 mod emit;
 mod host;
 mod hub;
+mod logs;
+mod metrics;
 mod passwords;
 mod schema_command;
 mod server;
@@ -59,6 +61,16 @@ struct Cli {
         default_value = "folio-data"
     )]
     data_dir: PathBuf,
+    /// How log lines are written (stderr; the filter is `FOLIO_LOG`, else
+    /// `RUST_LOG`, else `info`).
+    #[arg(
+        long,
+        global = true,
+        env = "FOLIO_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: logs::LogFormat,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -195,13 +207,7 @@ enum AppCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    logs::init(cli.log_format);
     let command = cli.command.unwrap_or_else(|| {
         let Cli {
             command: Some(serve @ Command::Serve(_)),

@@ -47,6 +47,21 @@ pub struct App {
     pub password_checks: PasswordChecks,
     /// Turns true when the server shuts down: open event streams end.
     pub shutdown: watch::Receiver<bool>,
+    pub data: DataDir,
+}
+
+impl App {
+    /// The bytes of the blob files the stores hold (a read of the store).
+    pub async fn blob_bytes(&self) -> Result<i64, db::DbError> {
+        let rows = self
+            .readers
+            .fetch(&folio_core::store::stored_blob_bytes_sql())
+            .await?;
+        Ok(rows
+            .first()
+            .and_then(|row| row.integer(0).ok())
+            .unwrap_or(0))
+    }
 }
 
 /// Why the server could not start.
@@ -148,6 +163,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         blobs: BlobStore::new(data.blobs()),
         password_checks: PasswordChecks::new(PASSWORD_CHECKS_AT_ONCE),
         shutdown,
+        data: data.clone(),
     });
 
     // The nonces the last run stored (of requests dated ahead), and no
@@ -233,14 +249,13 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         .await
         .ok_or_else(|| std::io::Error::other("the HTTPS listener did not start"))?;
     tracing::info!(address = %https_addr, base_url = %app.settings.base_url, "serving HTTPS (h2, http/1.1)");
-    eprintln!("folio: listening on https://{https_addr}");
+    crate::logs::listening(&format!("https://{https_addr}"));
 
     let redirect = match options.http_listen.0 {
         Some(address) => {
             let listener = tokio::net::TcpListener::bind(address).await?;
             let local = listener.local_addr()?;
             tracing::info!(address = %local, "redirecting plain HTTP to HTTPS");
-            eprintln!("folio: redirecting http://{local} to HTTPS");
             let port = https_addr.port();
             let router = Router::new().fallback(move |request: Request| redirect(request, port));
             let mut stop = app.shutdown.clone();
@@ -256,13 +271,22 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         None => None,
     };
 
+    let metrics = match options.metrics_listen {
+        Some(address) => Some(
+            crate::metrics::serve(address, Arc::clone(&app))
+                .await
+                .map_err(|source| ServeError::Listen { address, source })?,
+        ),
+        None => None,
+    };
+
     let upkeep = tokio::spawn(upkeep(Arc::clone(&app)));
     shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop.send(true);
     handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
     let _ = https.await;
-    if let Some(task) = redirect {
+    for task in [redirect, metrics].into_iter().flatten() {
         let _ = task.await;
     }
     upkeep.abort();

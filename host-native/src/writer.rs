@@ -246,6 +246,7 @@ async fn commit_some(
         }
         return;
     }
+    let started = std::time::Instant::now();
     // The batch's one time: each job's versions are received then, or
     // just after the latest its store holds.
     let now = clock.now();
@@ -292,6 +293,7 @@ async fn commit_some(
         }
     }
     let committed = conn.execute_batch("COMMIT");
+    crate::metrics::METRICS.commit(ran.len(), started.elapsed());
     if let Err(error) = &committed {
         tracing::error!(%error, "a group commit failed");
         let _ = conn.execute_batch("ROLLBACK");

@@ -130,9 +130,17 @@ impl Request<'_> {
     }
 }
 
+/// [`Reply::route`] of a request no endpoint matched.
+pub const UNROUTED: &str = "unknown";
+
 /// The answer to send.
 pub struct Reply<S> {
     pub status: u16,
+    /// What the request did, as [`Endpoint::name`] names it (`"unknown"`
+    /// when no endpoint matched): for the host's logs and metrics.
+    pub route: &'static str,
+    /// The problem answered, if the reply is one: for logs and metrics.
+    pub problem: Option<ProblemType>,
     /// Lowercase names; a name appears at most once.
     pub headers: Vec<(&'static str, String)>,
     pub body: ReplyBody<S>,
@@ -142,6 +150,8 @@ impl<S> Reply<S> {
     fn new(status: u16, body: ReplyBody<S>) -> Self {
         Reply {
             status,
+            route: UNROUTED,
+            problem: None,
             headers: Vec::new(),
             body,
         }
@@ -160,11 +170,13 @@ impl<S> Reply<S> {
 
     /// The problem+json answer of `problem`.
     pub fn problem(problem: &Problem, docs_url: &str) -> Self {
-        Reply::new(
+        let mut reply = Reply::new(
             problem.status(),
             ReplyBody::Bytes(problem.to_json(docs_url).into_bytes()),
         )
-        .with("content-type", PROBLEM_CONTENT_TYPE)
+        .with("content-type", PROBLEM_CONTENT_TYPE);
+        reply.problem = Some(problem.kind);
+        reply
     }
 
     /// Sets a header, replacing one of the same name.
@@ -275,7 +287,8 @@ pub async fn handle<H: Host>(host: &H, request: Request<'_>, body: H::Body) -> R
     let head = request.method == "HEAD";
     let settings = host.settings();
     let mut body = Some(body);
-    let outcome = dispatch(host, &request, &mut body).await;
+    let mut route = UNROUTED;
+    let outcome = dispatch(host, &request, &mut body, &mut route).await;
     // A body the answer did not read is drained, so that a client still
     // sending it receives the answer (and a proxy in front is not left
     // with half a stream).
@@ -310,6 +323,7 @@ pub async fn handle<H: Host>(host: &H, request: Request<'_>, body: H::Body) -> R
     if head {
         reply.body = ReplyBody::Empty;
     }
+    reply.route = route;
     reply
 }
 
@@ -338,11 +352,13 @@ async fn dispatch<'r, H: Host>(
     host: &H,
     request: &'r Request<'r>,
     body: &mut Option<H::Body>,
+    route_name: &mut &'static str,
 ) -> Outcome<H::Stream> {
     let limits = &host.settings().limits;
     check_request_target(request.target.len(), limits)?;
     check_header_bytes(request.header_bytes, limits)?;
     if request.method == "OPTIONS" {
+        *route_name = "preflight";
         let mut reply = Reply::empty(PREFLIGHT_STATUS);
         for (name, value) in host.settings().dialect.preflight_headers() {
             reply.set(name, value);
@@ -361,6 +377,7 @@ async fn dispatch<'r, H: Host>(
     endpoint
         .check_method(method)
         .map_err(|p| Failure::from(p).with("allow", endpoint.allow().to_string()))?;
+    *route_name = endpoint.name(method);
     let params = decode_query_string(query).map_err(|e| Problem::from(&e))?;
     let cx = Context {
         host,

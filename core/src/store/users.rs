@@ -235,6 +235,15 @@ pub fn held_blobs_sql() -> Statement {
     Binder::default().finish("SELECT DISTINCT hash FROM blobs".to_owned())
 }
 
+/// The bytes of every blob file the stores hold (a file shared by
+/// several stores counted once): one row `(bytes)`.
+pub fn stored_blob_bytes_sql() -> Statement {
+    Binder::default().finish(
+        "SELECT COALESCE(SUM(size), 0) FROM (SELECT MAX(size) AS size FROM blobs GROUP BY hash)"
+            .to_owned(),
+    )
+}
+
 /// Whether any store still holds a blob with this hash: one row `(0 or 1)`.
 /// Blob files are shared by content; a file goes when no store holds it.
 pub fn blob_held_sql(hash: &str) -> Statement {

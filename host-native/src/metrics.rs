@@ -1,0 +1,360 @@
+//! Metrics in Prometheus's text format, and a readiness answer, on a
+//! listener of their own (`--metrics-listen`, off by default).
+//!
+//! The counters live for the process ([`METRICS`]): the code that sees an
+//! event counts it where it happens (the request handler, the writer, the
+//! hub, the rate limits, the connection caps). The sizes of the database,
+//! its WAL and the blobs are read when the metrics are scraped.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use folio_core::problem::ProblemType;
+use folio_core::{Rate, Reply};
+use http::{StatusCode, header};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::server::App;
+
+/// Every metric of the process.
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The limits whose refusals [`Metrics::refused`] counts, each a label
+/// value of `folio_refused_total` (present from the start, at 0).
+#[derive(Debug, Clone, Copy)]
+pub enum Limit {
+    /// `--read-rate`: unsigned reads per address.
+    ReadRate,
+    /// `--write-rate`: writes per app.
+    WriteRate,
+    /// `--registration-rate`: app registrations per address.
+    RegistrationRate,
+    /// `--sign-in-rate`: sign-in attempts per address.
+    SignInRate,
+    /// `--sse-per-user` and `--sse-per-server`: open event streams.
+    EventStreams,
+    /// `--json-body-limit` and `--blob-limit`.
+    BodySize,
+    /// `--target-limit`.
+    TargetSize,
+    /// `--header-limit`.
+    HeaderSize,
+    /// The events a stream may catch up on.
+    CatchUp,
+    /// `--max-connections` and `--max-connections-per-address`.
+    Connections,
+    /// `--handshakes-per-second`.
+    HandshakePace,
+}
+
+impl Limit {
+    const ALL: [Limit; 11] = [
+        Limit::ReadRate,
+        Limit::WriteRate,
+        Limit::RegistrationRate,
+        Limit::SignInRate,
+        Limit::EventStreams,
+        Limit::BodySize,
+        Limit::TargetSize,
+        Limit::HeaderSize,
+        Limit::CatchUp,
+        Limit::Connections,
+        Limit::HandshakePace,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Limit::ReadRate => "read_rate",
+            Limit::WriteRate => "write_rate",
+            Limit::RegistrationRate => "registration_rate",
+            Limit::SignInRate => "sign_in_rate",
+            Limit::EventStreams => "event_streams",
+            Limit::BodySize => "body_size",
+            Limit::TargetSize => "target_size",
+            Limit::HeaderSize => "header_size",
+            Limit::CatchUp => "catch_up",
+            Limit::Connections => "connections",
+            Limit::HandshakePace => "handshake_pace",
+        }
+    }
+
+    /// The limit a rate refusal hit.
+    pub fn of_rate(rate: &Rate<'_>) -> Limit {
+        match rate {
+            Rate::AnonymousRead(_) => Limit::ReadRate,
+            Rate::Write(_) => Limit::WriteRate,
+            Rate::Registration(_) => Limit::RegistrationRate,
+            Rate::SignIn(_) => Limit::SignInRate,
+        }
+    }
+
+    /// The limit a problem answered by core reports, for those the host
+    /// does not count where they happen.
+    fn of_problem(kind: ProblemType) -> Option<Limit> {
+        match kind {
+            ProblemType::BodyTooLarge => Some(Limit::BodySize),
+            ProblemType::UriTooLong => Some(Limit::TargetSize),
+            ProblemType::HeadersTooLarge => Some(Limit::HeaderSize),
+            ProblemType::TooManyEvents => Some(Limit::CatchUp),
+            _ => None,
+        }
+    }
+}
+
+/// The request durations' buckets, in seconds: 0.5 ms to 10 s.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Writes per group commit: 1 to the writer's most.
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    request_seconds: HistogramVec,
+    commit_writes: Histogram,
+    commit_seconds: Histogram,
+    streams_open: IntGauge,
+    events_sent: IntCounter,
+    streams_lagged: IntCounter,
+    refused: IntCounterVec,
+    replays: IntCounter,
+    database_bytes: IntGauge,
+    wal_bytes: IntGauge,
+    blob_bytes: IntGauge,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let registry = Registry::new();
+        fn register<M: prometheus::core::Collector + Clone + 'static>(
+            registry: &Registry,
+            metric: prometheus::Result<M>,
+        ) -> M {
+            let metric = metric.expect("a valid metric definition");
+            registry
+                .register(Box::new(metric.clone()))
+                .expect("each metric is registered once");
+            metric
+        }
+        let counter = |name: &str, help: &str| register(&registry, IntCounter::new(name, help));
+        let gauge = |name: &str, help: &str| register(&registry, IntGauge::new(name, help));
+        let metrics = Metrics {
+            requests: register(
+                &registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "folio_requests_total",
+                        "Requests answered, by route and status.",
+                    ),
+                    &["route", "status"],
+                ),
+            ),
+            request_seconds: register(
+                &registry,
+                HistogramVec::new(
+                    HistogramOpts::new(
+                        "folio_request_duration_seconds",
+                        "Time to the answer's head, by route.",
+                    )
+                    .buckets(LATENCY_BUCKETS.to_vec()),
+                    &["route"],
+                ),
+            ),
+            commit_writes: register(
+                &registry,
+                Histogram::with_opts(
+                    HistogramOpts::new("folio_commit_batch_writes", "Write jobs per group commit.")
+                        .buckets(BATCH_BUCKETS.to_vec()),
+                ),
+            ),
+            commit_seconds: register(
+                &registry,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "folio_commit_duration_seconds",
+                        "Time of one group commit, its jobs and the commit itself.",
+                    )
+                    .buckets(LATENCY_BUCKETS.to_vec()),
+                ),
+            ),
+            streams_open: gauge("folio_event_streams_open", "Event streams open now."),
+            events_sent: counter(
+                "folio_events_sent_total",
+                "Events sent on event streams, catch-up and live.",
+            ),
+            streams_lagged: counter(
+                "folio_event_streams_lagged_total",
+                "Event streams ended because they fell too far behind.",
+            ),
+            refused: register(
+                &registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "folio_refused_total",
+                        "Requests and connections refused, by limit.",
+                    ),
+                    &["limit"],
+                ),
+            ),
+            replays: counter(
+                "folio_replayed_requests_total",
+                "Signed requests refused as replays of one already received.",
+            ),
+            database_bytes: gauge("folio_database_bytes", "Size of the database file."),
+            wal_bytes: gauge("folio_wal_bytes", "Size of the database's write-ahead log."),
+            blob_bytes: gauge("folio_blob_bytes", "Bytes of the blobs stored."),
+            registry,
+        };
+        for limit in Limit::ALL {
+            metrics.refused.with_label_values(&[limit.label()]);
+        }
+        metrics
+    }
+
+    /// An answered request: its route, status, duration, and the limit or
+    /// replay it was refused for.
+    pub fn request<S>(&self, reply: &Reply<S>, took: Duration) {
+        let status = reply.status.to_string();
+        self.requests
+            .with_label_values(&[reply.route, status.as_str()])
+            .inc();
+        self.request_seconds
+            .with_label_values(&[reply.route])
+            .observe(took.as_secs_f64());
+        match reply.problem {
+            Some(ProblemType::ReplayedRequest) => self.replays.inc(),
+            Some(kind) => {
+                if let Some(limit) = Limit::of_problem(kind) {
+                    self.refused(limit);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// A request or connection refused by `limit`.
+    pub fn refused(&self, limit: Limit) {
+        self.refused.with_label_values(&[limit.label()]).inc();
+    }
+
+    /// A group commit of `writes` jobs that took `took`.
+    pub fn commit(&self, writes: usize, took: Duration) {
+        self.commit_writes.observe(writes as f64);
+        self.commit_seconds.observe(took.as_secs_f64());
+    }
+
+    pub fn stream_opened(&self) {
+        self.streams_open.inc();
+    }
+
+    pub fn stream_closed(&self) {
+        self.streams_open.dec();
+    }
+
+    pub fn events_sent(&self, count: usize) {
+        self.events_sent
+            .inc_by(u64::try_from(count).unwrap_or(u64::MAX));
+    }
+
+    pub fn stream_lagged(&self) {
+        self.streams_lagged.inc();
+    }
+
+    #[cfg(test)]
+    pub fn streams_lagged(&self) -> u64 {
+        self.streams_lagged.get()
+    }
+
+    /// The text exposition, with the store's sizes as of now.
+    fn render(&self, sizes: StoreSizes) -> String {
+        self.database_bytes.set(sizes.database);
+        self.wal_bytes.set(sizes.wal);
+        self.blob_bytes.set(sizes.blobs);
+        let mut text = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut text)
+            .expect("the text encoder writes to memory");
+        String::from_utf8(text).expect("the text format is UTF-8")
+    }
+}
+
+/// The store's sizes in bytes.
+struct StoreSizes {
+    database: i64,
+    wal: i64,
+    blobs: i64,
+}
+
+/// The size of the file at `path`, 0 if there is none.
+fn file_size(path: &Path) -> i64 {
+    std::fs::metadata(path).map_or(0, |meta| i64::try_from(meta.len()).unwrap_or(i64::MAX))
+}
+
+/// Serves `GET /metrics` and `GET /ready` on `address` until shutdown.
+pub async fn serve(
+    address: SocketAddr,
+    app: Arc<App>,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    let local = listener.local_addr()?;
+    tracing::info!(address = %local, "serving metrics (/metrics) and readiness (/ready) over plain HTTP");
+    let mut stop = app.shutdown.clone();
+    let router = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/ready", get(ready))
+        .with_state(app);
+    Ok(tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            })
+            .await;
+    }))
+}
+
+/// The exposition, in Prometheus's text format 0.0.4.
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let database = app.data.database();
+    let wal = database.with_extension("db-wal");
+    let blobs = app.blob_bytes().await.unwrap_or_else(|error| {
+        tracing::warn!(%error, "could not read the blobs' size for the metrics");
+        0
+    });
+    let sizes = StoreSizes {
+        database: file_size(&database),
+        wal: file_size(&wal),
+        blobs,
+    };
+    let text = METRICS.render(sizes);
+    ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response()
+}
+
+/// `200 ready` while the server serves and its store answers a read;
+/// `503` while it shuts down or when the store fails.
+async fn ready(State(app): State<Arc<App>>) -> Response {
+    if *app.shutdown.borrow() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+    }
+    match app.blob_bytes().await {
+        Ok(_) => (StatusCode::OK, "ready\n").into_response(),
+        Err(error) => {
+            tracing::warn!(%error, "readiness: the store did not answer a read");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store does not answer\n",
+            )
+                .into_response()
+        }
+    }
+}
