@@ -249,7 +249,6 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         .await
         .ok_or_else(|| std::io::Error::other("the HTTPS listener did not start"))?;
     tracing::info!(address = %https_addr, base_url = %app.settings.base_url, "serving HTTPS (h2, http/1.1)");
-    crate::logs::listening(&format!("https://{https_addr}"));
 
     let redirect = match options.http_listen.0 {
         Some(address) => {
@@ -279,6 +278,9 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         ),
         None => None,
     };
+
+    // Last, once every listener is open: scripts wait for this line.
+    crate::logs::listening(&format!("https://{https_addr}"));
 
     let upkeep = tokio::spawn(upkeep(Arc::clone(&app)));
     shutdown_signal().await;

@@ -76,7 +76,14 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
     // A read rate the rate-limit check exceeds even when a busy CI machine
     // serves this debug build slower than the default 300 reads a second;
     // the other checks' anonymous reads retry their 429s.
-    let server = Server::start(&data, port, &["--read-rate", "50/100"]);
+    // Logged as an operator would keep it (every request, as JSON), to
+    // check below that no line carries a secret the suite sent.
+    let server = Server::start_with_env(
+        &data,
+        port,
+        &["--read-rate", "50/100", "--log-format", "json"],
+        &[("FOLIO_LOG", "info")],
+    );
     let mut target = Target {
         base_url: server.base_url(),
         user: "me".to_owned(),
@@ -125,6 +132,40 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
     }
     println!("{} passed, {} failed", report.passed(), report.failed());
     assert!(report.http2, "the suite's client negotiated HTTP/2");
+    let secrets = [
+        // The owner's password, which the console and consent checks type.
+        target.password.clone().expect("a password"),
+        // What only a request's headers, query or form carry.
+        "signature=".to_owned(),
+        "bearer=".to_owned(),
+        "SVC ".to_owned(),
+        format!("{}=", folio_core::consent::session::SESSION_COOKIE),
+        "csrf=".to_owned(),
+        // The apps' private keys, which no request carries but a careless
+        // log of the CLI might.
+        full.private_key.clone(),
+        target.scoped_app.app.private_key.clone(),
+    ];
+    let lines = server.log_lines();
+    assert!(
+        lines.len() > report.checks.len(),
+        "one line per request: {} lines",
+        lines.len()
+    );
+    for line in &lines {
+        assert!(
+            !line.contains('\u{1b}'),
+            "an escape code in the log: {line}"
+        );
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|error| panic!("a log line that is not JSON ({error}): {line}"));
+        for secret in &secrets {
+            assert!(
+                !line.contains(secret.as_str()),
+                "a secret in the log: {line}"
+            );
+        }
+    }
     assert_eq!(report.failed(), 0, "every conformance check passes");
     if options.name_filter.is_none() {
         assert_eq!(

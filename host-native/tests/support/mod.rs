@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -143,12 +144,19 @@ pub struct Server {
     pub port: u16,
     pub http_port: u16,
     pub data: PathBuf,
+    /// Every line it has written to stderr so far.
+    pub log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
     /// Starts `folio serve` on `port` (HTTPS) and a free plain-HTTP port,
-    /// and waits until it listens.
+    /// and waits until it listens. It logs warnings and errors only.
     pub fn start(data: &Path, port: u16, extra: &[&str]) -> Server {
+        Server::start_with_env(data, port, extra, &[("RUST_LOG", "warn")])
+    }
+
+    /// [`Server::start`] with `env` set for the server (`FOLIO_LOG`, …).
+    pub fn start_with_env(data: &Path, port: u16, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let http_port = free_port();
         let mut child = Command::new(FOLIO)
             .arg("--data-dir")
@@ -157,16 +165,23 @@ impl Server {
             .args(["--http-listen", &format!("127.0.0.1:{http_port}")])
             .args(["--base-url", &format!("https://localhost:{port}")])
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .env_remove("RUST_LOG")
+            .env_remove("FOLIO_LOG")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("folio serve starts");
         let stderr = child.stderr.take().expect("stderr");
         let (ready, wait) = std::sync::mpsc::channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&log);
         std::thread::spawn(move || {
             let mut ready = Some(ready);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                kept.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(line.clone());
                 if line.contains("listening on https://")
                     && let Some(ready) = ready.take()
                 {
@@ -192,7 +207,13 @@ impl Server {
             port,
             http_port,
             data: data.to_owned(),
+            log,
         }
+    }
+
+    /// The lines logged so far.
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn base_url(&self) -> String {
