@@ -43,6 +43,23 @@ impl DataDir {
         })
     }
 
+    /// A data directory that exists, as it is.
+    pub fn existing(root: &Path) -> std::io::Result<Self> {
+        if !root.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no data directory at {}", root.display()),
+            ));
+        }
+        Ok(DataDir {
+            root: root.to_owned(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn database(&self) -> PathBuf {
         self.root.join("folio.db")
     }

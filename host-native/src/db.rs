@@ -67,6 +67,14 @@ pub fn open_writer(path: &Path, durability: Durability) -> Result<Connection, Db
     Ok(conn)
 }
 
+/// A connection to an existing database, as it is (not migrated): for
+/// reading it beside a running server (`folio backup`).
+pub fn open_existing(path: &Path) -> Result<Connection, DbError> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    Ok(conn)
+}
+
 /// How often the checkpointer copies committed pages from the WAL into the
 /// database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);

@@ -15,8 +15,10 @@
 //!   `config.rs`: the data directory and settings; `tls.rs`: certificates;
 //!   `clock.rs`: time; `logs.rs`: the log; `metrics.rs`: metrics and readiness.
 //! - `schema_command.rs`: `folio schema`, for people who write types.
+//! - `backup.rs`: `folio backup`.
 
 mod api;
+mod backup;
 mod blobs;
 mod clock;
 mod config;
@@ -91,6 +93,16 @@ enum Command {
     /// Check record types, and records against them.
     #[command(subcommand)]
     Schema(schema_command::SchemaCommand),
+    /// Copy the data directory (database, blobs, settings, keys) to DIR, a
+    /// new directory, while the server runs; `folio serve --data-dir DIR`
+    /// starts on the copy as it is.
+    Backup {
+        /// The new directory.
+        dir: PathBuf,
+        /// Copy only this user's store.
+        #[arg(long)]
+        user: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -121,6 +133,23 @@ enum UserCommand {
     },
     /// List the users.
     List,
+    /// Set a user's password (the console's and the consent page's); every
+    /// session signed in before is signed out.
+    Passwd {
+        name: String,
+        /// Read the password from stdin instead of asking for it twice.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Remove a user: its store (every record, version and event), the
+    /// blobs no other store holds, and its apps' keys. Stop `folio serve`
+    /// first: a running server remembers its users until it restarts.
+    Remove {
+        name: String,
+        /// Do not ask for the name again.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -297,6 +326,18 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
         }
         other => other,
     };
+    if let Command::Backup { dir, user } = &command {
+        let data = DataDir::existing(&data_dir)?;
+        let done = backup::backup(&data, dir, user.as_deref())?;
+        println!(
+            "Backed up {} user(s) and {} blob(s) ({} bytes) to {}.",
+            done.users,
+            done.blobs,
+            done.blob_bytes,
+            dir.display()
+        );
+        return Ok(());
+    }
     let data = DataDir::open(&data_dir)?;
     match command {
         Command::Serve(options) => server::serve(data, *options).await?,
@@ -402,7 +443,38 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             }
             println!("revoked {revoked} authorization(s)");
         }
-        Command::Schema(_) => unreachable!("handled before the runtime starts"),
+        Command::User(UserCommand::Passwd {
+            name,
+            password_stdin,
+        }) => {
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
+            let found = find_user(&conn, &name, None)?;
+            let password = read_new_password(password_stdin)?;
+            users::set_password(&conn, &found, &password)?;
+            println!(
+                "Changed the password of `{name}`; the sessions signed in before are signed out."
+            );
+        }
+        Command::User(UserCommand::Remove { name, yes }) => {
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
+            let found = find_user(&conn, &name, None)?;
+            if !yes {
+                eprint!(
+                    "This deletes every record, version and blob of `{name}` and its apps' keys.\n\
+                     Type the user's name to confirm: "
+                );
+                let mut typed = String::new();
+                std::io::stdin().read_line(&mut typed)?;
+                if typed.trim_end_matches(['\r', '\n']) != name {
+                    return Err("the name typed differs; nothing was removed".into());
+                }
+            }
+            let files = users::remove_user(&conn, &found, &data.blobs())?;
+            println!("Removed user `{name}` and {files} blob file(s) no other user holds.");
+        }
+        Command::Schema(_) | Command::Backup { .. } => {
+            unreachable!("handled before")
+        }
     }
     Ok(())
 }
@@ -430,6 +502,28 @@ fn read_password(from_stdin: bool) -> Result<String, Box<dyn std::error::Error>>
     if password.is_empty() {
         return Err("the password is empty".into());
     }
+    Ok(password)
+}
+
+/// A new password: from stdin, or typed twice at the terminal; it must
+/// follow the console's rules.
+fn read_new_password(from_stdin: bool) -> Result<String, Box<dyn std::error::Error>> {
+    let (password, again) = if from_stdin {
+        let password = read_password(true)?;
+        (password.clone(), password)
+    } else {
+        let ask = |prompt: &str| {
+            rpassword::prompt_password(prompt).map_err(|error| {
+                format!("cannot read a password from the terminal ({error}); use --password-stdin")
+            })
+        };
+        (ask("New password: ")?, ask("Again: ")?)
+    };
+    folio_core::console::check_new_password(
+        &password,
+        &again,
+        folio_core::console::MIN_PASSWORD_CHARS,
+    )?;
     Ok(password)
 }
 

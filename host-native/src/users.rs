@@ -16,9 +16,10 @@ use folio_core::builtin::BuiltinType;
 use folio_core::discovery::{entity_record_body, entity_record_update};
 use folio_core::model::{Entity, RecordId, RecordLink, UserName};
 use folio_core::store::{
-    Statement, app_authorizations_sql, apps_sql, entity_record_sql, insert_app_sql,
-    insert_user_sql, insert_user_with_id_sql, latest_version_sql, read_version, seed_statements,
-    types_by_name_sql, user_by_name_sql, users_sql,
+    Statement, StoresToRemove, app_authorizations_sql, apps_sql, entity_record_sql, held_blobs_sql,
+    insert_app_sql, insert_user_sql, insert_user_with_id_sql, latest_version_sql, read_version,
+    remove_stores_sql, seed_statements, set_password_sql, types_by_name_sql, user_by_name_sql,
+    users_sql,
 };
 use folio_core::write::{RecordKey, WriteRequest};
 use folio_core::{CommitError, Done, Job, RecordWrite, Row, RowError, RowExt, Transaction};
@@ -121,6 +122,61 @@ pub fn generate_password() -> String {
 pub fn hash_password(password: &str) -> Result<String, ProvisionError> {
     folio_core::consent::hash_password(password, rand::random())
         .ok_or_else(|| ProvisionError::Invalid("the password could not be hashed".to_owned()))
+}
+
+/// Sets `user`'s password and signs out every session signed in before.
+pub fn set_password(conn: &Connection, user: &User, password: &str) -> Result<(), ProvisionError> {
+    let hash = hash_password(password)?;
+    let now_ms = Clock.now().unix_millis();
+    db::execute(conn, &set_password_sql(user.id, &hash, now_ms))?;
+    Ok(())
+}
+
+/// Removes `user`'s store, its apps' keys and nonces in one transaction,
+/// then the blob files under `blobs` that no store holds any more; the
+/// number of files removed.
+pub fn remove_user(
+    conn: &Connection,
+    user: &User,
+    blobs: &std::path::Path,
+) -> Result<usize, ProvisionError> {
+    let held = |conn: &Connection| -> Result<std::collections::HashSet<String>, DbError> {
+        Ok(
+            db::query(conn, &held_blobs_sql(), |row| row.get::<_, String>(0))?
+                .into_iter()
+                .collect(),
+        )
+    };
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let removed = (|| {
+        let before = held(conn)?;
+        db::execute_all(conn, &remove_stores_sql(StoresToRemove::Of(user.id)))?;
+        let after = held(conn)?;
+        Ok::<_, DbError>(before.difference(&after).cloned().collect::<Vec<_>>())
+    })();
+    let gone = match removed {
+        Ok(gone) => {
+            conn.execute_batch("COMMIT")?;
+            gone
+        }
+        Err(error) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(error.into());
+        }
+    };
+    let mut files = 0;
+    for hash in gone.iter().filter(|hash| hash.len() == 64) {
+        match std::fs::remove_file(blobs.join(&hash[..2]).join(hash)) {
+            Ok(()) => files += 1,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(ProvisionError::Invalid(format!(
+                    "the blob file {hash} could not be removed: {error}"
+                )));
+            }
+        }
+    }
+    Ok(files)
 }
 
 /// Runs statements through `tx` at once; answers the rows of the last one.

@@ -55,6 +55,9 @@ pub const MAX_VERSIONS_SHOWN: u32 = 200;
 /// Entity links whose names the record page looks up.
 pub const MAX_NAMED_ENTITIES: usize = 20;
 
+/// The shortest password the console and `folio user passwd` set.
+pub const MIN_PASSWORD_CHARS: usize = 8;
+
 /// Whether a new password typed twice may be set: the same both times, at
 /// least `min_chars` characters and at most
 /// [`MAX_PASSWORD_BYTES`](crate::consent::MAX_PASSWORD_BYTES) bytes. The

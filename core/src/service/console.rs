@@ -44,9 +44,6 @@ type Page<S> = Result<Reply<S>, Reply<S>>;
 /// The policy of a blob the console serves: nothing runs, nothing frames it.
 const BLOB_POLICY: &str = "default-src 'none'; frame-ancestors 'none'; sandbox";
 
-/// The shortest password the console sets.
-pub const MIN_PASSWORD_CHARS: usize = 8;
-
 /// Answers a console request.
 pub(super) async fn console<H: Host>(
     cx: &Context<'_, '_, H>,
@@ -1272,7 +1269,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
             form.get("new").unwrap_or_default(),
             form.get("again").unwrap_or_default(),
         );
-        if let Err(error) = console::check_new_password(new, again, MIN_PASSWORD_CHARS) {
+        if let Err(error) = console::check_new_password(new, again, console::MIN_PASSWORD_CHARS) {
             return refuse(error);
         }
         // The current password is a sign-in: counted, then checked.

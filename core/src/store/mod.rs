@@ -29,11 +29,12 @@ pub use read::{
     seed_statements, version_sql, versions_sql,
 };
 pub use users::{
-    app_authorizations_sql, app_credentials_sql, app_key_sql, apps_sql, blob_held_sql,
-    blob_size_sql, delete_blob_sql, entity_record_sql, event_seq_sql, expired_blobs_sql,
-    held_blobs_sql, insert_app_sql, insert_user_sql, insert_user_with_id_sql, password_hash_sql,
-    prune_nonces_sql, remember_nonce_sql, remembered_nonces_sql, stored_blob_bytes_sql,
-    types_by_name_sql, upload_blob_sql, user_by_name_sql, user_row_id, users_sql,
+    StoresToRemove, app_authorizations_sql, app_credentials_sql, app_key_sql, apps_sql,
+    blob_held_sql, blob_size_sql, delete_blob_sql, entity_record_sql, event_seq_sql,
+    expired_blobs_sql, held_blobs_sql, insert_app_sql, insert_user_sql, insert_user_with_id_sql,
+    password_hash_sql, prune_nonces_sql, remember_nonce_sql, remembered_nonces_sql,
+    remove_stores_sql, stored_blob_bytes_sql, types_by_name_sql, upload_blob_sql, user_by_name_sql,
+    user_row_id, users_sql,
 };
 pub use version::{StoredDataError, WriteOrigin, entries_json, read_version, version_statements};
 pub use write::{

@@ -361,3 +361,52 @@ mod tests {
         assert_eq!(user_row_id("alice"), 6_762_861_930_873_358);
     }
 }
+
+/// Which stores [`remove_stores_sql`] deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoresToRemove {
+    /// One user's store (`folio user remove`).
+    Of(i64),
+    /// Every store but one user's (`folio backup --user`).
+    AllBut(i64),
+}
+
+/// Deletes whole stores: every row of theirs in every table, their apps'
+/// keys and nonces, and their users' rows, dependants first. Blob files
+/// are the host's to remove: those no remaining store holds
+/// ([`held_blobs_sql`]). Run the statements in one transaction.
+pub fn remove_stores_sql(stores: StoresToRemove) -> Vec<Statement> {
+    let (compare, user_id) = match stores {
+        StoresToRemove::Of(user_id) => ("=", user_id),
+        StoresToRemove::AllBut(user_id) => ("<>", user_id),
+    };
+    // Each statement binds the user's id once, as `?1`.
+    let statement = |sql: &dyn Fn(&str) -> String| {
+        let mut b = Binder::default();
+        let user = b.bind(user_id);
+        b.finish(sql(&user))
+    };
+    let mut statements = vec![statement(&|user| {
+        format!(
+            "DELETE FROM nonces WHERE app_id IN \
+             (SELECT app_id FROM apps WHERE user_id {compare} {user})"
+        )
+    })];
+    // Children before the rows they reference.
+    for table in [
+        "link_index",
+        "records",
+        "versions",
+        "events",
+        "blobs",
+        "apps",
+    ] {
+        statements.push(statement(&|user| {
+            format!("DELETE FROM {table} WHERE user_id {compare} {user}")
+        }));
+    }
+    statements.push(statement(&|user| {
+        format!("DELETE FROM users WHERE id {compare} {user}")
+    }));
+    statements
+}

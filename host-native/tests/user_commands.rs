@@ -1,0 +1,174 @@
+//! The owner's user commands: `folio backup --user` copies one store,
+//! `folio user passwd` sets a password by the console's rules, and
+//! `folio user remove` deletes one store whole (its blobs no other store
+//! holds, its apps' keys) after the name is typed again, leaving the
+//! others untouched.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use folio_conformance::context::Ctx;
+use serde_json::json;
+use support::{FOLIO, Server, add_app, add_me, folio, free_port, scratch};
+
+/// Runs `folio` with `stdin` as its input.
+fn folio_with_input(data: &Path, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(FOLIO)
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("folio runs");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), stdin.as_bytes())
+        .expect("stdin written");
+    child.wait_with_output().expect("folio ends")
+}
+
+/// The client's view of user `you`'s store on `server`, as `app`.
+fn as_you(app: &support::App, server: &Server) -> folio_conformance::Target {
+    let mut target = app.target(server);
+    target.user = "you".to_owned();
+    target.entity = "you.localhost".to_owned();
+    target
+}
+
+fn count(data: &Path, sql: &str) -> i64 {
+    let db = rusqlite::Connection::open(data.join("folio.db")).expect("the database");
+    db.query_row(sql, [], |row| row.get(0)).expect("a count")
+}
+
+fn blob_file(data: &Path, hash: &str) -> std::path::PathBuf {
+    data.join("blobs").join(&hash[..2]).join(hash)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_of_one_user_passwd_and_remove() {
+    let data = scratch("user-commands");
+    let port = free_port();
+    let base_url = format!("https://localhost:{port}");
+    add_me(&data, &base_url);
+    folio(&data, &["user", "add", "you", "--entity", "you.localhost"]);
+    let me = add_app(&data, "me", &["--full-access"]);
+    let you = add_app(&data, "you", &["--full-access"]);
+
+    // Both stores hold the same bytes (one shared file); each holds bytes of its own.
+    let shared = vec![1u8; 2_000];
+    let (you_record, you_only, me_only) = {
+        let server = tokio::task::block_in_place(|| Server::start(&data, port, &[]));
+        let me_ctx = Ctx::new(&me.target(&server)).expect("a client");
+        let you_ctx = Ctx::new(&as_you(&you, &server)).expect("a client");
+        let mut hashes = Vec::new();
+        for (ctx, own) in [(&me_ctx, vec![2u8; 3_000]), (&you_ctx, vec![3u8; 4_000])] {
+            ctx.upload_blob(&shared, "application/octet-stream")
+                .await
+                .expect("the shared upload");
+            let uploaded = ctx
+                .upload_blob(&own, "application/octet-stream")
+                .await
+                .expect("an upload");
+            hashes.push(uploaded["hash"].as_str().expect("a hash").to_owned());
+        }
+        let ty = you_ctx.note_type().await.expect("a type");
+        let record = you_ctx
+            .note(&ty, json!({"title": "kept in the backup"}))
+            .await
+            .expect("a record");
+        let you_record = record["id"].as_str().expect("an id").to_owned();
+        (you_record, hashes.pop().unwrap(), hashes.pop().unwrap())
+    };
+
+    // One user's backup: only that store, its blobs, and a server that serves it.
+    let copy = scratch("user-commands-backup");
+    std::fs::remove_dir(&copy).expect("a free place");
+    folio(&data, &["backup", "--user", "you", copy.to_str().unwrap()]);
+    assert_eq!(folio(&copy, &["user", "list"]).trim(), "you\tyou.localhost");
+    assert!(
+        blob_file(&copy, &you_only).is_file(),
+        "you's blob is copied"
+    );
+    assert!(!blob_file(&copy, &me_only).exists(), "me's blob is not");
+    {
+        let copy_port = free_port();
+        let server = tokio::task::block_in_place(|| Server::start(&copy, copy_port, &[]));
+        let ctx = Ctx::new(&as_you(&you, &server)).expect("a client");
+        let got = ctx.get_record(&you_record).await.expect("an answer");
+        assert_eq!(got.status, 200, "the backup serves you's record");
+    }
+
+    // A password by the console's rules, which signs out earlier sessions.
+    let short = folio_with_input(
+        &data,
+        &["user", "passwd", "you", "--password-stdin"],
+        "short\n",
+    );
+    assert!(!short.status.success(), "a short password is refused");
+    let hash_of = |data: &Path| -> String {
+        let db = rusqlite::Connection::open(data.join("folio.db")).expect("the database");
+        db.query_row(
+            "SELECT password_hash FROM users WHERE name = 'you'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("a hash")
+    };
+    let set = folio_with_input(
+        &data,
+        &["user", "passwd", "you", "--password-stdin"],
+        "a new pass phrase\n",
+    );
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    assert!(folio_core::consent::verify_password(
+        &hash_of(&data),
+        "a new pass phrase"
+    ));
+    assert!(count(&data, "SELECT sessions_after FROM users WHERE name = 'you'") > 0);
+
+    // Removal: asks for the name again; then the store goes whole.
+    let wrong = folio_with_input(&data, &["user", "remove", "you"], "me\n");
+    assert!(!wrong.status.success(), "a different name removes nothing");
+    assert_eq!(count(&data, "SELECT count(*) FROM users"), 2);
+    let removed = folio_with_input(&data, &["user", "remove", "you"], "you\n");
+    assert!(
+        removed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&removed.stderr)
+    );
+    assert_eq!(folio(&data, &["user", "list"]).trim(), "me\tlocalhost");
+    for table in [
+        "versions",
+        "records",
+        "link_index",
+        "events",
+        "blobs",
+        "apps",
+    ] {
+        let left = count(
+            &data,
+            &format!("SELECT count(*) FROM {table} WHERE user_id NOT IN (SELECT id FROM users)"),
+        );
+        assert_eq!(left, 0, "rows of the removed user left in {table}");
+    }
+    assert!(
+        !blob_file(&data, &you_only).exists(),
+        "you's own blob file is removed"
+    );
+    assert!(blob_file(&data, &me_only).is_file(), "me's blob file stays");
+    let shared_hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&shared));
+    assert!(
+        blob_file(&data, &shared_hash).is_file(),
+        "the shared file stays"
+    );
+    // me's store still serves.
+    let server = tokio::task::block_in_place(|| Server::start(&data, port, &[]));
+    let ctx = Ctx::new(&me.target(&server)).expect("a client");
+    assert_eq!(ctx.list(&[]).await.map(|_| ()), Ok(()));
+}
