@@ -48,6 +48,7 @@
 
 pub mod access;
 pub mod apps;
+pub mod archive;
 pub mod auth;
 pub mod blob;
 pub mod builtin;
