@@ -54,7 +54,7 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Line {
     Header(Header),
-    Version(VersionLine),
+    Version(Box<VersionLine>),
     Blob(BlobLine),
     BlobData(BlobData),
     AppKey(AppKey),
@@ -219,7 +219,7 @@ impl ArchiveWriter {
             .iter()
             .map(|entry| (entry.path.clone(), entry.key.clone()))
             .collect();
-        self.line(&Line::Version(VersionLine { record, links, app }))
+        self.line(&Line::Version(Box::new(VersionLine { record, links, app })))
     }
 
     /// A blob's line; its bytes follow with [`ArchiveWriter::blob_data`].
