@@ -334,6 +334,11 @@ impl ArchiveReader {
         self.user.as_ref()
     }
 
+    /// The versions, blobs and app keys read so far.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        (self.versions, self.blobs, self.app_keys)
+    }
+
     /// The user's row id in the importing store.
     pub fn user_id(&self) -> i64 {
         self.user_id

@@ -15,7 +15,7 @@
 //!   `config.rs`: the data directory and settings; `tls.rs`: certificates;
 //!   `clock.rs`: time; `logs.rs`: the log; `metrics.rs`: metrics and readiness.
 //! - `schema_command.rs`: `folio schema`, for people who write types.
-//! - `backup.rs`: `folio backup`.
+//! - `backup.rs`: `folio backup`; `transfer.rs`: `folio export` and `import`.
 
 mod api;
 mod backup;
@@ -33,6 +33,7 @@ mod passwords;
 mod schema_command;
 mod server;
 mod tls;
+mod transfer;
 mod users;
 mod writer;
 
@@ -93,6 +94,30 @@ enum Command {
     /// Check record types, and records against them.
     #[command(subcommand)]
     Schema(schema_command::SchemaCommand),
+    /// Write one user's store to FILE as a Folio archive (docs/archive.md):
+    /// every version of every record in received order, the blobs, the
+    /// apps' keys; the password's hash only with --with-credentials.
+    Export {
+        #[arg(long)]
+        user: String,
+        file: PathBuf,
+        /// Include the password's hash (the archive then signs in as the user).
+        #[arg(long)]
+        with_credentials: bool,
+    },
+    /// Import a Folio archive as a new user of this data directory, checking
+    /// every byte first; or, with --emit-sql, prepare it for the worker.
+    Import {
+        file: PathBuf,
+        /// Write the D1 statements to this file instead (`wrangler d1 execute
+        /// DB --file OUT.sql`); the data directory is not touched.
+        #[arg(long, value_name = "OUT.sql", requires = "blobs_dir")]
+        emit_sql: Option<PathBuf>,
+        /// With --emit-sql: where the blobs go, one file per R2 object, named
+        /// by its key (`wrangler r2 object put BUCKET/KEY --file DIR/KEY`).
+        #[arg(long, value_name = "DIR", requires = "emit_sql")]
+        blobs_dir: Option<PathBuf>,
+    },
     /// Copy the data directory (database, blobs, settings, keys) to DIR, a
     /// new directory, while the server runs; `folio serve --data-dir DIR`
     /// starts on the copy as it is.
@@ -326,6 +351,46 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
         }
         other => other,
     };
+    if let Command::Import {
+        file,
+        emit_sql: Some(sql),
+        blobs_dir: Some(blobs),
+    } = &command
+    {
+        let to = transfer::Destination::Worker { sql, blobs };
+        let (user, moved) = transfer::import(file, to)?;
+        println!(
+            "Wrote the SQL that imports user `{user}` ({} versions, {} app keys) to {}, \
+             and its {} blob(s) to {}.\n\
+             Then: wrangler d1 execute DB --file {}\n\
+             and for each file in {}: wrangler r2 object put BUCKET/<file name> --file <file>",
+            moved.versions,
+            moved.app_keys,
+            sql.display(),
+            moved.blobs,
+            blobs.display(),
+            sql.display(),
+            blobs.display(),
+        );
+        return Ok(());
+    }
+    if let Command::Export {
+        user,
+        file,
+        with_credentials,
+    } = &command
+    {
+        let data = DataDir::existing(&data_dir)?;
+        let moved = transfer::export(&data, user, file, *with_credentials)?;
+        println!(
+            "Exported user `{user}`: {} versions, {} blob(s), {} app key(s), to {}.",
+            moved.versions,
+            moved.blobs,
+            moved.app_keys,
+            file.display()
+        );
+        return Ok(());
+    }
     if let Command::Backup { dir, user } = &command {
         let data = DataDir::existing(&data_dir)?;
         let done = backup::backup(&data, dir, user.as_deref())?;
@@ -472,7 +537,14 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             let files = users::remove_user(&conn, &found, &data.blobs())?;
             println!("Removed user `{name}` and {files} blob file(s) no other user holds.");
         }
-        Command::Schema(_) | Command::Backup { .. } => {
+        Command::Import { file, .. } => {
+            let (user, moved) = transfer::import(&file, transfer::Destination::Store(&data))?;
+            println!(
+                "Imported user `{user}`: {} versions, {} blob(s), {} app key(s).",
+                moved.versions, moved.blobs, moved.app_keys
+            );
+        }
+        Command::Schema(_) | Command::Backup { .. } | Command::Export { .. } => {
             unreachable!("handled before")
         }
     }

@@ -1,0 +1,414 @@
+//! `folio export` and `folio import`: one user's store as a Folio archive
+//! (core's `archive`, documented in docs/archive.md), to move it to
+//! another server, or to the worker (`--emit-sql`).
+//!
+//! The export reads the store in one read transaction, so the archive is
+//! the store at one moment even while the server writes. The import checks
+//! the whole archive as it runs its statements in one transaction, and
+//! keeps the blob bytes in temporary files until the last line is read and
+//! checked: a corrupt, cut or tampered archive leaves nothing behind.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use folio_core::archive::{
+    ARCHIVE_FORMAT, AppKey, ArchiveError, ArchiveReader, ArchiveWriter, BLOB_CHUNK_BYTES, BlobLine,
+    Header, MAX_LINE_BYTES, export_app_keys_sql, export_blobs_sql, export_user_sql,
+    export_versions_sql,
+};
+use folio_core::model::{BlobHash, RecordDate, RecordId};
+use folio_core::store::{LiteralSqlError, Statement, read_version};
+use rusqlite::Connection;
+
+use crate::clock::Clock;
+use crate::config::DataDir;
+use crate::db;
+
+/// Versions read per statement while exporting.
+const EXPORT_PAGE: u32 = 500;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    #[error("no user `{0}`")]
+    NoUser(String),
+    #[error(
+        "user `{0}` exists here already: remove it first (folio user remove) or import elsewhere"
+    )]
+    UserExists(String),
+    #[error("entity `{0}` is another user's here")]
+    EntityTaken(String),
+    #[error("the blob {0} is linked by a record but its file is missing")]
+    MissingBlob(String),
+    #[error("the archive is refused, and nothing was imported: {0}")]
+    Archive(#[from] ArchiveError),
+    #[error("the store holds something an archive cannot carry: {0}")]
+    Stored(String),
+    #[error("database: {0}")]
+    Db(#[from] db::DbError),
+    #[error("{0}")]
+    Sql(#[from] LiteralSqlError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> TransferError + '_ {
+    move |source| TransferError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// What was exported or imported.
+#[derive(Debug, Default)]
+pub struct Moved {
+    pub versions: u64,
+    pub blobs: u64,
+    pub app_keys: u64,
+}
+
+/// The path of a blob's file under a blob directory.
+fn blob_path(root: &Path, hash: &str) -> PathBuf {
+    root.join(&hash[..2]).join(hash)
+}
+
+/// Writes the archive of `user`'s store to `file` (written beside it and
+/// renamed when whole).
+pub fn export(
+    data: &DataDir,
+    user: &str,
+    file: &Path,
+    with_credentials: bool,
+) -> Result<Moved, TransferError> {
+    let conn = db::open_existing(&data.database())?;
+    // One read transaction: the archive is the store at one moment.
+    conn.execute_batch("BEGIN")?;
+    let partial = file.with_extension("partial");
+    let result = (|| {
+        let out = std::fs::File::create(&partial).map_err(io(&partial))?;
+        let mut out = std::io::BufWriter::new(out);
+        let moved = write_archive(&conn, data, user, with_credentials, &mut out)?;
+        let out = out
+            .into_inner()
+            .map_err(|error| io(&partial)(error.into_error()))?;
+        out.sync_all().map_err(io(&partial))?;
+        std::fs::rename(&partial, file).map_err(io(file))?;
+        Ok(moved)
+    })();
+    let _ = conn.execute_batch("ROLLBACK");
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result
+}
+
+fn write_archive(
+    conn: &Connection,
+    data: &DataDir,
+    name: &str,
+    with_credentials: bool,
+    out: &mut impl Write,
+) -> Result<Moved, TransferError> {
+    let stored = |error: &dyn std::fmt::Display| TransferError::Stored(error.to_string());
+    let users = db::query(conn, &export_user_sql(name), |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, String>(2)?,
+            row.get::<_, Option<String>>(3)?,
+            row.get::<_, i64>(4)?,
+        ))
+    })?;
+    let (user_id, entity, password_hash, created_at) = users
+        .into_iter()
+        .next()
+        .ok_or_else(|| TransferError::NoUser(name.to_owned()))?;
+    let header = Header {
+        format: ARCHIVE_FORMAT,
+        user: name.to_owned(),
+        entity: entity.parse().map_err(|e| stored(&e))?,
+        created_at: RecordDate::from_unix_ticks(created_at).map_err(|e| stored(&e))?,
+        password_hash: password_hash.filter(|_| with_credentials),
+        exported_at: Clock.now(),
+    };
+    let (mut writer, line) = ArchiveWriter::start(header);
+    let mut put = |bytes: &[u8]| out.write_all(bytes).map_err(io(Path::new("the archive")));
+    put(&line)?;
+    let mut moved = Moved::default();
+    let mut after = i64::MIN;
+    loop {
+        let page = db::query(
+            conn,
+            &export_versions_sql(user_id, after, EXPORT_PAGE),
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, Option<String>>(2)?,
+                    row.get::<_, i64>(3)?,
+                ))
+            },
+        )?;
+        let Some(last) = page.last() else { break };
+        after = last.3;
+        for (record, links, app, _) in page {
+            let (record, entries) = read_version(&record, &links).map_err(|e| stored(&e))?;
+            let app = app
+                .map(|id| id.parse::<RecordId>())
+                .transpose()
+                .map_err(|e| stored(&e))?;
+            put(&writer.version(record, &entries, app))?;
+            moved.versions += 1;
+        }
+    }
+    let blobs = db::query(conn, &export_blobs_sql(user_id), |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+            row.get::<_, Option<i64>>(3)?,
+        ))
+    })?;
+    for (hash, size, uploaded_at, expires_at) in blobs {
+        let parsed: BlobHash = hash.parse().map_err(|e| stored(&e))?;
+        let path = blob_path(&data.blobs(), &hash);
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            // Collected since the snapshot: it expired unlinked.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound && expires_at.is_some() => {
+                continue;
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(TransferError::MissingBlob(hash));
+            }
+            Err(error) => return Err(io(&path)(error)),
+        };
+        let date = |ticks| RecordDate::from_unix_ticks(ticks).map_err(|e| stored(&e));
+        put(&writer.blob(BlobLine {
+            hash: parsed,
+            size: u64::try_from(size).map_err(|e| stored(&e))?,
+            uploaded_at: date(uploaded_at)?,
+            expires_at: expires_at.map(date).transpose()?,
+        }))?;
+        let mut reader = BufReader::with_capacity(BLOB_CHUNK_BYTES, file);
+        let mut chunk = vec![0; BLOB_CHUNK_BYTES];
+        loop {
+            let read = read_full(&mut reader, &mut chunk).map_err(io(&path))?;
+            if read == 0 {
+                break;
+            }
+            put(&writer.blob_data(&chunk[..read]))?;
+        }
+        moved.blobs += 1;
+    }
+    let keys = db::query(conn, &export_app_keys_sql(user_id), |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, bool>(2)?,
+        ))
+    })?;
+    for (app_id, public_key, full_access) in keys {
+        put(&writer.app_key(AppKey {
+            app_id: app_id.parse().map_err(|e| stored(&e))?,
+            public_key,
+            full_access,
+        }))?;
+        moved.app_keys += 1;
+    }
+    put(&writer.end())?;
+    Ok(moved)
+}
+
+/// Reads until `buf` is full or the input ends; the bytes read.
+fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+/// Where an import goes.
+pub enum Destination<'a> {
+    /// Into this data directory's store, in one transaction.
+    Store(&'a DataDir),
+    /// Into an SQL script for D1 (`wrangler d1 execute DB --file SQL`) and
+    /// a directory of blob files named by hash, each the R2 object of that
+    /// key (`wrangler r2 object put BUCKET/HASH --file DIR/HASH`).
+    Worker { sql: &'a Path, blobs: &'a Path },
+}
+
+/// Imports the archive in `file` as a new user; the user's name and what
+/// was imported.
+pub fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved), TransferError> {
+    let input = std::fs::File::open(file).map_err(io(file))?;
+    let mut input = BufReader::new(input);
+    let mut reader = ArchiveReader::new();
+    let (blob_root, conn) = match &to {
+        Destination::Store(data) => {
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
+            (data.blobs().join("tmp"), Some(conn))
+        }
+        Destination::Worker { blobs, .. } => {
+            std::fs::create_dir_all(blobs).map_err(io(blobs))?;
+            (blobs.to_path_buf(), None)
+        }
+    };
+    let mut pending = PendingBlobs::new(blob_root);
+    let mut statements: Vec<Statement> = Vec::new();
+    let mut began = false;
+    let result = (|| {
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let read = (&mut input)
+                .take(MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .map_err(io(file))?;
+            if read == 0 {
+                break;
+            }
+            let step = reader.line(&line)?;
+            if !began && let Some(conn) = &conn {
+                check_free(conn, &reader, &line)?;
+                conn.execute_batch("BEGIN IMMEDIATE")?;
+                began = true;
+            }
+            match &conn {
+                Some(conn) => db::execute_all(conn, &step.statements)?,
+                None => statements.extend(step.statements),
+            }
+            if let Some((hash, bytes)) = step.blob_bytes {
+                pending.append(hash, &bytes)?;
+            }
+            // An empty blob has no bytes to append: its file is made here.
+            if let Some(hash) = step.blob_done {
+                pending.append(hash, &[])?;
+            }
+            if step.finished {
+                break;
+            }
+        }
+        reader.finish()?;
+        let user = reader.user().map(|u| u.to_string()).unwrap_or_default();
+        match &to {
+            Destination::Store(data) => {
+                pending.place(|hash| blob_path(&data.blobs(), hash))?;
+                if let Some(conn) = &conn {
+                    conn.execute_batch("COMMIT")?;
+                }
+            }
+            Destination::Worker { sql, blobs } => {
+                pending.place(|hash| blobs.join(hash))?;
+                let made_by = "folio import --emit-sql";
+                crate::emit::write(sql, &crate::emit::script(made_by, &statements)?)
+                    .map_err(io(sql))?;
+            }
+        }
+        Ok(user)
+    })();
+    match result {
+        Ok(user) => {
+            let (versions, blobs, app_keys) = reader.counts();
+            let moved = Moved {
+                versions,
+                blobs,
+                app_keys,
+            };
+            Ok((user, moved))
+        }
+        Err(error) => {
+            if began && let Some(conn) = &conn {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            pending.discard();
+            Err(error)
+        }
+    }
+}
+
+/// Refuses an archive whose user's name or entity is taken here, before
+/// anything is written.
+fn check_free(
+    conn: &Connection,
+    reader: &ArchiveReader,
+    header: &[u8],
+) -> Result<(), TransferError> {
+    let Some(name) = reader.user() else {
+        return Ok(());
+    };
+    let users = crate::users::list_users(conn)?;
+    if users.iter().any(|user| user.name == name.as_str()) {
+        return Err(TransferError::UserExists(name.to_string()));
+    }
+    let header: serde_json::Value = serde_json::from_slice(header).unwrap_or_default();
+    if let Some(entity) = header["header"]["entity"].as_str()
+        && users.iter().any(|user| user.entity.as_str() == entity)
+    {
+        return Err(TransferError::EntityTaken(entity.to_owned()));
+    }
+    Ok(())
+}
+
+/// Blob bytes kept in temporary files until the archive is read whole.
+struct PendingBlobs {
+    dir: PathBuf,
+    files: BTreeMap<String, PathBuf>,
+}
+
+impl PendingBlobs {
+    fn new(dir: PathBuf) -> Self {
+        PendingBlobs {
+            dir,
+            files: BTreeMap::new(),
+        }
+    }
+
+    fn append(&mut self, hash: BlobHash, bytes: &[u8]) -> Result<(), TransferError> {
+        let hash = hash.to_string();
+        let path = match self.files.get(&hash) {
+            Some(path) => path.clone(),
+            None => {
+                let path = self
+                    .dir
+                    .join(format!(".import-{}-{hash}", std::process::id()));
+                let _ = std::fs::remove_file(&path);
+                self.files.insert(hash, path.clone());
+                path
+            }
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        file.write_all(bytes).map_err(io(&path))
+    }
+
+    /// Syncs each file and moves it to `target(hash)`.
+    fn place(&mut self, target: impl Fn(&str) -> PathBuf) -> Result<(), TransferError> {
+        for (hash, path) in std::mem::take(&mut self.files) {
+            std::fs::File::open(&path)
+                .and_then(|file| file.sync_all())
+                .map_err(io(&path))?;
+            let to = target(&hash);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent).map_err(io(parent))?;
+            }
+            std::fs::rename(&path, &to).map_err(io(&to))?;
+        }
+        Ok(())
+    }
+
+    fn discard(&mut self) {
+        for path in std::mem::take(&mut self.files).into_values() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
