@@ -117,6 +117,10 @@ enum Command {
         /// by its key (`wrangler r2 object put BUCKET/KEY --file DIR/KEY`).
         #[arg(long, value_name = "DIR", requires = "emit_sql")]
         blobs_dir: Option<PathBuf>,
+        /// With --emit-sql: the worker's URL, which the user's Entity record
+        /// is pointed at.
+        #[arg(long, requires = "emit_sql")]
+        base_url: Option<String>,
     },
     /// Copy the data directory (database, blobs, settings, keys) to DIR, a
     /// new directory, while the server runs; `folio serve --data-dir DIR`
@@ -355,10 +359,18 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
         file,
         emit_sql: Some(sql),
         blobs_dir: Some(blobs),
+        base_url,
     } = &command
     {
-        let to = transfer::Destination::Worker { sql, blobs };
-        let (user, moved) = transfer::import(file, to)?;
+        let base_url = base_url
+            .as_deref()
+            .ok_or("--emit-sql needs --base-url: the worker's URL")?;
+        let to = transfer::Destination::Worker {
+            sql,
+            blobs,
+            base_url,
+        };
+        let (user, moved) = transfer::import(file, to).await?;
         println!(
             "Wrote the SQL that imports user `{user}` ({} versions, {} app keys) to {}, \
              and its {} blob(s) to {}.\n\
@@ -538,7 +550,8 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             println!("Removed user `{name}` and {files} blob file(s) no other user holds.");
         }
         Command::Import { file, .. } => {
-            let (user, moved) = transfer::import(&file, transfer::Destination::Store(&data))?;
+            let to = transfer::Destination::Store(&data);
+            let (user, moved) = transfer::import(&file, to).await?;
             println!(
                 "Imported user `{user}`: {} versions, {} blob(s), {} app key(s).",
                 moved.versions, moved.blobs, moved.app_keys

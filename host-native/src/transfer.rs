@@ -24,6 +24,9 @@ use rusqlite::Connection;
 use crate::clock::Clock;
 use crate::config::DataDir;
 use crate::db;
+use crate::emit::Recording;
+use crate::users::ProvisionError;
+use crate::writer::Savepoint;
 
 /// Versions read per statement while exporting.
 const EXPORT_PAGE: u32 = 500;
@@ -48,6 +51,8 @@ pub enum TransferError {
     Db(#[from] db::DbError),
     #[error("{0}")]
     Sql(#[from] LiteralSqlError),
+    #[error("{0}")]
+    Provision(#[from] ProvisionError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -240,30 +245,43 @@ pub enum Destination<'a> {
     Store(&'a DataDir),
     /// Into an SQL script for D1 (`wrangler d1 execute DB --file SQL`) and
     /// a directory of blob files named by hash, each the R2 object of that
-    /// key (`wrangler r2 object put BUCKET/HASH --file DIR/HASH`).
-    Worker { sql: &'a Path, blobs: &'a Path },
+    /// key (`wrangler r2 object put BUCKET/HASH --file DIR/HASH`), for a
+    /// worker serving at `base_url`.
+    Worker {
+        sql: &'a Path,
+        blobs: &'a Path,
+        base_url: &'a str,
+    },
 }
 
 /// Imports the archive in `file` as a new user; the user's name and what
-/// was imported.
-pub fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved), TransferError> {
+/// was imported. The user's Entity record is pointed at the destination's
+/// base URL (a new version, as `folio serve` writes when its URL changes).
+pub async fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved), TransferError> {
     let input = std::fs::File::open(file).map_err(io(file))?;
     let mut input = BufReader::new(input);
     let mut reader = ArchiveReader::new();
-    let (blob_root, conn) = match &to {
+    // The worker's statements run on a scratch store too: the same checks
+    // (constraints, order) as an import here, and what the Entity record's
+    // update reads.
+    let (conn, blob_root, base_url) = match &to {
         Destination::Store(data) => {
+            let base_url = data.settings().map_err(io(data.root()))?.base_url;
             let conn = db::open_writer(&data.database(), db::Durability::Full)?;
-            (data.blobs().join("tmp"), Some(conn))
+            (conn, data.blobs().join("tmp"), base_url)
         }
-        Destination::Worker { blobs, .. } => {
+        Destination::Worker {
+            blobs, base_url, ..
+        } => {
             std::fs::create_dir_all(blobs).map_err(io(blobs))?;
-            (blobs.to_path_buf(), None)
+            let base_url = base_url.trim_end_matches('/').to_owned();
+            (db::open_scratch()?, blobs.to_path_buf(), base_url)
         }
     };
     let mut pending = PendingBlobs::new(blob_root);
     let mut statements: Vec<Statement> = Vec::new();
     let mut began = false;
-    let result = (|| {
+    let result = async {
         let mut line = Vec::new();
         loop {
             line.clear();
@@ -275,15 +293,13 @@ pub fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved), Trans
                 break;
             }
             let step = reader.line(&line)?;
-            if !began && let Some(conn) = &conn {
-                check_free(conn, &reader, &line)?;
+            if !began {
+                check_free(&conn, &reader, &line)?;
                 conn.execute_batch("BEGIN IMMEDIATE")?;
                 began = true;
             }
-            match &conn {
-                Some(conn) => db::execute_all(conn, &step.statements)?,
-                None => statements.extend(step.statements),
-            }
+            db::execute_all(&conn, &step.statements)?;
+            statements.extend(step.statements);
             if let Some((hash, bytes)) = step.blob_bytes {
                 pending.append(hash, &bytes)?;
             }
@@ -296,23 +312,31 @@ pub fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved), Trans
             }
         }
         reader.finish()?;
-        let user = reader.user().map(|u| u.to_string()).unwrap_or_default();
+        let name = reader.user().map(|u| u.to_string()).unwrap_or_default();
+        let user = crate::users::list_users(&conn)?
+            .into_iter()
+            .find(|user| user.name == name)
+            .ok_or_else(|| TransferError::NoUser(name.clone()))?;
         match &to {
             Destination::Store(data) => {
+                crate::users::point_entity_record(&conn, &mut Savepoint(&conn), &user, &base_url)
+                    .await?;
                 pending.place(|hash| blob_path(&data.blobs(), hash))?;
-                if let Some(conn) = &conn {
-                    conn.execute_batch("COMMIT")?;
-                }
+                conn.execute_batch("COMMIT")?;
             }
-            Destination::Worker { sql, blobs } => {
+            Destination::Worker { sql, blobs, .. } => {
+                let mut recording = Recording::new(Savepoint(&conn), user.id);
+                crate::users::point_entity_record(&conn, &mut recording, &user, &base_url).await?;
+                statements.extend(recording.into_statements());
                 pending.place(|hash| blobs.join(hash))?;
                 let made_by = "folio import --emit-sql";
                 crate::emit::write(sql, &crate::emit::script(made_by, &statements)?)
                     .map_err(io(sql))?;
             }
         }
-        Ok(user)
-    })();
+        Ok(name)
+    }
+    .await;
     match result {
         Ok(user) => {
             let (versions, blobs, app_keys) = reader.counts();
@@ -324,7 +348,7 @@ pub fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved), Trans
             Ok((user, moved))
         }
         Err(error) => {
-            if began && let Some(conn) = &conn {
+            if began {
                 let _ = conn.execute_batch("ROLLBACK");
             }
             pending.discard();

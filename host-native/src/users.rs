@@ -320,29 +320,38 @@ pub async fn update_entity_records(
     conn: &Connection,
     base_url: &str,
 ) -> Result<usize, ProvisionError> {
-    let users = list_users(conn)?;
     let mut updated = 0;
-    for user in users {
-        let rows = db::fetch_versions(conn, &entity_record_sql(user.id, &user.entity), 0)?;
-        let Some((record, links)) = rows.first() else {
-            continue;
-        };
-        let (record, _) =
-            read_version(record, links).map_err(|e| ProvisionError::Invalid(e.to_string()))?;
-        let Some(body) = entity_record_update(&record, &user.entity, &user.name, base_url) else {
-            continue;
-        };
+    for user in list_users(conn)? {
         conn.execute_batch("BEGIN IMMEDIATE")?;
-        let key = RecordKey::of(&record);
-        let result = async {
-            let request = WriteRequest::put(key, body.to_string().as_bytes())?;
-            owner_write(&mut Savepoint(conn), &user, request).await
+        let result = point_entity_record(conn, &mut Savepoint(conn), &user, base_url).await;
+        if finish(conn, result)? {
+            updated += 1;
         }
-        .await;
-        finish(conn, result)?;
-        updated += 1;
     }
     Ok(updated)
+}
+
+/// Writes a new version of `user`'s Entity record through `tx` if its
+/// endpoints name another base URL than `base_url`, reading it on `conn`
+/// (inside the caller's transaction); whether it did.
+pub async fn point_entity_record<T: Transaction<Error = DbError>>(
+    conn: &Connection,
+    tx: &mut T,
+    user: &User,
+    base_url: &str,
+) -> Result<bool, ProvisionError> {
+    let rows = db::fetch_versions(conn, &entity_record_sql(user.id, &user.entity), 0)?;
+    let Some((record, links)) = rows.first() else {
+        return Ok(false);
+    };
+    let (record, _) =
+        read_version(record, links).map_err(|e| ProvisionError::Invalid(e.to_string()))?;
+    let Some(body) = entity_record_update(&record, &user.entity, &user.name, base_url) else {
+        return Ok(false);
+    };
+    let request = WriteRequest::put(RecordKey::of(&record), body.to_string().as_bytes())?;
+    owner_write(tx, user, request).await?;
+    Ok(true)
 }
 
 /// What `folio app add` created.

@@ -171,8 +171,12 @@ async fn a_user_moves_between_servers_whole_and_a_changed_archive_is_refused() {
 
     // One byte changed in the middle of a version line, or the end cut off:
     // refused, and nothing is imported.
+    // The destination serves at the same base URL (the first server is
+    // stopped), so the Entity record needs no new version naming it.
     let to = scratch("import-to");
     folio(&to, &["user", "list"]);
+    let settings = json!({"base_url": format!("https://localhost:{port}")});
+    std::fs::write(to.join("settings.json"), settings.to_string()).unwrap();
     let mut changed = bytes.clone();
     let middle = bytes.len() / 3;
     let at = middle
@@ -216,8 +220,6 @@ async fn a_user_moves_between_servers_whole_and_a_changed_archive_is_refused() {
         folio(&to, &["app", "list", "--user", "me", "--json"]),
         apps_before
     );
-    // On the same base URL as before (the first server is stopped): a new
-    // one would add a version to the Entity record, naming it.
     let moved = tokio::task::block_in_place(|| Server::start(&to, port, &[]));
     let on_moved = Ctx::new(&app.target(&moved)).expect("a client");
     let after = contents(&on_moved, &blob_records).await;
