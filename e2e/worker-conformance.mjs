@@ -14,74 +14,27 @@
 // with the suite's status (2 when the harness itself fails) and stops wrangler
 // on every path. The state directory is removed after a passing run and kept
 // (its path printed) otherwise: wrangler.log, the SQL, target.json, state/.
-import { spawn, spawnSync } from "node:child_process";
-import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import {
+  ENV, HarnessError, ROOT, TARGET_DIR, WRANGLER, freePort, keyPair, parseJson, run, runShown, startWrangler,
+  stopAll, stopWrangler,
+} from "./wrangler.mjs";
 
 // Checks the worker does not pass yet, each with the reason (as
 // NATIVE_EXCLUSIONS in host-native/tests/conformance.rs); passed to the
 // suite as `--exclude NAME=REASON`.
 const WORKER_EXCLUSIONS = [];
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const TARGET_DIR = resolve(ROOT, process.env.CARGO_TARGET_DIR ?? "target");
-const WRANGLER = join(ROOT, "node_modules/.bin/wrangler");
 const USER = "me";
 const ENTITY = "localhost";
 // A second user, whose store the rate-limit checks read as well: an
 // address's rates hold across users' Durable Objects.
 const OTHER_USER = "you";
 const OTHER_ENTITY = "you.localhost";
-const READY_TIMEOUT_MS = 120_000;
-
-// No telemetry, no Request.cf download; the worker is already built.
-const ENV = {
-  ...process.env,
-  WRANGLER_SEND_METRICS: "false",
-  WRANGLER_SEND_ERROR_REPORTS: "false",
-  DO_NOT_TRACK: "1",
-  CLOUDFLARE_CF_FETCH_ENABLED: "false",
-  FOLIO_WORKER_PREBUILT: "1",
-};
-
-class HarnessError extends Error {}
-
-// Child processes to stop on exit: each runs in its own process group
-// (wrangler starts workerd), killed as a group.
-const running = new Set();
-
-function stopAll(signal = "SIGTERM") {
-  for (const child of running) {
-    try {
-      process.kill(-child.pid, signal);
-    } catch {
-      // already gone
-    }
-  }
-}
-
-process.on("exit", () => stopAll("SIGKILL"));
-for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143], ["SIGHUP", 129]]) {
-  process.on(signal, () => {
-    stopAll("SIGKILL");
-    process.exit(code);
-  });
-}
-
-// Runs a command to completion; its output is shown only when it fails.
-function run(command, args, { what = `${command} ${args.join(" ")}`, input } = {}) {
-  const result = spawnSync(command, args, { cwd: ROOT, env: ENV, encoding: "utf8", input, maxBuffer: 64 << 20 });
-  if (result.error || result.status !== 0) {
-    throw new HarnessError(
-      `${what} failed (${result.error ?? `exit ${result.status}`}):\n${result.stdout ?? ""}${result.stderr ?? ""}`,
-    );
-  }
-  return result;
-}
 
 // The worker's base URL. Its host is the user's entity, as natively: with
 // two users, discovery (`HEAD /`) finds the user whose entity is the
@@ -89,104 +42,21 @@ function run(command, args, { what = `${command} ${args.join(" ")}`, input } = {
 // wrangler listens on 127.0.0.1, which `localhost` resolves to.
 const baseUrlOf = (port) => `http://${ENTITY}:${port}`;
 
-function freePort() {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolvePort(port));
-    });
-  });
-}
-
-// A new Ed25519 key: the seed and the public key, standard base64.
-function keyPair() {
-  const { privateKey } = generateKeyPairSync("ed25519");
-  const jwk = privateKey.export({ format: "jwk" });
-  const base64 = (text) => Buffer.from(text, "base64url").toString("base64");
-  return { seed: base64(jwk.d), publicKey: base64(jwk.x) };
-}
-
 const hexId = () => randomBytes(16).toString("hex");
 
-function parseJson(text, what) {
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new HarnessError(`${what} did not print one JSON object:\n${text}`);
-  }
-}
-
-// wrangler dev on `port`, with its output in `log`; resolves once it
-// answers HTTP.
-async function startWrangler(state, port, log) {
-  const out = openSync(log, "a");
-  const child = spawn(
-    WRANGLER,
-    [
-      "dev", "--env", "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", state,
-      "--var", `FOLIO_BASE_URL:${baseUrlOf(port)}`,
-      // Rates the rate-limit checks can exceed: local workerd serves one
-      // user's object slower than the defaults (300 reads, 100 writes a
-      // second). The check that an address's reads are counted across
-      // users needs the server to answer them faster than twice the
-      // per-second rate (it reads nearly two bursts and needs the bucket
-      // not to refill meanwhile); workerd served about 80 a second here,
-      // hence 20. The other checks retry their 429s.
-      "--var", "FOLIO_READ_RATE:20/100",
-      "--var", "FOLIO_WRITE_RATE:10/20",
-    ],
-    { cwd: ROOT, env: ENV, detached: true, stdio: ["ignore", out, out] },
-  );
-  closeSync(out);
-  running.add(child);
-  let exited = null;
-  child.once("exit", (code, signal) => {
-    exited = signal ?? `exit ${code}`;
-    running.delete(child);
+// wrangler dev for the suite: the base URL, and rates the rate-limit
+// checks can exceed: local workerd serves one user's object slower than
+// the defaults (300 reads, 100 writes a second). The check that an
+// address's reads are counted across users needs the server to answer
+// them faster than twice the per-second rate (it reads nearly two bursts
+// and needs the bucket not to refill meanwhile); workerd served about 80
+// a second here, hence 20. The other checks retry their 429s.
+const suiteWrangler = (state, port, log) =>
+  startWrangler(state, port, log, {
+    FOLIO_BASE_URL: baseUrlOf(port),
+    FOLIO_READ_RATE: "20/100",
+    FOLIO_WRITE_RATE: "10/20",
   });
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    if (exited) {
-      throw new HarnessError(`wrangler dev stopped (${exited}) before answering:\n${tail(log)}`);
-    }
-    try {
-      await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(2_000) });
-      return child;
-    } catch {
-      await new Promise((wake) => setTimeout(wake, 250));
-    }
-  }
-  throw new HarnessError(`wrangler dev did not answer in ${READY_TIMEOUT_MS / 1000} s:\n${tail(log)}`);
-}
-
-// Stops wrangler dev (and its workerd) and waits until it has exited.
-async function stopWrangler(child) {
-  if (!running.has(child)) return;
-  const gone = new Promise((done) => child.once("exit", done));
-  process.kill(-child.pid, "SIGTERM");
-  const timer = setTimeout(() => running.has(child) && process.kill(-child.pid, "SIGKILL"), 10_000);
-  await gone;
-  clearTimeout(timer);
-}
-
-function tail(file, lines = 40) {
-  return existsSync(file) ? readFileSync(file, "utf8").split("\n").slice(-lines).join("\n") : "";
-}
-
-// Runs a program to completion with its output shown; resolves to its exit code.
-function runShown(command, args) {
-  return new Promise((resolveCode, reject) => {
-    const child = spawn(command, args, { cwd: ROOT, env: ENV, detached: true, stdio: "inherit" });
-    running.add(child);
-    child.once("error", reject);
-    child.once("exit", (code, signal) => {
-      running.delete(child);
-      resolveCode(code ?? (signal ? 128 : 1));
-    });
-  });
-}
 
 async function main(suiteArgs) {
   if (!existsSync(join(ROOT, "host-worker/build/index.js"))) {
@@ -255,7 +125,7 @@ async function main(suiteArgs) {
     // store, which `folio app add --emit-sql` cannot see: it is authorized
     // as a real app is, registration and the consent page, by the suite's
     // own client (which creates the two types first with the full app).
-    wrangler = await startWrangler(state, port, log);
+    wrangler = await suiteWrangler(state, port, log);
     const authorized = spawnSync(suiteBin, ["--target", join(dir, "target.json"), "--authorize-scoped-app"],
       { cwd: ROOT, env: ENV, encoding: "utf8", timeout: 120_000 });
     if (authorized.status !== 0) {
@@ -268,7 +138,7 @@ async function main(suiteArgs) {
   }
   writeFileSync(join(dir, "target.json"), JSON.stringify(target, null, 2));
 
-  wrangler ??= await startWrangler(state, port, log);
+  wrangler ??= await suiteWrangler(state, port, log);
   console.log(`worker conformance: wrangler dev answers on ${baseUrl}; running the suite`);
   const excludes = WORKER_EXCLUSIONS.flatMap(([name, reason]) => ["--exclude", `${name}=${reason}`]);
   const filter = process.env.FOLIO_CONFORMANCE_FILTER ? ["--only", process.env.FOLIO_CONFORMANCE_FILTER] : [];

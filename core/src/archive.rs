@@ -573,13 +573,29 @@ pub fn export_user_sql(name: &str) -> Statement {
     b.finish(sql)
 }
 
-/// The next `limit` versions of a store received after `after` (ticks),
-/// in received order: rows `(record, links, app_id, received_at)`.
-pub fn export_versions_sql(user_id: i64, after: i64, limit: u32) -> Statement {
+/// How [`export_versions_sql`] walks a store's versions in received order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionOrder {
+    /// By `received_at`, on its index: a store as this schema keeps it.
+    ReceivedAt,
+    /// By row id: versions are only ever appended, in received order. For
+    /// a copy whose `received_at` column cannot be trusted, such as a
+    /// `wrangler d1 export` dump, which writes integers through a
+    /// JavaScript number and rounds those past 2^53 (every date's ticks).
+    RowId,
+}
+
+/// The next `limit` versions of a store after `after` (the last row's
+/// fourth column), in received order: rows `(record, links, app_id, key)`.
+pub fn export_versions_sql(user_id: i64, order: VersionOrder, after: i64, limit: u32) -> Statement {
+    let key = match order {
+        VersionOrder::ReceivedAt => "received_at",
+        VersionOrder::RowId => "rowid",
+    };
     let mut b = Binder::default();
     let sql = format!(
-        "SELECT record, links, app_id, received_at FROM versions \
-         WHERE user_id = {} AND received_at > {} ORDER BY received_at LIMIT {}",
+        "SELECT record, links, app_id, {key} FROM versions \
+         WHERE user_id = {} AND {key} > {} ORDER BY {key} LIMIT {}",
         b.bind(user_id),
         b.bind(after),
         b.bind(i64::from(limit)),

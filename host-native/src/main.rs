@@ -104,6 +104,15 @@ enum Command {
         /// Include the password's hash (the archive then signs in as the user).
         #[arg(long)]
         with_credentials: bool,
+        /// Export from the worker's store instead: this SQL dump of its D1
+        /// database (`wrangler d1 export DB --output FILE`); the data
+        /// directory is not read.
+        #[arg(long, value_name = "FILE", requires = "r2_dir")]
+        from_d1: Option<PathBuf>,
+        /// With --from-d1: the user's R2 objects, each in a file named by
+        /// its key (`wrangler r2 object get BUCKET/KEY --file DIR/KEY`).
+        #[arg(long, value_name = "DIR", requires = "from_d1")]
+        r2_dir: Option<PathBuf>,
     },
     /// Import a Folio archive as a new user of this data directory, checking
     /// every byte first; or, with --emit-sql, prepare it for the worker.
@@ -390,10 +399,19 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
         user,
         file,
         with_credentials,
+        from_d1,
+        r2_dir,
     } = &command
     {
-        let data = DataDir::existing(&data_dir)?;
-        let moved = transfer::export(&data, user, file, *with_credentials)?;
+        let data;
+        let from = match (from_d1, r2_dir) {
+            (Some(dump), Some(objects)) => transfer::Source::Worker { dump, objects },
+            _ => {
+                data = DataDir::existing(&data_dir)?;
+                transfer::Source::Store(&data)
+            }
+        };
+        let moved = transfer::export(from, user, file, *with_credentials)?;
         println!(
             "Exported user `{user}`: {} versions, {} blob(s), {} app key(s), to {}.",
             moved.versions,

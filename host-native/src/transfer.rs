@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use folio_core::archive::{
     ARCHIVE_FORMAT, AppKey, ArchiveError, ArchiveReader, ArchiveWriter, BLOB_CHUNK_BYTES, BlobLine,
-    Header, MAX_LINE_BYTES, export_app_keys_sql, export_blobs_sql, export_user_sql,
+    Header, MAX_LINE_BYTES, VersionOrder, export_app_keys_sql, export_blobs_sql, export_user_sql,
     export_versions_sql,
 };
 use folio_core::model::{BlobHash, RecordDate, RecordId};
@@ -41,8 +41,8 @@ pub enum TransferError {
     UserExists(String),
     #[error("entity `{0}` is another user's here")]
     EntityTaken(String),
-    #[error("the blob {0} is linked by a record but its file is missing")]
-    MissingBlob(String),
+    #[error("the blob {hash} is linked by a record but its file is missing: {}", path.display())]
+    MissingBlob { hash: String, path: PathBuf },
     #[error("the archive is refused, and nothing was imported: {0}")]
     Archive(#[from] ArchiveError),
     #[error("the store holds something an archive cannot carry: {0}")]
@@ -80,22 +80,46 @@ fn blob_path(root: &Path, hash: &str) -> PathBuf {
     root.join(&hash[..2]).join(hash)
 }
 
+/// Where an export reads.
+pub enum Source<'a> {
+    /// A data directory, while its server runs or not.
+    Store(&'a DataDir),
+    /// The worker's store: an SQL dump of its D1 database (`wrangler d1
+    /// export DB --output FILE`) and a directory holding the user's R2
+    /// objects, each in a file named by its key (`wrangler r2 object get
+    /// BUCKET/KEY --file DIR/KEY`).
+    Worker { dump: &'a Path, objects: &'a Path },
+}
+
 /// Writes the archive of `user`'s store to `file` (written beside it and
 /// renamed when whole).
 pub fn export(
-    data: &DataDir,
+    from: Source<'_>,
     user: &str,
     file: &Path,
     with_credentials: bool,
 ) -> Result<Moved, TransferError> {
-    let conn = db::open_existing(&data.database())?;
+    let (conn, order, blobs): (Connection, VersionOrder, Box<dyn Fn(&str) -> PathBuf>) = match from
+    {
+        Source::Store(data) => {
+            let root = data.blobs();
+            let conn = db::open_existing(&data.database())?;
+            let blobs = Box::new(move |hash: &str| blob_path(&root, hash));
+            (conn, VersionOrder::ReceivedAt, blobs)
+        }
+        Source::Worker { dump, objects } => {
+            let root = objects.to_owned();
+            let blobs = Box::new(move |hash: &str| root.join(hash));
+            (load_dump(dump)?, VersionOrder::RowId, blobs)
+        }
+    };
     // One read transaction: the archive is the store at one moment.
     conn.execute_batch("BEGIN")?;
     let partial = file.with_extension("partial");
     let result = (|| {
         let out = std::fs::File::create(&partial).map_err(io(&partial))?;
         let mut out = std::io::BufWriter::new(out);
-        let moved = write_archive(&conn, data, user, with_credentials, &mut out)?;
+        let moved = write_archive(&conn, order, &*blobs, user, with_credentials, &mut out)?;
         let out = out
             .into_inner()
             .map_err(|error| io(&partial)(error.into_error()))?;
@@ -112,7 +136,8 @@ pub fn export(
 
 fn write_archive(
     conn: &Connection,
-    data: &DataDir,
+    order: VersionOrder,
+    blob_file: &dyn Fn(&str) -> PathBuf,
     name: &str,
     with_credentials: bool,
     out: &mut impl Write,
@@ -146,7 +171,7 @@ fn write_archive(
     loop {
         let page = db::query(
             conn,
-            &export_versions_sql(user_id, after, EXPORT_PAGE),
+            &export_versions_sql(user_id, order, after, EXPORT_PAGE),
             |row| {
                 Ok((
                     row.get::<_, String>(0)?,
@@ -178,7 +203,7 @@ fn write_archive(
     })?;
     for (hash, size, uploaded_at, expires_at) in blobs {
         let parsed: BlobHash = hash.parse().map_err(|e| stored(&e))?;
-        let path = blob_path(&data.blobs(), &hash);
+        let path = blob_file(&hash);
         let file = match std::fs::File::open(&path) {
             Ok(file) => file,
             // Collected since the snapshot: it expired unlinked.
@@ -186,7 +211,7 @@ fn write_archive(
                 continue;
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                return Err(TransferError::MissingBlob(hash));
+                return Err(TransferError::MissingBlob { hash, path });
             }
             Err(error) => return Err(io(&path)(error)),
         };
@@ -225,6 +250,32 @@ fn write_archive(
     }
     put(&writer.end())?;
     Ok(moved)
+}
+
+/// A `wrangler d1 export` dump in a database in memory, its tables only.
+///
+/// Its integers past 2^53 are rounded (the dump writes them through a
+/// JavaScript number): dates' ticks, where several versions may share one
+/// rounded `received_at`. So its indexes, which would refuse that, and its
+/// triggers are left out, and versions are read in row order; what the
+/// archive carries of each version is its record JSON, which is exact.
+fn load_dump(dump: &Path) -> Result<Connection, TransferError> {
+    let sql = std::fs::read_to_string(dump).map_err(io(dump))?;
+    let conn = Connection::open_in_memory()?;
+    conn.pragma_update(None, "foreign_keys", false)?;
+    let mut batch = rusqlite::Batch::new(&conn, &sql);
+    while let Some(mut statement) = batch.next()? {
+        let text = statement.expanded_sql().unwrap_or_default();
+        let head = text.trim_start().to_ascii_uppercase();
+        if head.starts_with("CREATE INDEX")
+            || head.starts_with("CREATE UNIQUE INDEX")
+            || head.starts_with("CREATE TRIGGER")
+        {
+            continue;
+        }
+        statement.raw_execute()?;
+    }
+    Ok(conn)
 }
 
 /// Reads until `buf` is full or the input ends; the bytes read.

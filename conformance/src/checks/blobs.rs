@@ -25,6 +25,7 @@ pub fn checks() -> Vec<Check> {
             upload_without_length
         ),
         check!("blobs/download-answers-the-bytes", download_bytes),
+        check!("blobs/empty-blob-downloads-empty", empty_blob),
         check!(
             "blobs/download-content-type-from-link",
             download_content_type
@@ -155,6 +156,30 @@ async fn download_bytes(ctx: &Ctx) -> CheckResult {
     ensure!(
         response.body == blob.data,
         "the downloaded bytes differ from the upload"
+    );
+    Ok(())
+}
+
+/// A blob of no bytes is a blob too: uploaded, linked and downloaded whole.
+async fn empty_blob(ctx: &Ctx) -> CheckResult {
+    let uploaded = ctx.upload_blob(&[], "text/plain").await?;
+    let hash = str_at(&uploaded, "/hash")?.to_string();
+    ensure_eq!(uploaded["size"], json!(0), "size");
+    let file = json!({"hash": hash, "type": "text/plain", "name": "empty.txt", "size": 0});
+    let body = json!({"type": ctx.note_type().await?, "content": {"title": "empty", "file": file}});
+    let record = ctx.create(body).await?;
+    let url = ctx.blob_url(str_at(&record, "/id")?, &hash, "empty.txt")?;
+    let response = ctx.send(Call::get(url).signed(&ctx.full)).await?;
+    expect::status(&response, 200)?;
+    ensure!(
+        response.body.is_empty(),
+        "{} bytes for an empty blob",
+        response.body.len()
+    );
+    ensure_eq!(
+        response.header("content-length"),
+        Some("0"),
+        "Content-Length"
     );
     Ok(())
 }

@@ -91,11 +91,16 @@ pub(super) async fn download_as<H: Host>(
             );
         }
     };
-    let bytes = host
-        .blob_bytes(&blob.hash, start, len)
-        .await
-        .map_err(Failure::internal)?;
-    let mut reply = Reply::new(status, ReplyBody::Stream(bytes))
+    // An empty blob has no bytes to stream (R2 refuses a range of none).
+    let body = match len {
+        0 => ReplyBody::Bytes(Vec::new()),
+        _ => ReplyBody::Stream(
+            host.blob_bytes(&blob.hash, start, len)
+                .await
+                .map_err(Failure::internal)?,
+        ),
+    };
+    let mut reply = Reply::new(status, body)
         .with("content-type", link.media_type.as_str())
         .with("content-length", len.to_string())
         .with("content-disposition", content_disposition(&blob.file_name))
