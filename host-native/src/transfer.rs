@@ -80,6 +80,9 @@ fn blob_path(root: &Path, hash: &str) -> PathBuf {
     root.join(&hash[..2]).join(hash)
 }
 
+/// Where a blob's bytes are, by its hash.
+type BlobFiles = Box<dyn Fn(&str) -> PathBuf>;
+
 /// Where an export reads.
 pub enum Source<'a> {
     /// A data directory, while its server runs or not.
@@ -99,8 +102,7 @@ pub fn export(
     file: &Path,
     with_credentials: bool,
 ) -> Result<Moved, TransferError> {
-    let (conn, order, blobs): (Connection, VersionOrder, Box<dyn Fn(&str) -> PathBuf>) = match from
-    {
+    let (conn, order, blobs): (_, _, BlobFiles) = match from {
         Source::Store(data) => {
             let root = data.blobs();
             let conn = db::open_existing(&data.database())?;
