@@ -241,7 +241,11 @@ impl DurableObject for UserStore {
             now: now(),
             fresh: Fresh::from_seed(random_seed()),
         };
+        let started = js_sys::Date::now();
+        // Cloudflare's id of the request, as its logs name it.
+        let request_id = headers.get("cf-ray").unwrap_or_default().to_owned();
         let reply = folio_core::handle(self, request, req).await;
+        log_request(&request_id, &method, &reply, js_sys::Date::now() - started);
         response(reply)
     }
 
@@ -321,6 +325,23 @@ fn user_of(row: &Row) -> Option<User> {
 }
 
 /// 32 bytes from the runtime's `crypto.getRandomValues`.
+/// One JSON line per request, with the fields of the native host's request
+/// lines (`wrangler tail` and Workers Logs show it): never the path, query,
+/// headers or body, which may carry a bearer token, a signature, a cookie
+/// or a password.
+fn log_request<S>(request_id: &str, method: &str, reply: &folio_core::Reply<S>, took_ms: f64) {
+    let line = serde_json::json!({
+        "message": "request",
+        "request_id": request_id,
+        "route": reply.route,
+        "method": method,
+        "status": reply.status,
+        "problem": reply.problem.map(|kind| kind.code()),
+        "duration_ms": took_ms,
+    });
+    worker::console_log!("{line}");
+}
+
 fn random_seed() -> [u8; 32] {
     let mut bytes = [0; 32];
     getrandom::fill(&mut bytes).expect("the Workers runtime gives randomness");
