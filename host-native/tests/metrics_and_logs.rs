@@ -78,6 +78,7 @@ async fn every_metric_moves_with_its_event_and_the_json_log_parses() {
     let port = free_port();
     add_me(&data, &format!("https://localhost:{port}"));
     let app = add_app(&data, "me", &["--full-access"]);
+    let busy = add_app(&data, "me", &["--full-access"]);
     let metrics_port = free_port();
     let metrics = format!("http://127.0.0.1:{metrics_port}");
     let server = tokio::task::block_in_place(|| {
@@ -95,6 +96,14 @@ async fn every_metric_moves_with_its_event_and_the_json_log_parses() {
                 "4096",
                 "--sse-per-user",
                 "1",
+                "--write-rate",
+                "5/5",
+                "--target-limit",
+                "2048",
+                "--header-limit",
+                "8192",
+                "--max-connections-per-address",
+                "32",
             ],
             &[("FOLIO_LOG", "info")],
         )
@@ -226,6 +235,30 @@ async fn every_metric_moves_with_its_event_and_the_json_log_parses() {
     ctx.upload_blob(&[7u8; 3_000], "application/octet-stream")
         .await
         .expect("an upload");
+    // Writes over `--write-rate 5/5`, by an app of their own.
+    let busy_ctx = Ctx::new(&busy.target(&server)).expect("a client");
+    let busy_once = busy_ctx.http.without_retries();
+    let mut statuses = Vec::new();
+    for n in 0..8 {
+        let body = json!({"type": ty, "content": {"title": format!("busy {n}")}});
+        let call = Call::post(ctx.records_url().unwrap()).json(&body).signed(&busy_ctx.full);
+        statuses.push(busy_once.send(&call).await.expect("an answer").status);
+    }
+    assert!(statuses.contains(&429), "over the write rate: {statuses:?}");
+    // A request target over `--target-limit 2048`, and headers over `--header-limit 8192`.
+    let long = format!("{}?filter={}", ctx.records_url().unwrap(), "x".repeat(3_000));
+    let call = Call::get(long.parse().unwrap()).signed(&ctx.full);
+    assert_eq!(once.send(&call).await.expect("an answer").status, 414);
+    let call = Call::get(ctx.records_url().unwrap())
+        .header("x-padding", &"x".repeat(10_000))
+        .signed(&ctx.full);
+    assert_eq!(once.send(&call).await.expect("an answer").status, 431);
+    // Connections over `--max-connections-per-address 32`: closed at once.
+    let held: Vec<_> = (0..40)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(held);
     let refused = Scrape::take(&metrics).await;
     moved(
         &written,
@@ -246,6 +279,10 @@ async fn every_metric_moves_with_its_event_and_the_json_log_parses() {
         "a body over the limit",
     );
     moved(&written, &refused, "folio_blob_bytes{}", "a blob upload");
+    moved(&written, &refused, "folio_refused_total{limit=\"write_rate\"}", "writes over the rate");
+    moved(&written, &refused, "folio_refused_total{limit=\"target_size\"}", "a long target");
+    moved(&written, &refused, "folio_refused_total{limit=\"header_size\"}", "large headers");
+    moved(&written, &refused, "folio_refused_total{limit=\"connections\"}", "connections over the cap");
     moved(
         &written,
         &refused,
