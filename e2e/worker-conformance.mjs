@@ -69,7 +69,8 @@ async function main(suiteArgs) {
   const d1 = (...args) => run(WRANGLER, ["d1", ...args, "--local", "--env", "dev", "--persist-to", state]);
   const d1File = (file) => d1("execute", "DB", "--file", file);
 
-  run("cargo", ["build", "--quiet", "--bin", "folio", "--bin", "folio-conformance"]);
+  // `--bins --tests`: the crates and features of `cargo test`, whose builds it reuses.
+  run("cargo", ["build", "--quiet", "--bins", "--tests"]);
   const folioBin = join(TARGET_DIR, "debug/folio");
   const suiteBin = join(TARGET_DIR, "debug/folio-conformance");
   // The CLI's own data directory stays empty: with --emit-sql it writes SQL, not a store.

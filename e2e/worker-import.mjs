@@ -114,7 +114,7 @@ async function main() {
   if (!existsSync(join(ROOT, "host-worker/build/index.js"))) {
     throw new HarnessError("host-worker/build/index.js is missing: run (cd host-worker && worker-build --release) first");
   }
-  run("cargo", ["build", "--quiet", "--bin", "folio"]);
+  run("cargo", ["build", "--quiet", "--bins", "--tests"]);
   const dir = mkdtempSync(join(tmpdir(), "folio-worker-import-"));
   console.log(`worker import: state in ${dir}`);
 

@@ -21,14 +21,17 @@ export const CHROMIUM = "/usr/bin/chromium";
 export function buildFolio() {
   const built = spawnSync(
     "cargo",
-    ["build", "-p", "folio-native", "--bin", "folio", "--message-format=json-render-diagnostics"],
+    // `--bins --tests`: the crates and features of `cargo test`, whose builds it reuses.
+    ["build", "--bins", "--tests", "--message-format=json-render-diagnostics"],
     { cwd: ROOT, encoding: "utf8", maxBuffer: 256 * 1024 * 1024 },
   );
-  if (built.status !== 0) throw new Error(`cargo build -p folio-native --bin folio failed:\n${built.stderr}`);
+  if (built.status !== 0) throw new Error(`cargo build --bins --tests failed:\n${built.stderr}`);
   for (const line of built.stdout.split("\n")) {
     if (!line.startsWith("{")) continue;
     const message = JSON.parse(line);
-    if (message.reason === "compiler-artifact" && message.target?.name === "folio" && message.executable) {
+    // The binary itself, not its unit tests' harness (`profile.test`).
+    if (message.reason === "compiler-artifact" && message.target?.name === "folio" && message.executable &&
+      !message.profile?.test) {
       return message.executable;
     }
   }
