@@ -459,6 +459,19 @@ mod tests {
         }))
     }
 
+    /// A stream of user 1 on `hub` with nothing to catch up on, and the
+    /// sender that shuts it down (kept while the stream is read).
+    fn open_stream(hub: &Arc<Hub>) -> (Body, tokio::sync::watch::Sender<bool>) {
+        let subscription = hub.subscribe(1, false).expect("no caps");
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let live = LiveSubscriber::new(subscriber(), 0);
+        let heartbeat = Duration::from_secs(60);
+        (
+            live_body(subscription, live, Vec::new(), heartbeat, shutdown),
+            stop,
+        )
+    }
+
     fn publish(hub: &Hub, seq: u64) {
         let record = BuiltinType::Entity.record().clone();
         hub.publish(1, Arc::new(LiveVersion::new(seq, record, Vec::new(), None)));
@@ -470,15 +483,7 @@ mod tests {
     #[tokio::test]
     async fn a_burst_during_the_flush_interval_is_sent_whole() {
         let hub = uncapped_hub();
-        let subscription = hub.subscribe(1, false).expect("no caps");
-        let (_stop, shutdown) = tokio::sync::watch::channel(false);
-        let body = live_body(
-            subscription,
-            LiveSubscriber::new(subscriber(), 0),
-            Vec::new(),
-            Duration::from_secs(60),
-            shutdown,
-        );
+        let (body, _stop) = open_stream(&hub);
         let burst = 3 * folio_core::events::SUBSCRIBER_QUEUE_LEN as u64;
         let reader = tokio::spawn(async move {
             let mut chunks = body.into_data_stream();
@@ -511,15 +516,7 @@ mod tests {
     #[tokio::test]
     async fn a_stream_that_falls_behind_ends_and_is_counted() {
         let hub = uncapped_hub();
-        let subscription = hub.subscribe(1, false).expect("no caps");
-        let (_stop, shutdown) = tokio::sync::watch::channel(false);
-        let body = live_body(
-            subscription,
-            LiveSubscriber::new(subscriber(), 0),
-            Vec::new(),
-            Duration::from_secs(60),
-            shutdown,
-        );
+        let (body, _stop) = open_stream(&hub);
         let lagged = METRICS.streams_lagged();
         // Nothing reads the stream while more than its queue is published.
         for seq in 1..=2 * folio_core::events::SUBSCRIBER_QUEUE_LEN as u64 {

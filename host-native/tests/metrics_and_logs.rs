@@ -241,12 +241,18 @@ async fn every_metric_moves_with_its_event_and_the_json_log_parses() {
     let mut statuses = Vec::new();
     for n in 0..8 {
         let body = json!({"type": ty, "content": {"title": format!("busy {n}")}});
-        let call = Call::post(ctx.records_url().unwrap()).json(&body).signed(&busy_ctx.full);
+        let call = Call::post(ctx.records_url().unwrap())
+            .json(&body)
+            .signed(&busy_ctx.full);
         statuses.push(busy_once.send(&call).await.expect("an answer").status);
     }
     assert!(statuses.contains(&429), "over the write rate: {statuses:?}");
     // A request target over `--target-limit 2048`, and headers over `--header-limit 8192`.
-    let long = format!("{}?filter={}", ctx.records_url().unwrap(), "x".repeat(3_000));
+    let long = format!(
+        "{}?filter={}",
+        ctx.records_url().unwrap(),
+        "x".repeat(3_000)
+    );
     let call = Call::get(long.parse().unwrap()).signed(&ctx.full);
     assert_eq!(once.send(&call).await.expect("an answer").status, 414);
     let call = Call::get(ctx.records_url().unwrap())
@@ -279,10 +285,30 @@ async fn every_metric_moves_with_its_event_and_the_json_log_parses() {
         "a body over the limit",
     );
     moved(&written, &refused, "folio_blob_bytes{}", "a blob upload");
-    moved(&written, &refused, "folio_refused_total{limit=\"write_rate\"}", "writes over the rate");
-    moved(&written, &refused, "folio_refused_total{limit=\"target_size\"}", "a long target");
-    moved(&written, &refused, "folio_refused_total{limit=\"header_size\"}", "large headers");
-    moved(&written, &refused, "folio_refused_total{limit=\"connections\"}", "connections over the cap");
+    moved(
+        &written,
+        &refused,
+        "folio_refused_total{limit=\"write_rate\"}",
+        "writes over the rate",
+    );
+    moved(
+        &written,
+        &refused,
+        "folio_refused_total{limit=\"target_size\"}",
+        "a long target",
+    );
+    moved(
+        &written,
+        &refused,
+        "folio_refused_total{limit=\"header_size\"}",
+        "large headers",
+    );
+    moved(
+        &written,
+        &refused,
+        "folio_refused_total{limit=\"connections\"}",
+        "connections over the cap",
+    );
     moved(
         &written,
         &refused,
