@@ -299,7 +299,7 @@ pub struct ArchiveReader {
     line: u64,
     sha256: Sha256,
     user_id: i64,
-    user: Option<UserName>,
+    header: Option<Header>,
     last_received: Option<RecordDate>,
     versions: u64,
     blobs: u64,
@@ -320,7 +320,7 @@ impl ArchiveReader {
             line: 0,
             sha256: Sha256::new(),
             user_id: 0,
-            user: None,
+            header: None,
             last_received: None,
             versions: 0,
             blobs: 0,
@@ -329,9 +329,9 @@ impl ArchiveReader {
         }
     }
 
-    /// The user the archive is of, once its header is read.
-    pub fn user(&self) -> Option<&UserName> {
-        self.user.as_ref()
+    /// The archive's header, once read (its user name is a valid one).
+    pub fn header(&self) -> Option<&Header> {
+        self.header.as_ref()
     }
 
     /// The versions, blobs and app keys read so far.
@@ -383,7 +383,7 @@ impl ArchiveReader {
                     .parse()
                     .map_err(|_| ArchiveError::UserName(header.user.clone()))?;
                 self.user_id = user_row_id(name.as_str());
-                self.user = Some(name);
+                self.header = Some(header.clone());
                 step.statements.push(insert_user_with_id_sql(
                     self.user_id,
                     &header.user,

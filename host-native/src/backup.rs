@@ -151,7 +151,7 @@ fn keep_only(conn: &Connection, name: &str) -> Result<(), BackupError> {
 /// Copies the blob files the copy's rows name; a row whose file was
 /// collected since the snapshot (it expired unlinked) leaves the copy.
 fn copy_blobs(conn: &Connection, from: &Path, to: &Path) -> Result<(usize, u64), BackupError> {
-    let path = |root: &Path, hash: &str| root.join(&hash[..2]).join(hash);
+    let path = crate::blobs::file_path;
     let (mut count, mut bytes) = (0, 0);
     let held = db::query(conn, &held_blobs_sql(), |row| row.get::<_, String>(0))?;
     for hash in &held {

@@ -12,6 +12,13 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Mutex, MutexGuard};
 
+/// Where a blob directory keeps the file of `hash` (64 hex characters):
+/// `root/<first 2 hex>/<hash>`. The data directory's layout, which
+/// `folio backup`, `export`, `import` and `user remove` read too.
+pub fn file_path(root: &std::path::Path, hash: &str) -> PathBuf {
+    root.join(&hash[..2]).join(hash)
+}
+
 /// The blob files.
 pub struct BlobStore {
     root: PathBuf,
@@ -31,7 +38,7 @@ impl BlobStore {
 
     /// The path of a blob's file (the hash is 64 hex characters, checked by the caller's type).
     pub fn path(&self, hash: &str) -> PathBuf {
-        self.root.join(&hash[..2]).join(hash)
+        file_path(&self.root, hash)
     }
 
     pub async fn lock(&self) -> MutexGuard<'_, ()> {

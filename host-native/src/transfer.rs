@@ -75,11 +75,6 @@ pub struct Moved {
     pub app_keys: u64,
 }
 
-/// The path of a blob's file under a blob directory.
-fn blob_path(root: &Path, hash: &str) -> PathBuf {
-    root.join(&hash[..2]).join(hash)
-}
-
 /// Where a blob's bytes are, by its hash.
 type BlobFiles = Box<dyn Fn(&str) -> PathBuf>;
 
@@ -106,7 +101,7 @@ pub fn export(
         Source::Store(data) => {
             let root = data.blobs();
             let conn = db::open_existing(&data.database())?;
-            let blobs = Box::new(move |hash: &str| blob_path(&root, hash));
+            let blobs = Box::new(move |hash: &str| crate::blobs::file_path(&root, hash));
             (conn, VersionOrder::ReceivedAt, blobs)
         }
         Source::Worker { dump, objects } => {
@@ -347,7 +342,7 @@ pub async fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved),
             }
             let step = reader.line(&line)?;
             if !began {
-                check_free(&conn, &reader, &line)?;
+                check_free(&conn, &reader)?;
                 conn.execute_batch("BEGIN IMMEDIATE")?;
                 began = true;
             }
@@ -365,7 +360,10 @@ pub async fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved),
             }
         }
         reader.finish()?;
-        let name = reader.user().map(|u| u.to_string()).unwrap_or_default();
+        let name = reader
+            .header()
+            .map(|header| header.user.clone())
+            .unwrap_or_default();
         let user = crate::users::list_users(&conn)?
             .into_iter()
             .find(|user| user.name == name)
@@ -374,7 +372,7 @@ pub async fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved),
             Destination::Store(data) => {
                 crate::users::point_entity_record(&conn, &mut Savepoint(&conn), &user, &base_url)
                     .await?;
-                pending.place(|hash| blob_path(&data.blobs(), hash))?;
+                pending.place(|hash| crate::blobs::file_path(&data.blobs(), hash))?;
                 conn.execute_batch("COMMIT")?;
             }
             Destination::Worker { sql, blobs, .. } => {
@@ -412,23 +410,16 @@ pub async fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved),
 
 /// Refuses an archive whose user's name or entity is taken here, before
 /// anything is written.
-fn check_free(
-    conn: &Connection,
-    reader: &ArchiveReader,
-    header: &[u8],
-) -> Result<(), TransferError> {
-    let Some(name) = reader.user() else {
+fn check_free(conn: &Connection, reader: &ArchiveReader) -> Result<(), TransferError> {
+    let Some(header) = reader.header() else {
         return Ok(());
     };
     let users = crate::users::list_users(conn)?;
-    if users.iter().any(|user| user.name == name.as_str()) {
-        return Err(TransferError::UserExists(name.to_string()));
+    if users.iter().any(|user| user.name == header.user) {
+        return Err(TransferError::UserExists(header.user.clone()));
     }
-    let header: serde_json::Value = serde_json::from_slice(header).unwrap_or_default();
-    if let Some(entity) = header["header"]["entity"].as_str()
-        && users.iter().any(|user| user.entity.as_str() == entity)
-    {
-        return Err(TransferError::EntityTaken(entity.to_owned()));
+    if users.iter().any(|user| user.entity == header.entity) {
+        return Err(TransferError::EntityTaken(header.entity.to_string()));
     }
     Ok(())
 }

@@ -166,7 +166,7 @@ pub fn remove_user(
     };
     let mut files = 0;
     for hash in gone.iter().filter(|hash| hash.len() == 64) {
-        match std::fs::remove_file(blobs.join(&hash[..2]).join(hash)) {
+        match std::fs::remove_file(crate::blobs::file_path(blobs, hash)) {
             Ok(()) => files += 1,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => {
