@@ -75,6 +75,11 @@ const TYPE_IDS: [&str; 3] = [
     "22222222222222222222222222222222",
     "33333333333333333333333333333333",
 ];
+/// Two versions of each type: a filter on the type's version tells them apart.
+const TYPE_HASHES: [&str; 2] = [
+    "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc",
+    "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd",
+];
 const SOURCES: [&str; 4] = ["self", "notification", "subscription", "resolution"];
 const BLOB: &str = "b10bb10bb10bb10bb10bb10bb10bb10bb10bb10bb10bb10bb10bb10bb10bb10b";
 
@@ -174,6 +179,13 @@ fn generate(cases: &mut Cases, count: usize) -> Store {
         let version_created = created + (cases.below(3) as i64) * 10_000_000;
         let received = base + (i as i64 / 3) * 10_000_000;
         let version_received = base + i as i64 * 10_000_000 + 1;
+        // Now and then a version written by another entity than the author.
+        let version_author = if cases.chance(20) {
+            *cases.pick(&AUTHORS)
+        } else {
+            author
+        };
+        let type_hash = *cases.pick(&TYPE_HASHES);
         let mut record = json!({
             "author": {"entity": author},
             "id": id,
@@ -181,13 +193,13 @@ fn generate(cases: &mut Cases, count: usize) -> Store {
             "created_at": date(created),
             "received_at": date(received),
             "version": {
-                "author": {"entity": author},
+                "author": {"entity": version_author},
                 "hash": cases.hex(64),
                 "created_at": date(version_created),
                 "received_at": date(version_received)
             },
             "permissions": permissions,
-            "type": {"entity": "types.example", "record_id": cases.pick(&TYPE_IDS), "version_hash": "c".repeat(64)},
+            "type": {"entity": "types.example", "record_id": cases.pick(&TYPE_IDS), "version_hash": type_hash},
             "content": Value::Object(content),
         });
         let live: Record = serde_json::from_value(record.clone()).expect("a valid record");
@@ -237,14 +249,30 @@ fn filter_text(cases: &mut Cases, store: &Store, depth: usize) -> String {
 fn condition_text(cases: &mut Cases, store: &Store) -> String {
     let tag = |cases: &mut Cases| serde_json::to_string(cases.pick(&TAGS)).expect("a string");
     let (entity, id) = cases.pick(&store.ids).clone();
-    match cases.below(16) {
+    match cases.below(20) {
         0 => format!("$['author']={}", cases.pick(&AUTHORS)),
         1 => format!("$['type']=types.example+{}", cases.pick(&TYPE_IDS)),
         2 => format!(
             "$['type']=types.example+{}+{}",
             cases.pick(&TYPE_IDS),
-            "c".repeat(64)
+            cases.pick(&TYPE_HASHES)
         ),
+        // The envelope's other columns, and values of a kind they never hold.
+        16 => format!("$['version']['author']={}", cases.pick(&AUTHORS)),
+        17 => match cases.below(3) {
+            0 => format!("$['type']={}", cases.pick(&AUTHORS)),
+            1 => format!("$['author']={}", tag(cases)),
+            _ => format!("$['version']['author']=types.example+{}", cases.pick(&TYPE_IDS)),
+        },
+        // A bare type, matched by the envelope's type.
+        18 => match cases.below(2) {
+            0 => format!("types.example+{}", cases.pick(&TYPE_IDS)),
+            _ => format!(
+                "types.example+{}+{}",
+                cases.pick(&TYPE_IDS),
+                cases.pick(&TYPE_HASHES)
+            ),
+        },
         3 => format!("$['content']['title']={}", tag(cases)),
         4 => format!("$['content']['tags'][*]={}", tag(cases)),
         5 => format!("$['content']['mentions'][*]={}", cases.pick(&AUTHORS)),
@@ -266,7 +294,9 @@ fn condition_text(cases: &mut Cases, store: &Store) -> String {
                 "$['content']['parent']",
                 "$['content']['image']",
                 "$['content']['tags'][*]",
-                "$['author']"
+                "$['author']",
+                "$['version']['author']",
+                "$['type']"
             ])
         ),
         10 => cases.pick(&AUTHORS).to_string(),
@@ -319,7 +349,12 @@ fn list_params(cases: &mut Cases, store: &Store) -> Vec<(String, String)> {
         cases.pick(&["2", "7", "25", "200"]).to_string(),
     );
     if cases.chance(20) {
-        let path = *cases.pick(&["$['content']['conversation']", "$['content']['title']"]);
+        let path = *cases.pick(&[
+            "$['content']['conversation']",
+            "$['content']['title']",
+            "$['type']",
+            "$['author']",
+        ]);
         add("distinct", path.to_owned());
     }
     if cases.chance(20) {
@@ -537,7 +572,7 @@ fn a_type_and_author_filter_is_an_index_range_in_order() {
     let plan = query_plan(&db, &[("filter", &filter)]);
     assert_indexed(&plan);
     assert!(
-        plan.iter().any(|s| s.contains("records_by_type_author")),
+        plan.iter().any(|s| s.contains("records_by_type ")),
         "{plan:#?}"
     );
 }
@@ -1240,5 +1275,77 @@ fn entity_records_are_found_through_the_entity_they_describe() {
             "{}: {steps:#?}",
             statement.sql
         );
+    }
+}
+
+/// Fails if a step reads a whole table: every step must search an index
+/// (scans of a JSON array, of the distinct paths and of a subquery's rows
+/// are of the statement's own values).
+fn assert_searched(what: &str, steps: &[String]) {
+    for step in steps {
+        let scan = step.starts_with("SCAN ")
+            && !step.starts_with("SCAN j")
+            && !step.starts_with("SCAN json_each")
+            && !step.starts_with("SCAN paths")
+            && step != "SCAN k"
+            && !step.contains("CONSTANT ROW");
+        assert!(!scan, "{what} scans a table: {steps:?}");
+    }
+}
+
+#[test]
+fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
+    let mut cases = Cases(11);
+    let store = generate(&mut cases, 300);
+    let db = open(&store);
+    let (record, entries) = &store.versions[7];
+    let now = folio_core::model::RecordDate::from_unix_ticks(17_100_000_000_000_000).unwrap();
+
+    // A bare filter value: the link index by path, then by key.
+    let plan = query_plan(&db, &[("filter", "bob.example")]);
+    assert_searched("a bare value", &plan);
+    assert!(
+        plan.iter()
+            .any(|s| s.contains("link_index USING PRIMARY KEY (user_id=? AND path=? AND key=?)")),
+        "{plan:#?}"
+    );
+    let mut statements = vec![
+        (
+            "an existential cascade",
+            folio_core::store::need_sql(
+                USER_ID,
+                &folio_core::write::Need::Dependants(folio_core::write::RecordKey {
+                    entity: record.author.entity.clone(),
+                    record_id: record.id,
+                }),
+                now,
+            )
+            .0,
+        ),
+        ("pruning events", folio_core::store::prune_events_sql(now)),
+        (
+            "a catch-up from a date",
+            folio_core::store::events_sql(
+                USER_ID,
+                folio_core::events::CatchUpStart::AfterReceivedAt(now),
+                None,
+                100,
+            ),
+        ),
+    ];
+    // An update: its predecessor's entries are removed by their keys.
+    let mut update = record.clone();
+    update.version.parent_hash = Some(record.version.hash);
+    for statement in version_statements(USER_ID, &received(&update), entries, Default::default()) {
+        statements.push(("an update", statement));
+    }
+    for (what, statement) in &statements {
+        let mut steps = plan_of(&db, statement);
+        // Pruning visits each user once, and only its expired events.
+        if *what == "pruning events" {
+            assert!(steps.contains(&"SCAN u".to_owned()), "{steps:?}");
+            steps.retain(|step| step != "SCAN u");
+        }
+        assert_searched(what, &steps);
     }
 }

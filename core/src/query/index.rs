@@ -30,6 +30,15 @@ pub struct IndexEntry {
     pub key: String,
 }
 
+/// The envelope's author, version author and type: every record has one
+/// entry at each (the type's two: `r:` and `v:`), and the store keeps them
+/// as columns of `records`, not in the `link_index` table. In memory they
+/// are entries like any other.
+pub const AUTHOR_PATH: &str = "$['author']";
+pub const VERSION_AUTHOR_PATH: &str = "$['version']['author']";
+pub const TYPE_PATH: &str = "$['type']";
+pub(crate) const COLUMN_PATHS: [&str; 3] = [AUTHOR_PATH, VERSION_AUTHOR_PATH, TYPE_PATH];
+
 /// The first key of each kind, and the first after it: `kind:` ≤ key < `kind;`.
 pub(crate) const TAG_KEYS: (&str, &str) = ("t:", "t;");
 pub(crate) const RECORD_KEYS: (&str, &str) = ("r:", "r;");
@@ -39,6 +48,12 @@ impl IndexEntry {
     /// Whether the entry is a blob's (`b:<hash>`).
     pub fn is_blob(&self) -> bool {
         self.key.starts_with(BLOB_KEYS.0)
+    }
+
+    /// Whether the store keeps this entry as a column of `records` rather
+    /// than in the link index (see [`AUTHOR_PATH`]).
+    pub fn is_column(&self) -> bool {
+        COLUMN_PATHS.contains(&self.path.as_str())
     }
 }
 

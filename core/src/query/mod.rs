@@ -20,7 +20,7 @@ pub use filter::{
     MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTERS, parse_filter,
 };
 pub use index::{
-    IndexEntry, blob_key, entity_key, existential_key, index_entries, record_key, tag_key,
+    AUTHOR_PATH, IndexEntry, TYPE_PATH, VERSION_AUTHOR_PATH, blob_key, entity_key, existential_key, index_entries, record_key, tag_key,
     value_key, version_key,
 };
 pub use page::{

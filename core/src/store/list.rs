@@ -7,9 +7,10 @@ use crate::query::{
     Bound, Condition, Direction, Filter, FilterValue, ListQuery, SortProperty, SortValue,
     entity_key, value_key,
 };
+use crate::query::{AUTHOR_PATH, TYPE_PATH, VERSION_AUTHOR_PATH};
 use crate::query::{ID_PATH, SOURCE_PATH};
 
-use super::{Binder, SqlValue, Statement, ValueList};
+use super::{Binder, SqlValue, Statement, ValueList, rows_with_key};
 
 /// The path of the entities a record's `read` permission names.
 const READ_PATH: &str = "$['permissions']['read'][*]";
@@ -120,7 +121,25 @@ impl SqlBuilder {
             Some(path) => {
                 // Distinct before paging: rank every candidate within its
                 // value, then page through the first of each.
-                let path = self.value(path.as_str());
+                // The first record or tag value at the path: from the link
+                // index, or for the type, its columns (its `r:` key).
+                let (distinct_join, distinct_value) = if path.as_str() == TYPE_PATH {
+                    (
+                        String::new(),
+                        "'r:' || r.type_entity || ' ' || r.type_record_id".to_owned(),
+                    )
+                } else {
+                    let path = self.value(path.as_str());
+                    (
+                        format!(
+                            " JOIN (SELECT record_row, MIN(key) AS value FROM link_index \
+                             WHERE user_id = {user} AND path = {path} \
+                             AND ((key >= 'r:' AND key < 'r;') OR (key >= 't:' AND key < 't;')) \
+                             GROUP BY record_row) d ON d.record_row = r.row"
+                        ),
+                        "d.value".to_owned(),
+                    )
+                };
                 let after_start = match &query.page_start {
                     Some(start) => self.after(&sort_expr, start, direction),
                     None => "1".to_owned(),
@@ -129,12 +148,8 @@ impl SqlBuilder {
                     "SELECT v.record, v.links FROM (\
                      SELECT r.row, r.user_id, r.version_hash, r.record_id, r.author, \
                      {sort_expr} AS sort_value, {after_start} AS after_start, \
-                     ROW_NUMBER() OVER (PARTITION BY d.value ORDER BY {}) AS rank \
-                     FROM records r{sort_join} \
-                     JOIN (SELECT record_row, MIN(key) AS value FROM link_index \
-                     WHERE user_id = {user} AND path = {path} \
-                     AND ((key >= 'r:' AND key < 'r;') OR (key >= 't:' AND key < 't;')) \
-                     GROUP BY record_row) d ON d.record_row = r.row \
+                     ROW_NUMBER() OVER (PARTITION BY {distinct_value} ORDER BY {}) AS rank \
+                     FROM records r{sort_join}{distinct_join} \
                      WHERE {}) c \
                      JOIN versions v ON v.user_id = c.user_id AND v.hash = c.version_hash \
                      WHERE c.rank = 1 AND c.after_start ORDER BY {} LIMIT {limit}",
@@ -236,40 +251,11 @@ impl SqlBuilder {
     fn condition(&mut self, condition: &Condition) -> String {
         let user = self.user.clone();
         match condition {
-            Condition::Equals { path, value } => match (path.as_str(), value) {
-                (ID_PATH, FilterValue::Tag(id)) => {
-                    format!("r.record_id = {}", self.value(id.as_str()))
+            Condition::Equals { path, value } => match path.as_str() {
+                ID_PATH | SOURCE_PATH | AUTHOR_PATH | VERSION_AUTHOR_PATH | TYPE_PATH => {
+                    self.column_equals(path.as_str(), value)
                 }
-                (SOURCE_PATH, FilterValue::Tag(source)) => {
-                    format!("r.source = {}", self.value(source.as_str()))
-                }
-                (ID_PATH | SOURCE_PATH, _) => "0".to_owned(),
-                // The envelope's author and type are columns of `records`,
-                // indexed for the commonest filters.
-                ("$['author']", FilterValue::Entity(entity)) => {
-                    format!("r.author = {}", self.value(entity.as_str()))
-                }
-                ("$['type']", FilterValue::Record { entity, record_id }) => {
-                    let id = self.value(record_id.to_string());
-                    let entity = self.value(entity.as_str());
-                    format!("(r.type_record_id = {id} AND r.type_entity = {entity})")
-                }
-                (
-                    "$['type']",
-                    FilterValue::Version {
-                        entity,
-                        record_id,
-                        version_hash,
-                    },
-                ) => {
-                    let id = self.value(record_id.to_string());
-                    let entity = self.value(entity.as_str());
-                    let hash = self.value(version_hash.to_string());
-                    format!(
-                        "(r.type_record_id = {id} AND r.type_entity = {entity} AND r.type_hash = {hash})"
-                    )
-                }
-                (path, value) => {
+                path => {
                     let path = self.value(path);
                     let key = self.value(value_key(value));
                     format!(
@@ -279,7 +265,11 @@ impl SqlBuilder {
                 }
             },
             Condition::Absent { path } => match path.as_str() {
-                ID_PATH | SOURCE_PATH => "0".to_owned(),
+                // Every record has an id, a source, an author, a version
+                // author and a type.
+                ID_PATH | SOURCE_PATH | AUTHOR_PATH | VERSION_AUTHOR_PATH | TYPE_PATH => {
+                    "0".to_owned()
+                }
                 path => {
                     let path = self.value(path);
                     format!(
@@ -289,12 +279,64 @@ impl SqlBuilder {
                 }
             },
             Condition::AnyLink(value) => {
+                // Some link has the value: an entry of the link index, or
+                // an envelope column.
                 let key = self.value(value_key(value));
+                let mut found = vec![format!("r.row IN ({})", rows_with_key(&user, &key))];
+                match value {
+                    FilterValue::Entity(_) => {
+                        found.push(self.column_equals(AUTHOR_PATH, value));
+                        found.push(self.column_equals(VERSION_AUTHOR_PATH, value));
+                    }
+                    FilterValue::Record { .. } | FilterValue::Version { .. } => {
+                        found.push(self.column_equals(TYPE_PATH, value));
+                    }
+                    FilterValue::Tag(_) => {}
+                }
+                format!("({})", found.join(" OR "))
+            }
+        }
+    }
+
+    /// `path = value` for a path `records` holds as columns: the id and
+    /// source (matched by a tag), and the envelope's author, version author
+    /// and type (their entries, kept as columns; see [`AUTHOR_PATH`]). A
+    /// value of another kind matches nothing.
+    fn column_equals(&mut self, path: &str, value: &FilterValue) -> String {
+        match (path, value) {
+            (ID_PATH, FilterValue::Tag(id)) => {
+                format!("r.record_id = {}", self.value(id.as_str()))
+            }
+            (SOURCE_PATH, FilterValue::Tag(source)) => {
+                format!("r.source = {}", self.value(source.as_str()))
+            }
+            (AUTHOR_PATH, FilterValue::Entity(entity)) => {
+                format!("r.author = {}", self.value(entity.as_str()))
+            }
+            (VERSION_AUTHOR_PATH, FilterValue::Entity(entity)) => {
+                format!("r.version_author = {}", self.value(entity.as_str()))
+            }
+            (TYPE_PATH, FilterValue::Record { entity, record_id }) => {
+                let id = self.value(record_id.to_string());
+                let entity = self.value(entity.as_str());
+                format!("(r.type_record_id = {id} AND r.type_entity = {entity})")
+            }
+            (
+                TYPE_PATH,
+                FilterValue::Version {
+                    entity,
+                    record_id,
+                    version_hash,
+                },
+            ) => {
+                let id = self.value(record_id.to_string());
+                let entity = self.value(entity.as_str());
+                let hash = self.value(version_hash.to_string());
                 format!(
-                    "r.row IN (SELECT record_row FROM link_index \
-                     WHERE user_id = {user} AND key = {key})"
+                    "(r.type_record_id = {id} AND r.type_entity = {entity} AND r.type_hash = {hash})"
                 )
             }
+            _ => "0".to_owned(),
         }
     }
 }

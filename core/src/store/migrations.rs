@@ -39,6 +39,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "console",
         sql: include_str!("sql/0004_console.sql"),
     },
+    Migration {
+        version: 5,
+        name: "storage_v2",
+        sql: include_str!("sql/0005_storage_v2.sql"),
+    },
 ];
 
 impl Migration {

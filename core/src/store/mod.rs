@@ -95,6 +95,25 @@ const MAX_EXACT_JS_INTEGER: i64 = (1 << 53) - 1;
 /// Entity record of the store through `records`). `v` is the `versions` row.
 const DESCRIBED_ENTITY: &str = "json_extract(v.record, '$.content.entity')";
 
+/// The rows of the records whose link index has `key` at any path: a
+/// subquery, `user` and `key` being SQL expressions (placeholders).
+///
+/// The link index is keyed by path first, so a lookup by key alone walks
+/// the store's distinct paths (each found by one seek past the last) and
+/// seeks `(path, key)` under each: a few dozen seeks for the paths types
+/// declare, never a scan of the entries.
+fn rows_with_key(user: &str, key: &str) -> String {
+    format!(
+        "SELECT record_row FROM link_index WHERE user_id = {user} AND key = {key} \
+         AND path IN (WITH RECURSIVE paths (path) AS (\
+         SELECT (SELECT path FROM link_index WHERE user_id = {user} ORDER BY path LIMIT 1) \
+         UNION ALL SELECT (SELECT l.path FROM link_index l \
+         WHERE l.user_id = {user} AND l.path > paths.path ORDER BY l.path LIMIT 1) \
+         FROM paths WHERE paths.path IS NOT NULL) \
+         SELECT path FROM paths WHERE path IS NOT NULL)"
+    )
+}
+
 impl Binder {
     /// Binds a value; returns its placeholder.
     ///

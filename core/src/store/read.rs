@@ -131,7 +131,14 @@ pub fn events_sql(
     match start {
         CatchUpStart::AfterEvent(id) => conditions.push(format!("e.seq > {}", b.bind(seq(id)))),
         CatchUpStart::AfterReceivedAt(date) => {
-            conditions.push(format!("e.received_at > {}", b.bind(date.unix_ticks())));
+            // Receipt dates increase with the sequence: the events after
+            // the last one received at or before `date`, found by stepping
+            // back from the newest through the few received since.
+            conditions.push(format!(
+                "e.seq > COALESCE((SELECT k.seq FROM events k WHERE k.user_id = {user} \
+                 AND k.received_at <= {} ORDER BY k.seq DESC LIMIT 1), 0)",
+                b.bind(date.unix_ticks())
+            ));
         }
     }
     if let Some(after) = after {
@@ -164,11 +171,20 @@ pub fn event_log_bounds_sql(user_id: i64) -> Statement {
 }
 
 /// Removes the events older than [`crate::events::retention_cutoff`], in every store.
+///
+/// Receipt dates increase with each user's sequence, so a user's expired
+/// events are those before its first one received at or after the cutoff:
+/// found by stepping through the expired ones from the oldest, one user
+/// after another (`CROSS JOIN` keeps SQLite from reading every event
+/// and looking up its user instead).
 pub fn prune_events_sql(cutoff: RecordDate) -> Statement {
     let mut b = Binder::default();
+    let cutoff = b.bind(cutoff.unix_ticks());
     let sql = format!(
-        "DELETE FROM events WHERE received_at < {}",
-        b.bind(cutoff.unix_ticks())
+        "DELETE FROM events WHERE (user_id, seq) IN (\
+         SELECT e.user_id, e.seq FROM users u CROSS JOIN events e ON e.user_id = u.id \
+         AND e.seq < COALESCE((SELECT k.seq FROM events k WHERE k.user_id = u.id \
+         AND k.received_at >= {cutoff} ORDER BY k.seq LIMIT 1), u.event_seq + 1))"
     );
     b.finish(sql)
 }

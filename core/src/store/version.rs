@@ -71,40 +71,56 @@ pub fn version_statements(
         b.bind(version_received_at),
         b.bind(i64::from(matches!(record.body, RecordBody::Tombstone(_)))),
         b.bind(i64::from(record.permissions.is_public())),
+        b.bind(record.version.author.entity.as_str()),
     ];
     let sql = format!(
         "INSERT INTO records (user_id, author, record_id, source, type_entity, type_record_id, \
          type_hash, created_at, received_at, version_hash, version_created_at, \
-         version_received_at, deleted, public) VALUES ({}) \
+         version_received_at, deleted, public, version_author) VALUES ({}) \
          ON CONFLICT (user_id, author, record_id) DO UPDATE SET source = excluded.source, \
          type_entity = excluded.type_entity, type_record_id = excluded.type_record_id, \
          type_hash = excluded.type_hash, version_hash = excluded.version_hash, \
          version_created_at = excluded.version_created_at, \
          version_received_at = excluded.version_received_at, deleted = excluded.deleted, \
-         public = excluded.public",
+         public = excluded.public, version_author = excluded.version_author",
         values.join(", ")
     );
     statements.push(b.finish(sql));
 
-    // A first version's record is new (one first version per record, by
-    // `versions_one_child`): it has no entries to replace.
-    if record.version.parent_hash.is_some() {
+    // The link index holds the latest version's entries: those of the
+    // version this one replaces are removed by their exact keys, read from
+    // its `links`. A first version's record is new (one first version per
+    // record, by `versions_one_child`): it has none to remove.
+    if let Some(parent) = &record.version.parent_hash {
         let mut b = Binder::default();
         let user = b.bind(user_id);
         let row = record_row(&mut b, &user, author, &record_id);
-        statements.push(b.finish(format!("DELETE FROM link_index WHERE record_row = {row}")));
+        let sql = format!(
+            "DELETE FROM link_index WHERE user_id = {user} AND (path, key, record_row) IN \
+             (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), {row} \
+             FROM versions v, json_each(v.links) j WHERE v.user_id = {user} AND v.hash = {})",
+            b.bind(parent.to_string()),
+        );
+        statements.push(b.finish(sql));
     }
 
-    let mut b = Binder::default();
-    let user = b.bind(user_id);
-    let row = record_row(&mut b, &user, author, &record_id);
-    let sql = format!(
-        "INSERT INTO link_index (record_row, user_id, path, key) \
-         SELECT {row}, {user}, json_extract(value, '$[0]'), json_extract(value, '$[1]') \
-         FROM json_each({})",
-        b.bind(links.as_str())
-    );
-    statements.push(b.finish(sql));
+    let stored: Vec<IndexEntry> = entries
+        .iter()
+        .filter(|entry| !entry.is_column())
+        .cloned()
+        .collect();
+    if !stored.is_empty() {
+        let mut b = Binder::default();
+        let user = b.bind(user_id);
+        let row = record_row(&mut b, &user, author, &record_id);
+        let sql = format!(
+            "INSERT INTO link_index (user_id, path, key, record_row) \
+             SELECT {user}, json_extract(value, '$[0]'), json_extract(value, '$[1]'), {row} \
+             FROM json_each({})",
+            b.bind(entries_json(&stored))
+        );
+        statements.push(b.finish(sql));
+    }
 
     // A blob a record links is no longer collected.
     if entries.iter().any(IndexEntry::is_blob) {

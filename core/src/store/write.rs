@@ -18,7 +18,7 @@ use crate::write::{BlobFacts, Commit, MAX_BLOB_LINKERS, MAX_RECORDS_PER_WRITE, N
 
 use super::read::{latest_version_sql, version_sql};
 use super::{
-    Binder, DESCRIBED_ENTITY, Statement, StoredDataError, WriteOrigin, read_version,
+    Binder, DESCRIBED_ENTITY, Statement, rows_with_key, StoredDataError, WriteOrigin, read_version,
     version_statements,
 };
 
@@ -107,17 +107,18 @@ pub fn need_sql(user_id: i64, need: &Need, now: RecordDate) -> (Statement, NeedR
 
 /// The latest versions of at most `limit` live records whose latest version
 /// has the link-index `key`, in `order` (an `ORDER BY` over `r`, or none):
-/// rows `(record, links)`.
+/// rows `(record, links)`. The records are read from the entries
+/// (`CROSS JOIN` fixes that order), not the entries looked up for every
+/// record of the store.
 fn live_linking_sql(user_id: i64, key: String, order: &str, limit: usize) -> Statement {
     let mut b = Binder::default();
     let user = b.bind(user_id);
     let sql = format!(
-        "SELECT v.record, v.links FROM records r \
+        "SELECT v.record, v.links FROM (SELECT DISTINCT record_row FROM ({})) k \
+         CROSS JOIN records r ON r.row = k.record_row \
          JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
-         WHERE r.user_id = {user} AND r.deleted = 0 AND r.row IN \
-         (SELECT record_row FROM link_index WHERE user_id = {user} AND key = {}) \
-         {order} LIMIT {limit}",
-        b.bind(key),
+         WHERE r.user_id = {user} AND r.deleted = 0 {order} LIMIT {limit}",
+        rows_with_key(&user, &b.bind(key)),
     );
     b.finish(sql)
 }
