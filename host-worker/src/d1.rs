@@ -72,6 +72,7 @@ impl Transaction for Batch<'_> {
             let message = error.to_string();
             CommitError::classify(error, None, &message)
         })?;
+        log_commit(&results);
         let Some(last) = results.last() else {
             return Ok(Vec::new());
         };
@@ -83,4 +84,20 @@ impl Transaction for Batch<'_> {
             .map(|row| row.into_iter().map(|(_, v)| value(v)).collect())
             .collect())
     }
+}
+
+/// One JSON line per committed batch: its statements and the rows D1
+/// wrote for them, index entries included, which is what D1 bills.
+fn log_commit(results: &[worker::D1Result]) {
+    let rows_written: usize = results
+        .iter()
+        .filter_map(|result| result.meta().ok().flatten())
+        .filter_map(|meta| meta.rows_written)
+        .sum();
+    let line = serde_json::json!({
+        "message": "commit",
+        "statements": results.len(),
+        "rows_written": rows_written,
+    });
+    worker::console_log!("{line}");
 }

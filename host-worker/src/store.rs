@@ -324,7 +324,6 @@ fn user_of(row: &Row) -> Option<User> {
     })
 }
 
-/// 32 bytes from the runtime's `crypto.getRandomValues`.
 /// One JSON line per request, with the fields of the native host's request
 /// lines (`wrangler tail` and Workers Logs show it): never the path, query,
 /// headers or body, which may carry a bearer token, a signature, a cookie
@@ -342,6 +341,7 @@ fn log_request<S>(request_id: &str, method: &str, reply: &folio_core::Reply<S>, 
     worker::console_log!("{line}");
 }
 
+/// 32 bytes from the runtime's `crypto.getRandomValues`.
 fn random_seed() -> [u8; 32] {
     let mut bytes = [0; 32];
     getrandom::fill(&mut bytes).expect("the Workers runtime gives randomness");
