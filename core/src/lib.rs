@@ -77,7 +77,9 @@ pub mod write;
 pub use fresh::Fresh;
 pub use service::store::{CommitError, Fetch, Row, RowError, RowExt, Transaction};
 pub use service::upkeep::{ExpiredBlob, STRAY_SWEEP_EVERY, UPKEEP_INTERVAL_MS, Upkeep};
-pub use service::writes::{Done, Job, JobFailure, JobOutcome, RecordWrite, Refused};
+pub use service::writes::{
+    Done, Job, JobFailure, JobOutcome, Preparation, Prepared, RecordWrite, Refused,
+};
 pub use service::{
     AddressRate, AddressVerdict, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate,
     RateLimits, Reply, ReplyBody, Request, Secrets, Settings, Store, Streams, UploadFailure, User,

@@ -16,7 +16,7 @@ use folio_core::events::{
 use folio_core::model::{BlobHash, RecordDate, UserName};
 use folio_core::store::Statement;
 use folio_core::{
-    Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate, Row,
+    Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Preparation, Rate, Row,
     Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
 };
 use futures_util::StreamExt;
@@ -254,8 +254,22 @@ impl Store for App {
 }
 
 impl Jobs for App {
+    /// Decides a record write on a read snapshot here, on the request's
+    /// thread, so that the single writer only checks, stamps and commits it.
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
-        self.writer.run(job).await.map_err(write_failure)
+        let now = crate::clock::Clock.now();
+        let prepared = self
+            .readers
+            .with(|conn| db::prepare(conn, job, now))
+            .await
+            .map_err(|error| write_failure(WriterError::Db(error)))?
+            .map_err(|failure| write_failure(WriterError::from(failure)))?;
+        match prepared {
+            Preparation::Answered(outcome) => Ok(outcome),
+            Preparation::Decided(prepared) => self.writer.commit(prepared).await,
+            Preparation::Whole(job) => self.writer.run(job).await,
+        }
+        .map_err(write_failure)
     }
 }
 

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use folio_core::store::Statement;
-use folio_core::{CommitError, Fetch, Job, JobFailure, JobOutcome, Row, Transaction};
+use folio_core::{CommitError, Fetch, Job, JobFailure, JobOutcome, Prepared, Row, Transaction};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -90,8 +90,26 @@ impl WriterError {
 
 /// A job waiting for the writer, and where its answer goes.
 struct Submitted {
-    job: Job,
+    work: Work,
     reply: oneshot::Sender<WriteResult>,
+}
+
+/// What the writer does for a job.
+enum Work {
+    /// Runs it whole: decides it on the store and commits.
+    Run(Job),
+    /// Checks what it read, stamps and commits it: decided on a read
+    /// snapshot by the request (see `App::run` in `host.rs`).
+    Commit(Box<Prepared>),
+}
+
+impl Work {
+    fn user_id(&self) -> Option<i64> {
+        match self {
+            Work::Run(job) => job.user_id(),
+            Work::Commit(prepared) => Some(prepared.user_id()),
+        }
+    }
 }
 
 /// A handle that sends jobs to the writer task.
@@ -136,9 +154,18 @@ impl Writer {
     /// Runs a job in the next group commit; answers once it is durable.
     /// Refused at once (busy) when [`WRITE_QUEUE_LEN`] jobs are waiting.
     pub async fn run(&self, job: Job) -> WriteResult {
+        self.submit(Work::Run(job)).await
+    }
+
+    /// Commits a prepared job in the next group commit, as [`Writer::run`].
+    pub async fn commit(&self, prepared: Box<Prepared>) -> WriteResult {
+        self.submit(Work::Commit(prepared)).await
+    }
+
+    async fn submit(&self, work: Work) -> WriteResult {
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .try_send(Submitted { job, reply })
+            .try_send(Submitted { work, reply })
             .map_err(|error| match error {
                 mpsc::error::TrySendError::Full(_) => WriterError::Busy,
                 mpsc::error::TrySendError::Closed(_) => WriterError::Stopped,
@@ -150,8 +177,9 @@ impl Writer {
     /// rather than refusing (the server's own jobs: upkeep).
     pub async fn run_when_ready(&self, job: Job) -> WriteResult {
         let (reply, answer) = oneshot::channel();
+        let work = Work::Run(job);
         self.jobs
-            .send(Submitted { job, reply })
+            .send(Submitted { work, reply })
             .await
             .map_err(|_| WriterError::Stopped)?;
         answer.await.map_err(|_| WriterError::Stopped)?
@@ -251,16 +279,18 @@ async fn commit_some(
     // just after the latest its store holds.
     let now = clock.now();
     let mut ran = Vec::with_capacity(MAX_WRITES_PER_COMMIT);
-    for Submitted { job, reply } in pending.by_ref() {
+    for Submitted { work, reply } in pending.by_ref() {
         if failpoint(WRITER_PANIC) {
             panic!("the {WRITER_PANIC} failpoint (FOLIO_FAILPOINTS)");
         }
+        let user_id = work.user_id();
         let result = match conn.execute_batch("SAVEPOINT w") {
             Ok(()) => {
-                let result = job
-                    .run(&mut Savepoint(conn), now)
-                    .await
-                    .map_err(WriterError::from);
+                let result = match work {
+                    Work::Run(job) => job.run(&mut Savepoint(conn), now).await,
+                    Work::Commit(prepared) => prepared.commit(&mut Savepoint(conn), now).await,
+                }
+                .map_err(WriterError::from);
                 let end = match result {
                     Ok(Ok(_)) => "RELEASE w",
                     _ => "ROLLBACK TO w; RELEASE w",
@@ -276,7 +306,7 @@ async fn commit_some(
             }
         };
         ran.push(Ran {
-            user_id: job.user_id(),
+            user_id,
             result,
             reply,
         });
@@ -359,7 +389,13 @@ mod tests {
 
     fn submitted(job: Job) -> (Submitted, oneshot::Receiver<WriteResult>) {
         let (reply, answer) = oneshot::channel();
-        (Submitted { job, reply }, answer)
+        (
+            Submitted {
+                work: Work::Run(job),
+                reply,
+            },
+            answer,
+        )
     }
 
     fn stored(conn: &Connection) -> Vec<i64> {

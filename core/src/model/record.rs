@@ -275,6 +275,18 @@ impl ReceivedRecord {
         }
     }
 
+    /// Receives the version at `at` instead; the record's own
+    /// `received_at` becomes `first` when given (the version, or an
+    /// earlier one of the same write, was its first). Neither is hashed.
+    pub fn restamp(&mut self, at: RecordDate, first: Option<RecordDate>) {
+        if let Some(first) = first {
+            self.received_at = first;
+            self.record.received_at = Some(first);
+        }
+        self.version_received_at = at;
+        self.record.version.received_at = Some(at);
+    }
+
     /// When the record's first version was received.
     pub fn received_at(&self) -> RecordDate {
         self.received_at

@@ -16,18 +16,18 @@ use std::fmt;
 use crate::access::Access;
 use crate::apps::{ServerKeys, server_public_key};
 use crate::events::LiveVersion;
-use crate::model::{ClientId, Record, RecordDate, RecordId};
+use crate::model::{ClientId, ReceivedRecord, Record, RecordDate, RecordId};
 use crate::query::{IndexEntry, index_entries};
 use crate::register::{Registration, RegistrationError, RegistrationPlan, registration_access};
 use crate::store::{
     NeedRow, NeedRows, Statement, StoredDataError, WRITE_ATTEMPTS, WriteOrigin,
-    app_credentials_sql, app_key_sql, commit_statements, event_seq_sql, last_received_at_sql,
-    need_sql, read_version, version_sql,
+    app_credentials_sql, app_key_sql, event_seq_sql, last_received_at_sql, latest_hash_sql,
+    need_sql, read_version, version_sql, version_statements,
 };
 use crate::write::{Commit, Need, Step, Supplied, Write, WriteContext, WriteError, WriteRequest};
 
 use super::User;
-use super::store::{CommitError, RowError, RowExt, Transaction, version_row};
+use super::store::{CommitError, Fetch, RowError, RowExt, Transaction, version_row};
 
 /// A record write: the request, who makes it, and the id a create that
 /// names none takes (drawn from the request's [`Fresh`](crate::fresh::Fresh)).
@@ -295,7 +295,7 @@ async fn run_registration<T: Transaction>(
                     Ok(answered) => answered,
                     Err(error) => return Ok(Err(error.into())),
                 };
-                pending.statements.push(new.app_row);
+                pending.extra.push(new.app_row);
                 (answered, new.server_public_key)
             }
             Ok(RegistrationPlan::Renewal { app }) => {
@@ -385,15 +385,28 @@ impl<E> Lost<E> {
 }
 
 /// One job's decided writes, not yet committed.
+#[derive(Debug)]
 struct Pending<'u> {
     user: &'u User,
-    /// What the job's writes stored so far, in order: the overlay later
-    /// writes of the job read through.
-    versions: Vec<Stored>,
-    statements: Vec<Statement>,
+    /// What the job's writes store, in order: the overlay later writes of
+    /// the job read through.
+    versions: Vec<PendingVersion>,
+    /// Statements that follow the versions' (a registration's key row).
+    extra: Vec<Statement>,
     last_received_at: Option<RecordDate>,
     /// The client of the job's first write, for its events.
     client_id: Option<ClientId>,
+    /// What the job read from the store, with what it found: the read set
+    /// a prepared job's commit checks ([`Prepared`]).
+    reads: Vec<(Need, Supplied)>,
+}
+
+/// A version a job stores, as decided.
+#[derive(Debug, Clone)]
+struct PendingVersion {
+    record: ReceivedRecord,
+    entries: Vec<IndexEntry>,
+    origin: WriteOrigin,
 }
 
 /// A job's first answer: a replay's stored version, or the first version
@@ -408,14 +421,15 @@ impl<'u> Pending<'u> {
         Pending {
             user,
             versions: Vec::new(),
-            statements: Vec::new(),
+            extra: Vec::new(),
             last_received_at: None,
             client_id: None,
+            reads: Vec::new(),
         }
     }
 
     /// Decides each write in turn; the first refusal ends the job.
-    async fn writes<T: Transaction>(
+    async fn writes<T: Fetch>(
         &mut self,
         tx: &mut T,
         writes: &[RecordWrite],
@@ -435,7 +449,7 @@ impl<'u> Pending<'u> {
             .ok_or_else(|| JobFailure::Data("a job without writes".into()))
     }
 
-    async fn write<T: Transaction>(
+    async fn write<T: Fetch>(
         &mut self,
         tx: &mut T,
         job: &RecordWrite,
@@ -490,14 +504,13 @@ impl<'u> Pending<'u> {
             };
             return Ok(Ok(Answered::Replay(Box::new(Stored { record, entries }))));
         }
-        self.statements
-            .extend(commit_statements(user_id, &commit, job.origin));
         for version in commit.versions() {
             let received_at = version.record.version_received_at();
             self.last_received_at = self.last_received_at.max(Some(received_at));
-            self.versions.push(Stored {
-                record: version.record.record().clone(),
+            self.versions.push(PendingVersion {
+                record: version.record.clone(),
                 entries: index_entries(&version.links),
+                origin: job.origin,
             });
         }
         Ok(Ok(Answered::Stored))
@@ -505,8 +518,8 @@ impl<'u> Pending<'u> {
 
     /// A need's answer: from the job's own writes when they decide it,
     /// else from the store.
-    async fn answer<T: Transaction>(
-        &self,
+    async fn answer<T: Fetch>(
+        &mut self,
         tx: &mut T,
         need: &Need,
         now: RecordDate,
@@ -515,8 +528,8 @@ impl<'u> Pending<'u> {
             self.versions
                 .iter()
                 .rev()
-                .find(|stored| pick(&stored.record))
-                .map(|stored| Supplied::Record(Some(Box::new(stored.record.clone()))))
+                .find(|pending| pick(pending.record.record()))
+                .map(|pending| Supplied::Record(Some(Box::new(pending.record.record().clone()))))
         };
         let overlay = match need {
             Need::Latest(key) => {
@@ -532,22 +545,8 @@ impl<'u> Pending<'u> {
         if let Some(answer) = overlay {
             return Ok(answer);
         }
-        let (statement, shape) = need_sql(self.user.id, need, now);
-        let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
-        let rows = rows
-            .iter()
-            .map(|row| {
-                Ok(match shape {
-                    NeedRows::Record | NeedRows::Records => {
-                        let (record, links) = version_row(row)?;
-                        NeedRow::Version { record, links }
-                    }
-                    NeedRows::Known => NeedRow::Integers(vec![row.integer(0)?]),
-                    NeedRows::Blob => NeedRow::Integers(vec![row.integer(0)?, row.integer(1)?]),
-                })
-            })
-            .collect::<Result<Vec<_>, RowError>>()?;
-        let answer = shape.answer(rows)?;
+        let answer = fetch_need(tx, self.user.id, need, now).await?;
+        self.reads.push((need.clone(), answer.clone()));
         Ok(match (need, answer) {
             // A dependant this job already changed is seen as changed, and
             // one it already deleted is no dependant any more.
@@ -559,11 +558,12 @@ impl<'u> Pending<'u> {
                             .versions
                             .iter()
                             .rev()
+                            .map(|pending| pending.record.record())
                             .find(|stored| {
-                                stored.record.id == record.id
-                                    && stored.record.author.entity == record.author.entity
+                                stored.id == record.id
+                                    && stored.author.entity == record.author.entity
                             })
-                            .map_or(record, |stored| stored.record.clone());
+                            .map_or(record, |stored| stored.clone());
                         (!latest.is_tombstone()).then_some(latest)
                     })
                     .collect(),
@@ -579,7 +579,7 @@ impl<'u> Pending<'u> {
         answered: Answered,
     ) -> Result<Result<Written, T::Error>, JobFailure<T::Error>> {
         let answer = match answered {
-            Answered::Replay(stored) if self.statements.is_empty() => {
+            Answered::Replay(stored) if self.versions.is_empty() && self.extra.is_empty() => {
                 return Ok(Ok(Written {
                     versions: Vec::new(),
                     answer: *stored,
@@ -590,10 +590,17 @@ impl<'u> Pending<'u> {
             Answered::Stored => self
                 .versions
                 .first()
-                .cloned()
+                .map(PendingVersion::stored)
                 .ok_or_else(|| JobFailure::Data("a stored write without versions".into()))?,
         };
-        let mut statements = self.statements;
+        let mut statements: Vec<Statement> = self
+            .versions
+            .iter()
+            .flat_map(|version| {
+                version_statements(self.user.id, &version.record, &version.entries, version.origin)
+            })
+            .collect();
+        statements.extend(self.extra);
         statements.push(event_seq_sql(self.user.id));
         let rows = match tx.commit(&statements).await {
             Ok(rows) => rows,
@@ -609,14 +616,237 @@ impl<'u> Pending<'u> {
         let first = latest.saturating_sub(count - 1);
         let versions = self
             .versions
-            .into_iter()
+            .iter()
             .zip(first..)
-            .map(|(stored, seq)| (stored, u64::try_from(seq).unwrap_or_default()))
+            .map(|(version, seq)| (version.stored(), u64::try_from(seq).unwrap_or_default()))
             .collect();
         Ok(Ok(Written {
             versions,
             answer,
             client_id: self.client_id,
         }))
+    }
+}
+
+impl PendingVersion {
+    fn stored(&self) -> Stored {
+        Stored {
+            record: self.record.record().clone(),
+            entries: self.entries.clone(),
+        }
+    }
+}
+
+/// A need's answer from the store.
+async fn fetch_need<T: Fetch>(
+    tx: &mut T,
+    user_id: i64,
+    need: &Need,
+    now: RecordDate,
+) -> Result<Supplied, JobFailure<T::Error>> {
+    let (statement, shape) = need_sql(user_id, need, now);
+    let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
+    let rows = rows
+        .iter()
+        .map(|row| {
+            Ok(match shape {
+                NeedRows::Record | NeedRows::Records => {
+                    let (record, links) = version_row(row)?;
+                    NeedRow::Version { record, links }
+                }
+                NeedRows::Known => NeedRow::Integers(vec![row.integer(0)?]),
+                NeedRows::Blob => NeedRow::Integers(vec![row.integer(0)?, row.integer(1)?]),
+            })
+        })
+        .collect::<Result<Vec<_>, RowError>>()?;
+    Ok(shape.answer(rows)?)
+}
+
+/// A job decided on a read snapshot of the store, away from the writer:
+/// every write's transition (parsing, its type, validation, link checks,
+/// the version hash) already ran. The writer only checks that what the
+/// job read is still what the store holds, stamps `received_at`, and
+/// commits ([`Prepared::commit`]).
+#[derive(Debug)]
+pub struct Prepared {
+    job: Job,
+    user: User,
+    versions: Vec<PendingVersion>,
+    extra: Vec<Statement>,
+    client_id: Option<ClientId>,
+    reads: Vec<(Need, Supplied)>,
+    answered: PreparedAnswer,
+}
+
+#[derive(Debug)]
+enum PreparedAnswer {
+    Replay(Box<Stored>),
+    Stored,
+}
+
+/// What preparing a job came to.
+#[derive(Debug)]
+pub enum Preparation {
+    /// Answered without the writer: refused on the snapshot (as if the
+    /// request had come at that moment), or a replay of what is stored.
+    Answered(JobOutcome),
+    /// Decided: the writer commits it.
+    Decided(Box<Prepared>),
+    /// A job the writer runs whole (registrations, plain statements).
+    Whole(Job),
+}
+
+impl Job {
+    /// Decides a job on `snapshot`, a consistent read of the store, at
+    /// `now` ([`Preparation`]). Record writes are decided here; the other
+    /// jobs are left to the writer.
+    pub async fn prepare<F: Fetch>(
+        self,
+        snapshot: &mut F,
+        now: RecordDate,
+    ) -> Result<Preparation, JobFailure<F::Error>> {
+        let Job::Writes { user, writes } = &self else {
+            return Ok(Preparation::Whole(self));
+        };
+        let mut pending = Pending::new(user);
+        let answered = match pending.writes(snapshot, writes, now).await? {
+            Ok(answered) => answered,
+            Err(error) => return Ok(Preparation::Answered(Err(Refused::Write(error)))),
+        };
+        let answered = match answered {
+            // A replay stores nothing: its version is stored for good.
+            Answered::Replay(stored) if pending.versions.is_empty() => {
+                return Ok(Preparation::Answered(Ok(Done::Written(Written {
+                    versions: Vec::new(),
+                    answer: *stored,
+                    client_id: None,
+                }))));
+            }
+            Answered::Replay(stored) => PreparedAnswer::Replay(stored),
+            Answered::Stored => PreparedAnswer::Stored,
+        };
+        let Pending {
+            versions,
+            extra,
+            client_id,
+            reads,
+            ..
+        } = pending;
+        let user = user.clone();
+        Ok(Preparation::Decided(Box::new(Prepared {
+            job: self,
+            user,
+            versions,
+            extra,
+            client_id,
+            reads,
+            answered,
+        })))
+    }
+}
+
+impl Prepared {
+    /// The user whose store the job writes.
+    pub fn user_id(&self) -> i64 {
+        self.user.id
+    }
+
+    /// Commits the job in the writer's transaction `tx` at `now`: if every
+    /// read still holds, its versions are received at `now` (or just after
+    /// the store's latest) and stored; if one changed since the snapshot,
+    /// the job runs whole here instead ([`Job::run`]), which decides it
+    /// again on what the store holds now.
+    pub async fn commit<T: Transaction>(
+        self,
+        tx: &mut T,
+        now: RecordDate,
+    ) -> Result<JobOutcome, JobFailure<T::Error>> {
+        if !self.reads_hold(tx, now).await? {
+            return self.job.run(tx, now).await;
+        }
+        let last_rows = tx
+            .fetch(&last_received_at_sql(self.user.id))
+            .await
+            .map_err(JobFailure::Store)?;
+        let last = match last_rows.first() {
+            Some(row) => row.optional_integer(0)?,
+            None => None,
+        }
+        .and_then(|ticks| RecordDate::from_unix_ticks(ticks).ok());
+        let Prepared {
+            job,
+            user,
+            mut versions,
+            extra,
+            client_id,
+            answered,
+            ..
+        } = self;
+        restamp(&mut versions, last, now);
+        let pending = Pending {
+            user: &user,
+            versions,
+            extra,
+            last_received_at: None,
+            client_id,
+            reads: Vec::new(),
+        };
+        let answered = match answered {
+            PreparedAnswer::Replay(stored) => Answered::Replay(stored),
+            PreparedAnswer::Stored => Answered::Stored,
+        };
+        match pending.commit(tx, answered).await? {
+            Ok(written) => Ok(Ok(Done::Written(written))),
+            // The schema refused it: a write the checks did not see won.
+            Err(_) => job.run(tx, now).await,
+        }
+    }
+
+    /// Whether everything the job read is still what the store holds. A
+    /// stored version never changes: one found is not read again.
+    async fn reads_hold<T: Fetch>(
+        &self,
+        tx: &mut T,
+        now: RecordDate,
+    ) -> Result<bool, JobFailure<T::Error>> {
+        for (need, found) in &self.reads {
+            let holds = match (need, found) {
+                (Need::Version { .. }, Supplied::Record(Some(_))) => true,
+                (Need::Latest(key), Supplied::Record(found)) => {
+                    let statement = latest_hash_sql(self.user.id, &key.entity, &key.record_id);
+                    let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
+                    let latest = match rows.first() {
+                        Some(row) => Some(row.text(0)?.to_owned()),
+                        None => None,
+                    };
+                    latest == found.as_ref().map(|record| record.version.hash.to_string())
+                }
+                (need, found) => fetch_need(tx, self.user.id, need, now).await? == *found,
+            };
+            if !holds {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Receives a job's versions, in order, at `now` or just after the
+/// previous one (the first just after `last`, the store's latest). A record
+/// whose `received_at` one of them set (its first version) takes that
+/// version's new date.
+fn restamp(versions: &mut [PendingVersion], last: Option<RecordDate>, now: RecordDate) {
+    let mut previous = last;
+    let mut moved: Vec<(RecordDate, RecordDate)> = Vec::with_capacity(versions.len());
+    for version in versions {
+        let at = RecordDate::received_after(now, previous);
+        let old = version.record.version_received_at();
+        moved.push((old, at));
+        let first = moved
+            .iter()
+            .find(|(old, _)| *old == version.record.received_at())
+            .map(|(_, new)| *new);
+        version.record.restamp(at, first);
+        previous = Some(at);
     }
 }

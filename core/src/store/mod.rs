@@ -25,7 +25,8 @@ pub use list::{ListSql, list_sql};
 pub use literal::LiteralSqlError;
 pub use migrations::{MIGRATIONS, Migration};
 pub use read::{
-    event_log_bounds_sql, events_sql, latest_version_sql, linked_sql, prune_events_sql,
+    event_log_bounds_sql, events_sql, latest_hash_sql, latest_version_sql, linked_sql,
+    prune_events_sql,
     seed_statements, version_sql, versions_sql,
 };
 pub use users::{

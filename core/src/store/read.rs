@@ -25,6 +25,19 @@ pub fn latest_version_sql(user_id: i64, author: &Entity, record_id: &RecordId) -
     b.finish(sql)
 }
 
+/// One row `(version_hash)` if the record is stored: its latest version's
+/// hash, which a prepared write checks is still the one it read.
+pub fn latest_hash_sql(user_id: i64, author: &Entity, record_id: &RecordId) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT version_hash FROM records WHERE user_id = {} AND author = {} AND record_id = {}",
+        b.bind(user_id),
+        b.bind(author.as_str()),
+        b.bind(record_id.to_string()),
+    );
+    b.finish(sql)
+}
+
 /// One page of a record's versions, oldest first: those received after
 /// `after` (the last `version.received_at` of the previous page), at most
 /// `page_size + 1` (one more means another page follows).
