@@ -262,7 +262,10 @@ fn condition_text(cases: &mut Cases, store: &Store) -> String {
         17 => match cases.below(3) {
             0 => format!("$['type']={}", cases.pick(&AUTHORS)),
             1 => format!("$['author']={}", tag(cases)),
-            _ => format!("$['version']['author']=types.example+{}", cases.pick(&TYPE_IDS)),
+            _ => format!(
+                "$['version']['author']=types.example+{}",
+                cases.pick(&TYPE_IDS)
+            ),
         },
         // A bare type, matched by the envelope's type.
         18 => match cases.below(2) {

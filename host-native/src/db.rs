@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use folio_core::model::RecordDate;
-use folio_core::{Job, JobFailure, Preparation, Row};
 use folio_core::respond::VersionRow;
 use folio_core::store::{MIGRATIONS, Migration, SqlValue, Statement};
+use folio_core::{Job, JobFailure, Preparation, Row};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 use tokio::sync::Semaphore;
@@ -384,8 +384,11 @@ pub fn prepare(
     now: RecordDate,
 ) -> Result<Result<Preparation, JobFailure<DbError>>, DbError> {
     conn.execute_batch("BEGIN")?;
-    let prepared = at_once(job.prepare(&mut Snapshot(conn), now))
-        .unwrap_or_else(|| Err(JobFailure::Data("a snapshot read did not answer at once".into())));
+    let prepared = at_once(job.prepare(&mut Snapshot(conn), now)).unwrap_or_else(|| {
+        Err(JobFailure::Data(
+            "a snapshot read did not answer at once".into(),
+        ))
+    });
     conn.execute_batch("COMMIT")?;
     Ok(prepared)
 }

@@ -16,8 +16,8 @@ use folio_core::events::{
 use folio_core::model::{BlobHash, RecordDate, UserName};
 use folio_core::store::Statement;
 use folio_core::{
-    Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Preparation, Rate, Row,
-    Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
+    Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Preparation,
+    Rate, Row, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};

@@ -31,21 +31,42 @@ fn fixture() -> PathBuf {
 const QUERIES: &[&[(&str, &str)]] = &[
     &[("filter", "$['type']={type}")],
     &[("filter", "$['type']={type},$['author']=localhost")],
-    &[("filter", "$['type']={type},$['version']['author']=localhost")],
+    &[(
+        "filter",
+        "$['type']={type},$['version']['author']=localhost",
+    )],
     &[("filter", "$['type']={type},$['content']['tags'][*]=\"red\"")],
-    &[("filter", "$['type']={type},$['content']['person']=bob.example")],
+    &[(
+        "filter",
+        "$['type']={type},$['content']['person']=bob.example",
+    )],
     &[("filter", "$['type']={type},$['content']['parent']={first}")],
     &[("filter", "$['type']={type},$['content']['file']=")],
-    &[("filter", "$['type']={type},$['permissions']['read'][*]=carol.example")],
+    &[(
+        "filter",
+        "$['type']={type},$['permissions']['read'][*]=carol.example",
+    )],
     &[("filter", "$['type']={type}"), ("filter", "\"blue\"")],
     &[("filter", "bob.example")],
     &[("filter", "{first}")],
     &[("filter", "{type}")],
     &[("filter", "$['author']=")],
-    &[("filter", "$['type']={type}"), ("sort", "$['content']['label']+asc")],
-    &[("filter", "$['type']={type}"), ("sort", "$['created_at']+asc")],
-    &[("filter", "$['type']={type}"), ("sort", "$['version']['received_at']+desc")],
-    &[("filter", "$['type']={type}"), ("distinct", "$['content']['label']")],
+    &[
+        ("filter", "$['type']={type}"),
+        ("sort", "$['content']['label']+asc"),
+    ],
+    &[
+        ("filter", "$['type']={type}"),
+        ("sort", "$['created_at']+asc"),
+    ],
+    &[
+        ("filter", "$['type']={type}"),
+        ("sort", "$['version']['received_at']+desc"),
+    ],
+    &[
+        ("filter", "$['type']={type}"),
+        ("distinct", "$['content']['label']"),
+    ],
     &[("filter", "$['type']={type}"), ("distinct", "$['type']")],
     &[("filter", "$['type']={type}"), ("include_deleted", "true")],
 ];
@@ -241,12 +262,20 @@ async fn a_schema_4_store_upgrades_on_serve_and_reads_back_identical() {
 
     // And the upgraded store takes writes: a new version of a migrated
     // note, found again by its new tag, and a new note.
-    let live = want["queries"][0]["ids"][0].as_str().expect("a listed note");
-    let latest = want_map[live].as_array().expect("versions").last().expect("a version");
+    let live = want["queries"][0]["ids"][0]
+        .as_str()
+        .expect("a listed note");
+    let latest = want_map[live]
+        .as_array()
+        .expect("versions")
+        .last()
+        .expect("a version");
     let mut content = latest["content"].clone();
     content["tags"] = json!(["after-upgrade"]);
     let body = json!({"content": content, "version": {"parent_hash": latest["version"]["hash"]}});
-    let call = Call::put(ctx.record_url(live).unwrap()).json(&body).signed(&ctx.full);
+    let call = Call::put(ctx.record_url(live).unwrap())
+        .json(&body)
+        .signed(&ctx.full);
     assert_eq!(ctx.send(call).await.expect("an update").status, 200);
     let created = ctx
         .create(json!({
@@ -257,7 +286,11 @@ async fn a_schema_4_store_upgrades_on_serve_and_reads_back_identical() {
         .expect("a create");
     let tagged = listed(
         &ctx,
-        &query_params(&[("filter", "$['content']['tags'][*]=\"after-upgrade\"")], ty, first),
+        &query_params(
+            &[("filter", "$['content']['tags'][*]=\"after-upgrade\"")],
+            ty,
+            first,
+        ),
     )
     .await;
     let mut want_tagged = vec![live.to_owned(), created["id"].as_str().unwrap().to_owned()];
@@ -271,8 +304,17 @@ async fn a_schema_4_store_upgrades_on_serve_and_reads_back_identical() {
 /// An Entity record's endpoints for `entity`, each a URL on its own host.
 fn endpoints(entity: &str) -> Value {
     let names = [
-        "auth", "records", "record", "record_versions", "record_version", "new_record",
-        "record_blob", "record_version_blob", "new_blob", "events", "new_notification",
+        "auth",
+        "records",
+        "record",
+        "record_versions",
+        "record_version",
+        "new_record",
+        "record_blob",
+        "record_version_blob",
+        "new_blob",
+        "events",
+        "new_notification",
         "server_info",
     ];
     names
@@ -416,8 +458,11 @@ async fn write_the_schema_4_fixture() {
     // One database file without its WAL: checkpointed by a clean stop,
     // copied with SQLite's backup so the WAL is folded in either way.
     let db = rusqlite::Connection::open(data.join("folio.db")).unwrap();
-    db.execute("VACUUM INTO ?1", [data_out.join("folio.db").to_str().unwrap()])
-        .unwrap();
+    db.execute(
+        "VACUUM INTO ?1",
+        [data_out.join("folio.db").to_str().unwrap()],
+    )
+    .unwrap();
     copy_dir(&data.join("blobs"), &data_out.join("blobs"));
     std::fs::copy(data.join("settings.json"), data_out.join("settings.json")).unwrap();
     let expected = json!({

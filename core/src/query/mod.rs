@@ -20,8 +20,8 @@ pub use filter::{
     MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTERS, parse_filter,
 };
 pub use index::{
-    AUTHOR_PATH, IndexEntry, TYPE_PATH, VERSION_AUTHOR_PATH, blob_key, entity_key, existential_key, index_entries, record_key, tag_key,
-    value_key, version_key,
+    AUTHOR_PATH, IndexEntry, TYPE_PATH, VERSION_AUTHOR_PATH, blob_key, entity_key, existential_key,
+    index_entries, record_key, tag_key, value_key, version_key,
 };
 pub use page::{
     LinkPlan, ListResponse, RecordResponse, linked_records, next_page_query, next_page_start,

@@ -597,7 +597,12 @@ impl<'u> Pending<'u> {
             .versions
             .iter()
             .flat_map(|version| {
-                version_statements(self.user.id, &version.record, &version.entries, version.origin)
+                version_statements(
+                    self.user.id,
+                    &version.record,
+                    &version.entries,
+                    version.origin,
+                )
             })
             .collect();
         statements.extend(self.extra);

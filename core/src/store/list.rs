@@ -3,11 +3,11 @@
 
 use crate::access::{ALWAYS_READABLE_TYPES, Access};
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
+use crate::query::{AUTHOR_PATH, TYPE_PATH, VERSION_AUTHOR_PATH};
 use crate::query::{
     Bound, Condition, Direction, Filter, FilterValue, ListQuery, SortProperty, SortValue,
     entity_key, value_key,
 };
-use crate::query::{AUTHOR_PATH, TYPE_PATH, VERSION_AUTHOR_PATH};
 use crate::query::{ID_PATH, SOURCE_PATH};
 
 use super::{Binder, SqlValue, Statement, ValueList, rows_with_key};

@@ -18,7 +18,7 @@ use crate::write::{BlobFacts, Commit, MAX_BLOB_LINKERS, MAX_RECORDS_PER_WRITE, N
 
 use super::read::{latest_version_sql, version_sql};
 use super::{
-    Binder, DESCRIBED_ENTITY, Statement, rows_with_key, StoredDataError, WriteOrigin, read_version,
+    Binder, DESCRIBED_ENTITY, Statement, StoredDataError, WriteOrigin, read_version, rows_with_key,
     version_statements,
 };
 

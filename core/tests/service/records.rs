@@ -355,3 +355,117 @@ fn a_job_deleting_a_dependant_then_its_target_deletes_both() {
         .collect();
     assert_eq!(deleted, vec![(dependant.id, true), (target.id, true)]);
 }
+
+/// Two writes decided on the same snapshot, as the native host prepares
+/// them on request threads: the writer commits the first; the second's
+/// parent is no longer the latest, so it is decided again at its commit and
+/// refused as a version conflict, and nothing of it is stored. A create
+/// prepared before both commits after them, received after them: the
+/// writer stamps `received_at`, in commit order.
+#[test]
+fn writes_prepared_on_one_snapshot_commit_in_order_and_a_stale_one_is_decided_again() {
+    use folio_core::model::RecordDate;
+    use folio_core::write::{RecordKey, WriteError, WriteRequest};
+    use folio_core::{Preparation, Refused};
+    let host = FakeHost::new();
+    let note_type = host.owner_post(json!({
+        "type": folio_core::builtin::BuiltinType::Type.link(),
+        "content": {"name": "memo", "schema": {"type": "object", "properties": {
+            "content": {"type": "object", "properties": {"text": {"type": "string"}}}
+        }}}
+    }));
+    let note = host.owner_post(json!({"type": link(&note_type), "content": {"text": "first"}}));
+    let update = |text: &str| {
+        let body =
+            json!({"content": {"text": text}, "version": {"parent_hash": note.version.hash}});
+        WriteRequest::put(
+            RecordKey::new(note.author.entity.clone(), note.id),
+            body.to_string().as_bytes(),
+        )
+        .expect("an update body")
+    };
+    let create = WriteRequest::post(
+        json!({"type": link(&note_type), "content": {"text": "new"}})
+            .to_string()
+            .as_bytes(),
+    )
+    .expect("a create body");
+    let decided = |preparation: Preparation| match preparation {
+        Preparation::Decided(prepared) => prepared,
+        other => panic!("a decided job: {other:?}"),
+    };
+    let early_create = decided(host.owner_prepare(vec![create], 1));
+    let first = decided(host.owner_prepare(vec![update("second")], 2));
+    let rival = decided(host.owner_prepare(vec![update("rival")], 3));
+
+    let later = |ms: i64| {
+        RecordDate::from_unix_ticks(note.version.received_at.unwrap().unix_ticks() + ms * 10_000)
+            .expect("a date")
+    };
+    let stored = |outcome: folio_core::JobOutcome| match outcome {
+        Ok(folio_core::Done::Written(written)) => written.answer.record,
+        other => panic!("a stored write: {other:?}"),
+    };
+    let second = stored(host.commit_prepared(first, later(5)));
+    assert_eq!(second.version.parent_hash, Some(note.version.hash));
+    match host.commit_prepared(rival, later(5)) {
+        Err(Refused::Write(WriteError::VersionConflict { .. })) => {}
+        other => panic!("the rival is a version conflict: {other:?}"),
+    }
+    // Committed at the same clock reading, the create is still received after.
+    let created = stored(host.commit_prepared(early_create, later(5)));
+    assert!(created.version.received_at > second.version.received_at);
+    assert_eq!(created.received_at, created.version.received_at);
+    assert_eq!(
+        second.version.received_at,
+        Some(later(5)),
+        "received when the writer committed it"
+    );
+    assert_eq!(
+        second.received_at, note.received_at,
+        "an update keeps the record's"
+    );
+    let latest = host.owner_job(vec![update("stale again")]);
+    assert!(
+        latest.is_err(),
+        "the first update's parent is no longer the latest"
+    );
+}
+
+/// What a prepared write read is checked when it commits, not only what
+/// the schema enforces: a create that links a record deleted after it was
+/// prepared is decided again, and refused for its link.
+#[test]
+fn a_prepared_write_whose_link_was_deleted_meanwhile_is_decided_again() {
+    use folio_core::write::{RecordKey, WriteError, WriteRequest};
+    use folio_core::{Preparation, Refused};
+    let host = FakeHost::new();
+    let note_type = host.owner_post(json!({
+        "type": folio_core::builtin::BuiltinType::Type.link(),
+        "content": {"name": "memo", "schema": {"type": "object", "properties": {
+            "content": {"type": "object", "properties": {
+                "text": {"type": "string"},
+                "see": {"type": "record_link", "optional": true}
+            }}
+        }}}
+    }));
+    let target = host.owner_post(json!({"type": link(&note_type), "content": {"text": "target"}}));
+    let create = WriteRequest::post(
+        json!({"type": link(&note_type), "content": {"text": "linking",
+            "see": {"entity": ENTITY, "record_id": target.id.to_string()}}})
+        .to_string()
+        .as_bytes(),
+    )
+    .expect("a create body");
+    let Preparation::Decided(prepared) = host.owner_prepare(vec![create], 1) else {
+        panic!("a decided create")
+    };
+    let delete = WriteRequest::delete(RecordKey::new(target.author.entity.clone(), target.id), b"")
+        .expect("a deletion");
+    host.owner_job(vec![delete]).expect("the target is deleted");
+    let now = target.version.received_at.expect("received");
+    match host.commit_prepared(prepared, now) {
+        Err(Refused::Write(WriteError::InvalidLink { .. })) => {}
+        other => panic!("refused for its link: {other:?}"),
+    }
+}

@@ -26,7 +26,7 @@ use folio_core::events::LiveVersion;
 use folio_core::model::{Entity, Record, RecordDate, RecordId, UserName};
 use folio_core::problem::{Problem, ProblemType};
 use folio_core::service::store::{CommitError, Fetch, Row, RowExt, Transaction};
-use folio_core::service::writes::{Done, Job, JobOutcome, RecordWrite};
+use folio_core::service::writes::{Done, Job, JobOutcome, Preparation, Prepared, RecordWrite};
 use folio_core::service::{User, WriteFailure};
 use folio_core::store::{
     MIGRATIONS, SqlValue, Statement, WriteOrigin, insert_app_sql, insert_user_sql, seed_statements,
@@ -280,6 +280,47 @@ impl FakeHost {
             committed: &committed,
         };
         pollster::block_on(job.run(&mut tx, now)).expect("the job runs")
+    }
+
+    /// Decides the owner's writes on the store as it is now, as the native
+    /// host does on a read snapshot, without committing (core's
+    /// [`Job::prepare`]); `fresh` tells apart the ids of creates.
+    pub fn owner_prepare(&self, requests: Vec<WriteRequest>, fresh: u8) -> Preparation {
+        let user = &self.store.user;
+        let writes = requests
+            .into_iter()
+            .map(|request| RecordWrite {
+                request,
+                access: Access::Owner {
+                    entity: user.entity.clone(),
+                },
+                origin: WriteOrigin::default(),
+                fresh_id: RecordId::from_bytes([
+                    0xcc, fresh, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+                ]),
+            })
+            .collect();
+        let job = Job::Writes {
+            user: user.clone(),
+            writes,
+        };
+        let now = self.store.provision_now.get();
+        let committed = RefCell::default();
+        let mut tx = Tx {
+            db: &self.store.db,
+            committed: &committed,
+        };
+        pollster::block_on(job.prepare(&mut tx, now)).expect("the job is prepared")
+    }
+
+    /// Commits a prepared job at `now`, as the native writer does.
+    pub fn commit_prepared(&self, prepared: Box<Prepared>, now: RecordDate) -> JobOutcome {
+        let committed = RefCell::default();
+        let mut tx = Tx {
+            db: &self.store.db,
+            committed: &committed,
+        };
+        pollster::block_on(prepared.commit(&mut tx, now)).expect("the commit runs")
     }
 
     /// Runs a job now, outside the log: provisioning, as the CLI writes.
