@@ -265,7 +265,7 @@ impl Jobs for App {
             .map_err(|error| write_failure(WriterError::Db(error)))?
             .map_err(|failure| write_failure(WriterError::from(failure)))?;
         match prepared {
-            Preparation::Answered(outcome) => Ok(outcome),
+            Preparation::Answered(outcome) => Ok(*outcome),
             Preparation::Decided(prepared) => self.writer.commit(prepared).await,
             Preparation::Whole(job) => self.writer.run(job).await,
         }

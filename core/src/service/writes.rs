@@ -694,7 +694,7 @@ enum PreparedAnswer {
 pub enum Preparation {
     /// Answered without the writer: refused on the snapshot (as if the
     /// request had come at that moment), or a replay of what is stored.
-    Answered(JobOutcome),
+    Answered(Box<JobOutcome>),
     /// Decided: the writer commits it.
     Decided(Box<Prepared>),
     /// A job the writer runs whole (registrations, plain statements).
@@ -716,16 +716,20 @@ impl Job {
         let mut pending = Pending::new(user);
         let answered = match pending.writes(snapshot, writes, now).await? {
             Ok(answered) => answered,
-            Err(error) => return Ok(Preparation::Answered(Err(Refused::Write(error)))),
+            Err(error) => {
+                return Ok(Preparation::Answered(Box::new(Err(Refused::Write(error)))));
+            }
         };
         let answered = match answered {
             // A replay stores nothing: its version is stored for good.
             Answered::Replay(stored) if pending.versions.is_empty() => {
-                return Ok(Preparation::Answered(Ok(Done::Written(Written {
-                    versions: Vec::new(),
-                    answer: *stored,
-                    client_id: None,
-                }))));
+                return Ok(Preparation::Answered(Box::new(Ok(Done::Written(
+                    Written {
+                        versions: Vec::new(),
+                        answer: *stored,
+                        client_id: None,
+                    },
+                )))));
             }
             Answered::Replay(stored) => PreparedAnswer::Replay(stored),
             Answered::Stored => PreparedAnswer::Stored,
