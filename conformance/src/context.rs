@@ -271,6 +271,46 @@ impl Ctx {
         self.new_type(note_schema()).await
     }
 
+    /// Creates a public Entity record for `entity`, named `name`, whose
+    /// server endpoints are URLs on the entity's own host: the entity is
+    /// then known in this store (a link to it resolves). Returns it.
+    pub async fn known_entity(&self, entity: &str, name: &str) -> Result<Value, String> {
+        let endpoints: serde_json::Map<String, Value> = [
+            "auth",
+            "records",
+            "record",
+            "record_versions",
+            "record_version",
+            "new_record",
+            "record_blob",
+            "record_version_blob",
+            "new_blob",
+            "events",
+            "new_notification",
+            "server_info",
+        ]
+        .into_iter()
+        .map(|endpoint| {
+            (
+                endpoint.to_string(),
+                json!(format!("https://{entity}/{endpoint}")),
+            )
+        })
+        .collect();
+        let body = json!({
+            "type": self.builtin_type("entity").await?,
+            "permissions": {"read": "public"},
+            "content": {
+                "entity": entity,
+                "previous_entities": [],
+                "signing_keys": [],
+                "profile": {"name": name},
+                "servers": [{"version": "1.0.0", "preference": 0, "endpoints": endpoints}]
+            }
+        });
+        self.create(body).await
+    }
+
     /// Creates a record with the full app; returns it.
     pub async fn create(&self, body: Value) -> Result<Value, String> {
         self.create_as(&self.full, body).await

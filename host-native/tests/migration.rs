@@ -301,29 +301,6 @@ async fn a_schema_4_store_upgrades_on_serve_and_reads_back_identical() {
     drop(server);
 }
 
-/// An Entity record's endpoints for `entity`, each a URL on its own host.
-fn endpoints(entity: &str) -> Value {
-    let names = [
-        "auth",
-        "records",
-        "record",
-        "record_versions",
-        "record_version",
-        "new_record",
-        "record_blob",
-        "record_version_blob",
-        "new_blob",
-        "events",
-        "new_notification",
-        "server_info",
-    ];
-    names
-        .iter()
-        .map(|name| (name.to_string(), json!(format!("https://{entity}/{name}"))))
-        .collect::<serde_json::Map<_, _>>()
-        .into()
-}
-
 /// Writes `tests/fixtures/store-v4` with the current build. See the module
 /// comment: only meaningful on a build of schema 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -339,14 +316,9 @@ async fn write_the_schema_4_fixture() {
 
     let ty = ctx.note_type().await.expect("a type");
     // Entity records make the two people known entities.
-    let entity_type = ctx.builtin_type("entity").await.expect("the Entity type");
     for person in ["bob.example", "carol.example"] {
         let name = person.split('.').next().unwrap();
-        let content = json!({"entity": person, "previous_entities": [], "signing_keys": [],
-            "profile": {"name": name}, "servers": [{"version": "1.0.0", "preference": 0,
-                "endpoints": endpoints(person)}]});
-        ctx.create(json!({"type": entity_type, "content": content,
-            "permissions": {"read": "public"}}))
+        ctx.known_entity(person, name)
             .await
             .expect("an Entity record");
     }

@@ -107,36 +107,7 @@ async fn existential_value(ctx: &Ctx) -> CheckResult {
 /// An Entity record for a new entity, which makes that entity known here.
 async fn friend_entity(ctx: &Ctx) -> Result<Value, String> {
     let name = format!("friend-{}.example", &record_id()[..10]);
-    let base = format!("https://{name}");
-    let endpoints: serde_json::Map<String, Value> = [
-        "auth",
-        "records",
-        "record",
-        "record_versions",
-        "record_version",
-        "new_record",
-        "record_blob",
-        "record_version_blob",
-        "new_blob",
-        "events",
-        "new_notification",
-        "server_info",
-    ]
-    .into_iter()
-    .map(|endpoint| (endpoint.to_string(), json!(format!("{base}/{endpoint}"))))
-    .collect();
-    let body = json!({
-        "type": ctx.builtin_type("entity").await?,
-        "permissions": {"read": "public"},
-        "content": {
-            "entity": name,
-            "previous_entities": [],
-            "signing_keys": [],
-            "profile": {"name": "Friend"},
-            "servers": [{"version": "1.0.0", "preference": 0, "endpoints": endpoints}]
-        }
-    });
-    ctx.create(body).await
+    ctx.known_entity(&name, "Friend").await
 }
 
 async fn entity_value(ctx: &Ctx) -> CheckResult {

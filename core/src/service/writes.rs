@@ -456,15 +456,7 @@ impl<'u> Pending<'u> {
         now: RecordDate,
     ) -> Result<Result<Answered, WriteError>, JobFailure<T::Error>> {
         let user_id = self.user.id;
-        let last_rows = tx
-            .fetch(&last_received_at_sql(user_id))
-            .await
-            .map_err(JobFailure::Store)?;
-        let stored_last = match last_rows.first() {
-            Some(row) => row.optional_integer(0)?,
-            None => None,
-        }
-        .and_then(|ticks| RecordDate::from_unix_ticks(ticks).ok());
+        let stored_last = stored_last_received_at(tx, user_id).await?;
         let context = WriteContext {
             user: self.user.entity.clone(),
             access: job.access.clone(),
@@ -642,6 +634,22 @@ impl PendingVersion {
     }
 }
 
+/// The latest `version.received_at` in the user's store, if any.
+async fn stored_last_received_at<T: Fetch>(
+    tx: &mut T,
+    user_id: i64,
+) -> Result<Option<RecordDate>, JobFailure<T::Error>> {
+    let rows = tx
+        .fetch(&last_received_at_sql(user_id))
+        .await
+        .map_err(JobFailure::Store)?;
+    let ticks = match rows.first() {
+        Some(row) => row.optional_integer(0)?,
+        None => None,
+    };
+    Ok(ticks.and_then(|ticks| RecordDate::from_unix_ticks(ticks).ok()))
+}
+
 /// A need's answer from the store.
 async fn fetch_need<T: Fetch>(
     tx: &mut T,
@@ -773,15 +781,7 @@ impl Prepared {
         if !self.reads_hold(tx, now).await? {
             return self.job.run(tx, now).await;
         }
-        let last_rows = tx
-            .fetch(&last_received_at_sql(self.user.id))
-            .await
-            .map_err(JobFailure::Store)?;
-        let last = match last_rows.first() {
-            Some(row) => row.optional_integer(0)?,
-            None => None,
-        }
-        .and_then(|ticks| RecordDate::from_unix_ticks(ticks).ok());
+        let last = stored_last_received_at(tx, self.user.id).await?;
         let Prepared {
             job,
             user,

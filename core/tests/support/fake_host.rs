@@ -254,25 +254,7 @@ impl FakeHost {
     /// Runs the owner's `requests` as one job now, outside the log (as
     /// the console and the consent page do): its outcome.
     pub fn owner_job(&self, requests: Vec<WriteRequest>) -> JobOutcome {
-        let user = &self.store.user;
-        let writes = requests
-            .into_iter()
-            .enumerate()
-            .map(|(n, request)| RecordWrite {
-                request,
-                access: Access::Owner {
-                    entity: user.entity.clone(),
-                },
-                origin: WriteOrigin::default(),
-                fresh_id: RecordId::from_bytes([
-                    0xdd, n as u8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
-                ]),
-            })
-            .collect();
-        let job = Job::Writes {
-            user: user.clone(),
-            writes,
-        };
+        let job = self.owner_writes(requests, 0xdd);
         let now = self.store.provision_now.get();
         let committed = RefCell::default();
         let mut tx = Tx {
@@ -286,24 +268,7 @@ impl FakeHost {
     /// host does on a read snapshot, without committing (core's
     /// [`Job::prepare`]); `fresh` tells apart the ids of creates.
     pub fn owner_prepare(&self, requests: Vec<WriteRequest>, fresh: u8) -> Preparation {
-        let user = &self.store.user;
-        let writes = requests
-            .into_iter()
-            .map(|request| RecordWrite {
-                request,
-                access: Access::Owner {
-                    entity: user.entity.clone(),
-                },
-                origin: WriteOrigin::default(),
-                fresh_id: RecordId::from_bytes([
-                    0xcc, fresh, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
-                ]),
-            })
-            .collect();
-        let job = Job::Writes {
-            user: user.clone(),
-            writes,
-        };
+        let job = self.owner_writes(requests, fresh);
         let now = self.store.provision_now.get();
         let committed = RefCell::default();
         let mut tx = Tx {
@@ -321,6 +286,30 @@ impl FakeHost {
             committed: &committed,
         };
         pollster::block_on(prepared.commit(&mut tx, now)).expect("the commit runs")
+    }
+
+    /// The owner's writes as one job; the `n`th create without an id takes
+    /// the id `[fresh, n, 1, 2, …]`.
+    fn owner_writes(&self, requests: Vec<WriteRequest>, fresh: u8) -> Job {
+        let user = &self.store.user;
+        let writes = requests
+            .into_iter()
+            .enumerate()
+            .map(|(n, request)| RecordWrite {
+                request,
+                access: Access::Owner {
+                    entity: user.entity.clone(),
+                },
+                origin: WriteOrigin::default(),
+                fresh_id: RecordId::from_bytes([
+                    fresh, n as u8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+                ]),
+            })
+            .collect();
+        Job::Writes {
+            user: user.clone(),
+            writes,
+        }
     }
 
     /// Runs a job now, outside the log: provisioning, as the CLI writes.
