@@ -76,7 +76,21 @@ pub struct Folio {
     /// `/api/bench/`.
     api: String,
     ctx: Ctx,
+    /// The users made besides `bench` for the delivery test (`--users`).
+    others: Vec<OtherUser>,
 }
+
+/// A user of the delivery test besides `bench`: `u2`, `u3`, … at entity
+/// `u2.localhost`, …, with a full-access app of its own.
+struct OtherUser {
+    entity: String,
+    api: String,
+    app: Arc<AppKey>,
+}
+
+/// How many `folio user add` and `folio app add` run at once while the
+/// delivery test's users are made (each hashes a password).
+const PROVISIONING_AT_ONCE: usize = 4;
 
 impl Folio {
     /// A fresh data directory under `dir`, the user and a full-access app
@@ -87,6 +101,7 @@ impl Folio {
         dir: &Path,
         durability: Durability,
         extra: &[String],
+        users: usize,
     ) -> Result<Self, String> {
         let data = dir.join(format!("folio-{}", durability.name()));
         let _ = std::fs::remove_dir_all(&data);
@@ -140,6 +155,7 @@ impl Folio {
             &credentials.authorization_id,
             &credentials.private_key,
         )?;
+        let others = other_users(binary, &data, &base_url, users).await?;
         let mut child = Command::new(binary)
             .arg("--data-dir")
             .arg(&data)
@@ -193,6 +209,7 @@ impl Folio {
             password,
             api: format!("/api/{USER}/"),
             ctx: Ctx::new(&target)?,
+            others,
         })
     }
 
@@ -617,6 +634,79 @@ async fn cli(binary: &Path, data: &Path, args: &[&str]) -> Result<String, String
     String::from_utf8(output.stdout).map_err(|error| error.to_string())
 }
 
+/// Makes users `u2` … `u<users>` with the CLI, each with a full-access app.
+async fn other_users(
+    binary: &Path,
+    data: &Path,
+    base_url: &str,
+    users: usize,
+) -> Result<Vec<OtherUser>, String> {
+    let numbers: Vec<usize> = (2..=users).collect();
+    if !numbers.is_empty() {
+        eprintln!("folio: making {} more users", numbers.len());
+    }
+    let mut others = Vec::with_capacity(numbers.len());
+    for chunk in numbers.chunks(PROVISIONING_AT_ONCE) {
+        let made: Vec<_> = chunk
+            .iter()
+            .map(|&n| {
+                let (binary, data, base_url) =
+                    (binary.to_owned(), data.to_owned(), base_url.to_owned());
+                tokio::spawn(async move { other_user(&binary, &data, &base_url, n).await })
+            })
+            .collect();
+        for user in made {
+            others.push(user.await.map_err(|error| error.to_string())??);
+        }
+    }
+    Ok(others)
+}
+
+async fn other_user(
+    binary: &Path,
+    data: &Path,
+    base_url: &str,
+    n: usize,
+) -> Result<OtherUser, String> {
+    let name = format!("u{n}");
+    let entity = format!("u{n}.{ENTITY}");
+    let add = [
+        "user",
+        "add",
+        &name,
+        "--entity",
+        &entity,
+        "--base-url",
+        base_url,
+        "--json",
+    ];
+    cli(binary, data, &add).await?;
+    let key = AppKey::from_seed("", "", rand::random());
+    let public_key = key.public_key();
+    let app = [
+        "app",
+        "add",
+        "--user",
+        &name,
+        "--public-key",
+        &public_key,
+        "--full-access",
+        "--json",
+    ];
+    let added: Value = serde_json::from_str(&cli(binary, data, &app).await?)
+        .map_err(|error| format!("folio app add --json: {error}"))?;
+    let app = AppKey::new(
+        &text(&added, "app_id")?,
+        &text(&added, "authorization_id")?,
+        &key.private_key(),
+    )?;
+    Ok(OtherUser {
+        api: format!("/api/{name}/"),
+        entity,
+        app: Arc::new(app),
+    })
+}
+
 async fn wait_until_listening(child: &mut Child) -> Result<(), String> {
     let stderr = child.stderr.take().ok_or("no stderr")?;
     let mut lines = BufReader::new(stderr).lines();
@@ -636,34 +726,103 @@ async fn wait_until_listening(child: &mut Child) -> Result<(), String> {
     Ok(())
 }
 
-/// Folio's side of the delivery test: subscribers signed by the app,
-/// filtered to the load type, from now on.
+/// Folio's side of the delivery test: subscribers signed by their user's
+/// app, filtered to their user's load type, from now on; writes to that
+/// user's store.
 pub struct FolioFeed {
+    endpoint: Endpoint,
+    users: Vec<FeedUser>,
+}
+
+/// One user of the delivery test.
+struct FeedUser {
     server: Shared,
     body: CreateBody,
     type_filter: String,
 }
 
 impl Folio {
-    pub fn feed(&self, fixture: &Fixture) -> FolioFeed {
-        FolioFeed {
+    /// The feed over `bench` and, with `users` above 1, the users made at
+    /// start, each given the load type and a project record of its own.
+    pub async fn feed(&self, fixture: &Fixture, users: usize) -> Result<FolioFeed, String> {
+        let mut feed_users = vec![FeedUser {
             server: self.shared(),
             body: create_body(&fixture.ty, &fixture.project),
             type_filter: fixture.type_filter.clone(),
+        }];
+        if users > 1 {
+            let type_type = self.ctx.builtin_type("type").await?;
+            let mut conn = self.endpoint.connect().await?;
+            for other in self.others.iter().take(users - 1) {
+                let server = Shared {
+                    endpoint: self.endpoint.clone(),
+                    app: other.app.clone(),
+                    api: other.api.clone(),
+                };
+                let ty = json!({"type": type_type, "content": {"name": "load_note", "schema": note_schema()}});
+                let ty = version_link(&server.create(&mut conn, &ty).await?)?;
+                let content = note_content(None, 0);
+                let project = json!({"type": ty, "content": content});
+                let project = record_link(&server.create(&mut conn, &project).await?)?;
+                feed_users.push(FeedUser {
+                    body: create_body(&ty, &project),
+                    type_filter: format!(
+                        "$['type']={},$['author']={}",
+                        type_value(&ty)?,
+                        other.entity
+                    ),
+                    server,
+                });
+            }
         }
+        Ok(FolioFeed {
+            endpoint: self.endpoint.clone(),
+            users: feed_users,
+        })
+    }
+}
+
+impl Shared {
+    /// Creates a record from `body` on `conn`, signed; the stored record.
+    async fn create(&self, conn: &mut Conn, body: &Value) -> Result<Value, String> {
+        let target = format!("{}records", self.api);
+        let authorization = sign(&self.app, &self.endpoint, "POST", &target);
+        let request = request(
+            &self.endpoint,
+            Method::POST,
+            &target,
+            &[("authorization", &authorization)],
+            Bytes::from(body.to_string()),
+        )?;
+        let answer = conn.send(request).await?;
+        if answer.status != http::StatusCode::OK {
+            return Err(format!(
+                "creating a record answered {}: {}",
+                answer.status,
+                String::from_utf8_lossy(&answer.body)
+            ));
+        }
+        let created: Value = serde_json::from_slice(&answer.body)
+            .map_err(|error| format!("a create's answer: {error}"))?;
+        Ok(created["record"].clone())
     }
 }
 
 impl Feed for FolioFeed {
-    async fn subscribe(&self) -> Result<EventStream, String> {
-        let server = &self.server;
-        let mut conn = server.endpoint.connect().await?;
+    fn users(&self) -> usize {
+        self.users.len()
+    }
+
+    async fn subscribe(&self, user: usize) -> Result<EventStream, String> {
+        let user = &self.users[user];
+        let server = &user.server;
+        let mut conn = self.endpoint.connect().await?;
         let mut url = url::Url::parse("https://localhost").expect("a constant URL parses");
         url.set_path(&format!("{}events", server.api));
         let min = format!("\"{}\"", record_date(now_ms()));
         url.query_pairs_mut()
             .append_pair("min", &min)
-            .append_pair("filter", &self.type_filter);
+            .append_pair("filter", &user.type_filter);
         let target = &url[url::Position::BeforePath..url::Position::AfterQuery];
         let authorization = sign(&server.app, &server.endpoint, "GET", target);
         let request = request(
@@ -680,8 +839,9 @@ impl Feed for FolioFeed {
         Ok(EventStream::new(conn, response.into_body()))
     }
 
-    async fn write(&self, conn: &mut Conn, seq: u64) -> Result<String, String> {
-        let server = &self.server;
+    async fn write(&self, conn: &mut Conn, seq: u64, user: usize) -> Result<String, String> {
+        let user = &self.users[user];
+        let server = &user.server;
         let target = format!("{}records", server.api);
         let authorization = sign(&server.app, &server.endpoint, "POST", &target);
         let request = request(
@@ -689,7 +849,7 @@ impl Feed for FolioFeed {
             Method::POST,
             &target,
             &[("authorization", &authorization)],
-            self.body.render(seq),
+            user.body.render(seq),
         )?;
         let answer = conn.send(request).await?;
         if answer.status != http::StatusCode::OK {
@@ -743,7 +903,7 @@ impl crate::Subject for Folio {
         Folio::workload(self, kind, fixture, heads)
     }
 
-    fn feed(&self, fixture: &Fixture) -> FolioFeed {
-        Folio::feed(self, fixture)
+    async fn feed(&self, fixture: &Fixture, users: usize) -> Result<FolioFeed, String> {
+        Folio::feed(self, fixture, users).await
     }
 }

@@ -106,6 +106,9 @@ pub struct Options {
     pub subscribers: usize,
     /// Writes per second during the delivery test.
     pub sse_rate: u32,
+    /// The users the delivery test spreads its streams and writes over
+    /// (Folio only; each made with the CLI, with a full-access app).
+    pub users: usize,
 }
 
 /// The update chains, one per worker: each record's id and its latest
@@ -133,7 +136,12 @@ pub trait Subject {
         count: usize,
     ) -> impl Future<Output = Result<Vec<(String, String)>, String>>;
     fn workload(&self, kind: Kind, fixture: &Self::Fixture, heads: Heads) -> Self::Load;
-    fn feed(&self, fixture: &Self::Fixture) -> Self::Feed;
+    /// The delivery test's side of the server, over `users` users.
+    fn feed(
+        &self,
+        fixture: &Self::Fixture,
+        users: usize,
+    ) -> impl Future<Output = Result<Self::Feed, String>>;
 }
 
 /// A subject with what its steps need, made once and used for every round.
@@ -141,6 +149,8 @@ pub struct Prepared<S: Subject> {
     pub subject: S,
     fixture: S::Fixture,
     heads: Heads,
+    /// The delivery test's feed, made once when a step needs it.
+    feed: Option<Arc<S::Feed>>,
 }
 
 impl<S: Subject> Prepared<S> {
@@ -173,10 +183,15 @@ impl<S: Subject> Prepared<S> {
             seeded.elapsed.as_secs_f64(),
             seeded.throughput()
         );
+        let feed = match options.steps.contains(&Step::Sse) {
+            true => Some(Arc::new(subject.feed(&fixture, options.users).await?)),
+            false => None,
+        };
         Ok(Self {
             subject,
             fixture,
             heads,
+            feed,
         })
     }
 
@@ -215,7 +230,10 @@ impl<S: Subject> Prepared<S> {
                 row.with_load(&measured, usage)
             }
             None => {
-                let feed = Arc::new(subject.feed(&self.fixture));
+                let feed = self
+                    .feed
+                    .clone()
+                    .expect("the feed is made when the steps include the delivery test");
                 let (delivery, usage) = Usage::of(
                     pid,
                     sse::measure(
@@ -240,7 +258,7 @@ pub async fn run_folio(
     durability: Durability,
     options: &Options,
 ) -> Result<Vec<Row>, String> {
-    let folio = Folio::start(binary, dir, durability, &[]).await?;
+    let folio = Folio::start(binary, dir, durability, &[], options.users).await?;
     let prepared = Prepared::new(folio, options).await?;
     let mut rows = Vec::new();
     for &step in &options.steps {
@@ -262,7 +280,7 @@ pub async fn flood(
     floods: &[(flood::Kind, usize)],
     extra: &[String],
 ) -> Result<Vec<Row>, String> {
-    let folio = Folio::start(binary, dir, durability, extra).await?;
+    let folio = Folio::start(binary, dir, durability, extra, 1).await?;
     let prepared = Prepared::new(folio, options).await?;
     let mut rows = vec![prepared.step(Step::Get, options).await];
     report::print_row(&rows[0]);
@@ -322,7 +340,7 @@ pub async fn compare(
     options: &Options,
 ) -> Result<Vec<Row>, String> {
     let folio = Prepared::new(
-        Folio::start(folio_binary, dir, durability, &[]).await?,
+        Folio::start(folio_binary, dir, durability, &[], options.users).await?,
         options,
     )
     .await?;

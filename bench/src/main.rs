@@ -100,6 +100,10 @@ struct Common {
     /// Writes a second during the delivery test.
     #[arg(long, default_value_t = 100)]
     sse_rate: u32,
+    /// Users the delivery test spreads its subscribers and writes over
+    /// (Folio: `--subscribers 10000 --users 1000` is 10 streams a user).
+    #[arg(long, default_value_t = 1)]
+    users: usize,
     /// The `folio` binary (default: beside this one).
     #[arg(long)]
     folio: Option<PathBuf>,
@@ -124,6 +128,7 @@ impl Common {
             store: self.store,
             subscribers: self.subscribers,
             sse_rate: self.sse_rate,
+            users: self.users.max(1),
         }
     }
 

@@ -347,7 +347,7 @@ pub struct PocketBaseFeed {
 }
 
 impl Feed for PocketBaseFeed {
-    async fn subscribe(&self) -> Result<EventStream, String> {
+    async fn subscribe(&self, _user: usize) -> Result<EventStream, String> {
         let mut conn = self.endpoint.connect().await?;
         let response = conn
             .open(request(
@@ -380,7 +380,7 @@ impl Feed for PocketBaseFeed {
         Ok(stream)
     }
 
-    async fn write(&self, conn: &mut Conn, seq: u64) -> Result<String, String> {
+    async fn write(&self, conn: &mut Conn, seq: u64, _user: usize) -> Result<String, String> {
         let answer = conn
             .send(request(
                 &self.endpoint,
@@ -493,12 +493,15 @@ impl crate::Subject for PocketBase {
         }
     }
 
-    fn feed(&self, fixture: &Fixture) -> PocketBaseFeed {
-        PocketBaseFeed {
+    async fn feed(&self, fixture: &Fixture, users: usize) -> Result<PocketBaseFeed, String> {
+        if users > 1 {
+            return Err("PocketBase's delivery test has one user (--users 1)".to_owned());
+        }
+        Ok(PocketBaseFeed {
             endpoint: self.endpoint.clone(),
             token: self.token.clone(),
             user_id: self.user_id.clone(),
             project: fixture.project.clone(),
-        }
+        })
     }
 }

@@ -82,6 +82,8 @@ pub struct Row {
     pub server_peak_rss_mib: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subscribers: Option<usize>,
+    /// The users the delivery test's subscribers and writes were spread over.
+    pub users: Option<usize>,
     /// Writes due during the delivery test (`seconds` times the rate asked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub writes_due: Option<u64>,
@@ -115,6 +117,7 @@ impl Row {
             server_cpu_seconds: 0.0,
             server_peak_rss_mib: 0.0,
             subscribers: None,
+            users: None,
             writes_due: None,
             writes: None,
             missed: None,
@@ -140,6 +143,7 @@ impl Row {
         self.seconds = delivery.elapsed.as_secs_f64();
         self.per_second = delivery.writes as f64 / self.seconds.max(f64::EPSILON);
         self.subscribers = Some(delivery.subscribers);
+        self.users = Some(delivery.users);
         self.writes_due = Some(delivery.writes_due);
         self.writes = Some(delivery.writes);
         self.missed = Some(delivery.missed);
@@ -186,8 +190,12 @@ pub fn header() -> String {
 pub fn line(row: &Row) -> String {
     let mut notes = String::new();
     if let (Some(subscribers), Some(missed)) = (row.subscribers, row.missed) {
+        let over = match row.users {
+            Some(users) if users > 1 => format!(" over {users} users"),
+            _ => String::new(),
+        };
         notes = format!(
-            "{subscribers} subscribers, {} of {} writes answered, {} delivered, {missed} missed",
+            "{subscribers} subscribers{over}, {} of {} writes answered, {} delivered, {missed} missed",
             row.writes.unwrap_or(0),
             row.writes_due.unwrap_or(0),
             row.ok

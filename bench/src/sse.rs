@@ -32,15 +32,24 @@ const CONNECTING_AT_ONCE: usize = 64;
 /// One server's side of the test: how a subscriber subscribes, and how a
 /// write is made and recognised in an event.
 pub trait Feed: Send + Sync + 'static {
-    /// Opens one subscriber's stream, ready for the events of writes made
-    /// from now on.
-    fn subscribe(&self) -> impl Future<Output = Result<EventStream, String>> + Send;
+    /// How many users the streams and writes are spread over: subscriber
+    /// `n` follows user `n % users`, and write `seq` goes to user
+    /// `seq % users`, so each subscriber expects the writes of its user.
+    fn users(&self) -> usize {
+        1
+    }
 
-    /// Creates record number `seq` on `conn`; the new record's id.
+    /// Opens one subscriber's stream on user `user`'s store, ready for the
+    /// events of writes made from now on.
+    fn subscribe(&self, user: usize) -> impl Future<Output = Result<EventStream, String>> + Send;
+
+    /// Creates record number `seq` in user `user`'s store on `conn`; the
+    /// new record's id.
     fn write(
         &self,
         conn: &mut Conn,
         seq: u64,
+        user: usize,
     ) -> impl Future<Output = Result<String, String>> + Send;
 
     /// The id of the record an event carries, if it is a record event.
@@ -205,6 +214,8 @@ pub fn first_id(data: &[u8]) -> Option<&[u8]> {
 /// What the delivery test measured.
 pub struct Delivery {
     pub subscribers: usize,
+    /// The users they and the writes were spread over.
+    pub users: usize,
     pub connect_errors: usize,
     pub first_error: Option<String>,
     /// Writes due in `duration` at the rate asked.
@@ -221,7 +232,7 @@ pub struct Delivery {
     pub elapsed: Duration,
     /// Events that reached a subscriber for a write it should see.
     pub delivered: u64,
-    /// Writes times subscribers, less what was delivered.
+    /// Each subscriber's user's writes, summed, less what was delivered.
     pub missed: u64,
     /// From the write's `200` reaching the writer to the event reaching the
     /// subscriber, microseconds. An event that arrived before the write's
@@ -247,8 +258,10 @@ pub async fn measure<F: Feed>(
     duration: Duration,
 ) -> Delivery {
     let (stop, stopped) = watch::channel(false);
+    let users = feed.users().max(1);
     let mut delivery = Delivery {
         subscribers: 0,
+        users,
         connect_errors: 0,
         first_error: None,
         writes_due: 0,
@@ -263,9 +276,12 @@ pub async fn measure<F: Feed>(
     // Connect in waves, so the server sees many handshakes but not all at once.
     let mut streams = Vec::with_capacity(subscribers);
     let mut pending = Vec::new();
-    for _ in 0..subscribers {
+    for n in 0..subscribers {
         let feed = feed.clone();
-        pending.push(tokio::spawn(async move { feed.subscribe().await }));
+        let user = n % users;
+        pending.push(tokio::spawn(async move {
+            feed.subscribe(user).await.map(|stream| (user, stream))
+        }));
         if pending.len() == CONNECTING_AT_ONCE {
             collect_streams(&mut pending, &mut streams, &mut delivery).await;
         }
@@ -274,12 +290,14 @@ pub async fn measure<F: Feed>(
     delivery.subscribers = streams.len();
     // Room for every event from the start: an inbox that grows while
     // events arrive copies itself on the machine under test.
-    let expected_events = writes_due(rate, duration) as usize;
+    let expected_events = (writes_due(rate, duration) as usize).div_ceil(users);
     let inboxes: Vec<Inbox> = (0..streams.len())
         .map(|_| Arc::new(Mutex::new(Vec::with_capacity(expected_events))))
         .collect();
+    let stream_users: Vec<usize> = streams.iter().map(|(user, _)| *user).collect();
     let readers: Vec<_> = streams
         .into_iter()
+        .map(|(_, stream)| stream)
         .zip(&inboxes)
         .map(|(stream, inbox)| {
             let feed = feed.clone();
@@ -288,7 +306,7 @@ pub async fn measure<F: Feed>(
         })
         .collect();
 
-    let written = write_at_rate(feed.clone(), writer, rate, duration).await;
+    let written = write_at_rate(feed.clone(), writer, rate, duration, users).await;
     delivery.writes_due = written.due;
     delivery.writes = written.acked.len() as u64;
     delivery.write_errors = written.errors;
@@ -297,7 +315,12 @@ pub async fn measure<F: Feed>(
     if let Some(error) = written.first_error {
         delivery.first_error.get_or_insert(error);
     }
-    let expected = delivery.writes * delivery.subscribers as u64;
+    // Each subscriber expects its user's writes.
+    let mut per_user = vec![0u64; users];
+    for (_, user) in written.acked.values() {
+        per_user[*user] += 1;
+    }
+    let expected: u64 = stream_users.iter().map(|user| per_user[*user]).sum();
     let drain_until = Instant::now() + DRAIN;
     let mut counted = vec![Counted::default(); inboxes.len()];
     while count_delivered(&inboxes, &mut counted, &written.acked) < expected
@@ -307,14 +330,14 @@ pub async fn measure<F: Feed>(
     }
     let _ = stop.send(true);
 
-    for (reader, inbox) in readers.into_iter().zip(&inboxes) {
+    for ((reader, inbox), user) in readers.into_iter().zip(&inboxes).zip(&stream_users) {
         if let Ok(Some(error)) = reader.await {
             delivery.first_error.get_or_insert(error);
         }
         let receipts = std::mem::take(&mut *inbox.lock().unwrap_or_else(PoisonError::into_inner));
         let mut seen = 0;
         for (id, at) in receipts {
-            if let Some(answered) = written.acked.get(&id) {
+            if let Some((answered, _)) = written.acked.get(&id) {
                 seen += 1;
                 // An event ahead of the answer is a delay of 0.
                 let delay = at.saturating_duration_since(*answered);
@@ -322,7 +345,7 @@ pub async fn measure<F: Feed>(
             }
         }
         delivery.delivered += seen;
-        delivery.missed += delivery.writes.saturating_sub(seen);
+        delivery.missed += per_user[*user].saturating_sub(seen);
     }
     delivery
 }
@@ -340,11 +363,7 @@ struct Counted {
 
 /// Events received so far for answered writes, over every inbox; looks only
 /// at what came since the last call.
-fn count_delivered(
-    inboxes: &[Inbox],
-    counted: &mut [Counted],
-    acked: &HashMap<RecordKey, Instant>,
-) -> u64 {
+fn count_delivered(inboxes: &[Inbox], counted: &mut [Counted], acked: &Acked) -> u64 {
     let mut total = 0;
     for (inbox, counted) in inboxes.iter().zip(counted) {
         let receipts = inbox.lock().unwrap_or_else(PoisonError::into_inner);
@@ -375,12 +394,14 @@ fn writes_due(rate: u32, duration: Duration) -> u64 {
     (duration.as_secs_f64() * rate - 1e-6).ceil().max(1.0) as u64
 }
 
+/// Each answered write's record id, when its `200` came and its user.
+type Acked = HashMap<RecordKey, (Instant, usize)>;
+
 /// What the writer did.
 struct Written {
     /// Writes on the schedule before the end of `duration`.
     due: u64,
-    /// Each answered write's record id and when its `200` came.
-    acked: HashMap<RecordKey, Instant>,
+    acked: Acked,
     errors: u64,
     first_error: Option<String>,
     connections: usize,
@@ -397,6 +418,7 @@ async fn write_at_rate<F: Feed>(
     writer: &Endpoint,
     rate: u32,
     duration: Duration,
+    users: usize,
 ) -> Written {
     let due = writes_due(rate, duration);
     let rate = f64::from(rate.max(1));
@@ -425,7 +447,7 @@ async fn write_at_rate<F: Feed>(
             let _permit = permit;
             let answered = tokio::time::timeout(
                 WRITE_TIMEOUT,
-                write_once(&*feed, &writer, &idle, &connections, seq + 1),
+                write_once(&*feed, &writer, &idle, &connections, seq + 1, users),
             )
             .await;
             answered
@@ -443,9 +465,9 @@ async fn write_at_rate<F: Feed>(
     let mut last_answer = start;
     for task in tasks {
         match task.await {
-            Ok(Ok((id, answered))) => {
+            Ok(Ok((id, answered, user))) => {
                 last_answer = last_answer.max(answered);
-                written.acked.insert(id, answered);
+                written.acked.insert(id, (answered, user));
             }
             Ok(Err(error)) => {
                 written.errors += 1;
@@ -470,7 +492,9 @@ async fn write_once<F: Feed>(
     idle: &Idle,
     connections: &AtomicUsize,
     seq: u64,
-) -> Result<(RecordKey, Instant), String> {
+    users: usize,
+) -> Result<(RecordKey, Instant, usize), String> {
+    let user = (seq % users as u64) as usize;
     let reused = idle.lock().map(|mut idle| idle.pop()).unwrap_or(None);
     let mut conn = match reused {
         Some(conn) => conn,
@@ -480,19 +504,22 @@ async fn write_once<F: Feed>(
             conn
         }
     };
-    let id = feed.write(&mut conn, seq).await?;
+    let id = feed.write(&mut conn, seq, user).await?;
     let id = RecordKey::new(id.as_bytes())
         .ok_or_else(|| format!("a record id longer than {} bytes: {id}", RecordKey::MAX_LEN))?;
     let answered = Instant::now();
     if let Ok(mut idle) = idle.lock() {
         idle.push(conn);
     }
-    Ok((id, answered))
+    Ok((id, answered, user))
 }
 
+/// A subscriber's stream with its user.
+type UserStream = (usize, EventStream);
+
 async fn collect_streams(
-    pending: &mut Vec<tokio::task::JoinHandle<Result<EventStream, String>>>,
-    streams: &mut Vec<EventStream>,
+    pending: &mut Vec<tokio::task::JoinHandle<Result<UserStream, String>>>,
+    streams: &mut Vec<UserStream>,
     delivery: &mut Delivery,
 ) {
     for task in pending.drain(..) {
