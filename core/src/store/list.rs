@@ -10,7 +10,7 @@ use crate::query::{
 };
 use crate::query::{ID_PATH, SOURCE_PATH};
 
-use super::{Binder, SqlValue, Statement, ValueList, rows_with_key};
+use super::{Binder, SqlValue, Statement, ValueList, key_paths_cte, rows_with_key};
 
 /// The path of the entities a record's `read` permission names.
 const READ_PATH: &str = "$['permissions']['read'][*]";
@@ -36,6 +36,7 @@ pub fn list_sql(user_id: i64, query: &ListQuery, access: &Access) -> ListSql {
         values: ValueList::default(),
         values_param,
         user,
+        key_paths: false,
     };
     let statement = sql.list(query, access);
     ListSql { statement }
@@ -48,6 +49,9 @@ struct SqlBuilder {
     values_param: String,
     /// `?1`: the user.
     user: String,
+    /// Whether a condition looks entries up by key alone: the statement
+    /// then starts with the `key_paths` table.
+    key_paths: bool,
 }
 
 impl SqlBuilder {
@@ -160,8 +164,15 @@ impl SqlBuilder {
             }
         };
         let SqlBuilder {
-            mut binder, values, ..
+            mut binder,
+            values,
+            key_paths,
+            ..
         } = self;
+        let text = match key_paths {
+            true => format!("{}{text}", key_paths_cte(&user)),
+            false => text,
+        };
         binder.params[1] = values.into_param();
         binder.finish(text)
     }
@@ -280,20 +291,25 @@ impl SqlBuilder {
             },
             Condition::AnyLink(value) => {
                 // Some link has the value: an entry of the link index, or
-                // an envelope column.
+                // the envelope's, kept as columns. The columns are matched
+                // against the key itself (`kind:` and the value), so that
+                // the largest filters stay well inside D1's statement size.
                 let key = self.value(value_key(value));
-                let mut found = vec![format!("r.row IN ({})", rows_with_key(&user, &key))];
-                match value {
+                self.key_paths = true;
+                let entries = format!("r.row IN ({})", rows_with_key(&key));
+                let envelope = match value {
                     FilterValue::Entity(_) => {
-                        found.push(self.column_equals(AUTHOR_PATH, value));
-                        found.push(self.column_equals(VERSION_AUTHOR_PATH, value));
+                        format!("substr({key},3) IN (r.author,r.version_author)")
                     }
-                    FilterValue::Record { .. } | FilterValue::Version { .. } => {
-                        found.push(self.column_equals(TYPE_PATH, value));
+                    FilterValue::Record { .. } => {
+                        format!("{key}='r:'||r.type_entity||' '||r.type_record_id")
                     }
-                    FilterValue::Tag(_) => {}
-                }
-                format!("({})", found.join(" OR "))
+                    FilterValue::Version { .. } => format!(
+                        "{key}='v:'||r.type_entity||' '||r.type_record_id||' '||r.type_hash"
+                    ),
+                    FilterValue::Tag(_) => return entries,
+                };
+                format!("({entries} OR {envelope})")
             }
         }
     }

@@ -95,23 +95,34 @@ const MAX_EXACT_JS_INTEGER: i64 = (1 << 53) - 1;
 /// Entity record of the store through `records`). `v` is the `versions` row.
 const DESCRIBED_ENTITY: &str = "json_extract(v.record, '$.content.entity')";
 
-/// The rows of the records whose link index has `key` at any path: a
-/// subquery, `user` and `key` being SQL expressions (placeholders).
-///
-/// The link index is keyed by path first, so a lookup by key alone walks
-/// the store's distinct paths (each found by one seek past the last) and
-/// seeks `(path, key)` under each: a few dozen seeks for the paths types
-/// declare, never a scan of the entries.
-fn rows_with_key(user: &str, key: &str) -> String {
+/// The common tables `key_paths`, the distinct paths of user `user`'s link
+/// index, each found by one seek past the last, and `keyed`, its entries
+/// under those paths (not materialized: each lookup of it is a seek per
+/// path). A statement that looks up entries by key alone
+/// ([`rows_with_key`]) starts with them, once however many lookups it
+/// makes: D1 refuses statements over 100 KB.
+fn key_paths_cte(user: &str) -> String {
     format!(
-        "SELECT record_row FROM link_index WHERE user_id = {user} AND key = {key} \
-         AND path IN (WITH RECURSIVE paths (path) AS (\
+        "WITH RECURSIVE walk (path) AS (\
          SELECT (SELECT path FROM link_index WHERE user_id = {user} ORDER BY path LIMIT 1) \
          UNION ALL SELECT (SELECT l.path FROM link_index l \
-         WHERE l.user_id = {user} AND l.path > paths.path ORDER BY l.path LIMIT 1) \
-         FROM paths WHERE paths.path IS NOT NULL) \
-         SELECT path FROM paths WHERE path IS NOT NULL)"
+         WHERE l.user_id = {user} AND l.path > walk.path ORDER BY l.path LIMIT 1) \
+         FROM walk WHERE walk.path IS NOT NULL), \
+         key_paths (path) AS (SELECT path FROM walk WHERE path IS NOT NULL), \
+         keyed (record_row, key) AS NOT MATERIALIZED (SELECT record_row, key FROM link_index \
+         WHERE user_id = {user} AND path IN key_paths) "
     )
+}
+
+/// The rows of the records whose link index has `key` at any path: a
+/// subquery, `key` being an SQL expression (a placeholder), for a
+/// statement that starts with [`key_paths_cte`].
+///
+/// The link index is keyed by path first, so a lookup by key alone seeks
+/// `(path, key)` under each of the store's distinct paths: a few dozen
+/// seeks for the paths types declare, never a scan of the entries.
+fn rows_with_key(key: &str) -> String {
+    format!("SELECT record_row FROM keyed WHERE key = {key}")
 }
 
 impl Binder {
@@ -160,10 +171,7 @@ impl ValueList {
         value: impl Into<serde_json::Value>,
     ) -> String {
         self.values.push(value.into());
-        format!(
-            "json_extract({placeholder}, '$[{}]')",
-            self.values.len() - 1
-        )
+        format!("json_extract({placeholder},'$[{}]')", self.values.len() - 1)
     }
 
     pub(crate) fn into_param(self) -> SqlValue {

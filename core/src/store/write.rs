@@ -18,8 +18,8 @@ use crate::write::{BlobFacts, Commit, MAX_BLOB_LINKERS, MAX_RECORDS_PER_WRITE, N
 
 use super::read::{latest_version_sql, version_sql};
 use super::{
-    Binder, DESCRIBED_ENTITY, Statement, StoredDataError, WriteOrigin, read_version, rows_with_key,
-    version_statements,
+    Binder, DESCRIBED_ENTITY, Statement, StoredDataError, WriteOrigin, key_paths_cte, read_version,
+    rows_with_key, version_statements,
 };
 
 /// The most dependants of one record a cascade reads: one more than a
@@ -114,11 +114,12 @@ fn live_linking_sql(user_id: i64, key: String, order: &str, limit: usize) -> Sta
     let mut b = Binder::default();
     let user = b.bind(user_id);
     let sql = format!(
-        "SELECT v.record, v.links FROM (SELECT DISTINCT record_row FROM ({})) k \
+        "{}SELECT v.record, v.links FROM (SELECT DISTINCT record_row FROM ({})) k \
          CROSS JOIN records r ON r.row = k.record_row \
          JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
          WHERE r.user_id = {user} AND r.deleted = 0 {order} LIMIT {limit}",
-        rows_with_key(&user, &b.bind(key)),
+        key_paths_cte(&user),
+        rows_with_key(&b.bind(key)),
     );
     b.finish(sql)
 }
