@@ -167,10 +167,15 @@ impl SqlBuilder {
             mut binder,
             values,
             key_paths,
+            values_param: self_values_param,
             ..
         } = self;
+        // Every bare value's key is among the request's values.
         let text = match key_paths {
-            true => format!("{}{text}", key_paths_cte(&user)),
+            true => {
+                let keys = format!("(SELECT value FROM json_each({self_values_param}))");
+                format!("{}{text}", key_paths_cte(&user, &keys))
+            }
             false => text,
         };
         binder.params[1] = values.into_param();

@@ -95,13 +95,15 @@ const MAX_EXACT_JS_INTEGER: i64 = (1 << 53) - 1;
 /// Entity record of the store through `records`). `v` is the `versions` row.
 const DESCRIBED_ENTITY: &str = "json_extract(v.record, '$.content.entity')";
 
-/// The common tables `key_paths`, the distinct paths of user `user`'s link
-/// index, each found by one seek past the last, and `keyed`, its entries
-/// under those paths (not materialized: each lookup of it is a seek per
-/// path). A statement that looks up entries by key alone
-/// ([`rows_with_key`]) starts with them, once however many lookups it
-/// makes: D1 refuses statements over 100 KB.
-fn key_paths_cte(user: &str) -> String {
+/// The common tables a lookup by key alone reads ([`rows_with_key`]):
+/// `key_paths`, the distinct paths of user `user`'s link index, each found
+/// by one seek past the last, and `keyed`, the entries under those paths
+/// whose key is in `keys` (an SQL list: `(?3)`, or a subquery), each a seek.
+/// A statement starts with them once, however many lookups it makes, and
+/// `keyed` is made once: the largest filters (512 bare values) stay small
+/// enough for D1, which refuses a statement over 100 KB and runs it in
+/// little memory.
+fn key_paths_cte(user: &str, keys: &str) -> String {
     format!(
         "WITH RECURSIVE walk (path) AS (\
          SELECT (SELECT path FROM link_index WHERE user_id = {user} ORDER BY path LIMIT 1) \
@@ -109,18 +111,14 @@ fn key_paths_cte(user: &str) -> String {
          WHERE l.user_id = {user} AND l.path > walk.path ORDER BY l.path LIMIT 1) \
          FROM walk WHERE walk.path IS NOT NULL), \
          key_paths (path) AS (SELECT path FROM walk WHERE path IS NOT NULL), \
-         keyed (record_row, key) AS NOT MATERIALIZED (SELECT record_row, key FROM link_index \
-         WHERE user_id = {user} AND path IN key_paths) "
+         keyed (record_row, key) AS MATERIALIZED (SELECT record_row, key FROM link_index \
+         WHERE user_id = {user} AND path IN key_paths AND key IN {keys}) "
     )
 }
 
 /// The rows of the records whose link index has `key` at any path: a
 /// subquery, `key` being an SQL expression (a placeholder), for a
-/// statement that starts with [`key_paths_cte`].
-///
-/// The link index is keyed by path first, so a lookup by key alone seeks
-/// `(path, key)` under each of the store's distinct paths: a few dozen
-/// seeks for the paths types declare, never a scan of the entries.
+/// statement that starts with [`key_paths_cte`] with `key` among its keys.
 fn rows_with_key(key: &str) -> String {
     format!("SELECT record_row FROM keyed WHERE key = {key}")
 }

@@ -113,13 +113,14 @@ pub fn need_sql(user_id: i64, need: &Need, now: RecordDate) -> (Statement, NeedR
 fn live_linking_sql(user_id: i64, key: String, order: &str, limit: usize) -> Statement {
     let mut b = Binder::default();
     let user = b.bind(user_id);
+    let key = b.bind(key);
     let sql = format!(
         "{}SELECT v.record, v.links FROM (SELECT DISTINCT record_row FROM ({})) k \
          CROSS JOIN records r ON r.row = k.record_row \
          JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
          WHERE r.user_id = {user} AND r.deleted = 0 {order} LIMIT {limit}",
-        key_paths_cte(&user),
-        rows_with_key(&b.bind(key)),
+        key_paths_cte(&user, &format!("({key})")),
+        rows_with_key(&key),
     );
     b.finish(sql)
 }
