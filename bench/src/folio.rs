@@ -89,8 +89,10 @@ struct OtherUser {
 }
 
 /// How many `folio user add` and `folio app add` run at once while the
-/// delivery test's users are made (each hashes a password).
-const PROVISIONING_AT_ONCE: usize = 4;
+/// delivery test's users are made: one, since two at once on one data
+/// directory failed now and then (`No such file or directory`; not yet
+/// looked into).
+const PROVISIONING_AT_ONCE: usize = 1;
 
 impl Folio {
     /// A fresh data directory under `dir`, the user and a full-access app
