@@ -297,23 +297,6 @@ impl Folio {
         format!("{}events?{query}", self.api)
     }
 
-    /// A signed request.
-    pub fn signed(
-        &self,
-        method: Method,
-        target: &str,
-        body: Bytes,
-    ) -> Result<Request<Full<Bytes>>, String> {
-        let authorization = sign(&self.app, &self.endpoint, method.as_str(), target);
-        request(
-            &self.endpoint,
-            method,
-            target,
-            &[("authorization", &authorization)],
-            body,
-        )
-    }
-
     pub fn workload(&self, kind: Kind, fixture: &Fixture, heads: Heads) -> FolioWorkload {
         FolioWorkload {
             kind,
@@ -785,17 +768,27 @@ impl Folio {
 }
 
 impl Shared {
+    /// A request signed by this user's app.
+    fn signed(
+        &self,
+        method: Method,
+        target: &str,
+        body: Bytes,
+    ) -> Result<Request<Full<Bytes>>, String> {
+        let authorization = sign(&self.app, &self.endpoint, method.as_str(), target);
+        request(
+            &self.endpoint,
+            method,
+            target,
+            &[("authorization", &authorization)],
+            body,
+        )
+    }
+
     /// Creates a record from `body` on `conn`, signed; the stored record.
     async fn create(&self, conn: &mut Conn, body: &Value) -> Result<Value, String> {
         let target = format!("{}records", self.api);
-        let authorization = sign(&self.app, &self.endpoint, "POST", &target);
-        let request = request(
-            &self.endpoint,
-            Method::POST,
-            &target,
-            &[("authorization", &authorization)],
-            Bytes::from(body.to_string()),
-        )?;
+        let request = self.signed(Method::POST, &target, Bytes::from(body.to_string()))?;
         let answer = conn.send(request).await?;
         if answer.status != http::StatusCode::OK {
             return Err(format!(
@@ -826,15 +819,9 @@ impl Feed for FolioFeed {
             .append_pair("min", &min)
             .append_pair("filter", &user.type_filter);
         let target = &url[url::Position::BeforePath..url::Position::AfterQuery];
-        let authorization = sign(&server.app, &server.endpoint, "GET", target);
-        let request = request(
-            &server.endpoint,
-            Method::GET,
-            target,
-            &[("authorization", &authorization)],
-            Bytes::new(),
-        )?;
-        let response = conn.open(request).await?;
+        let response = conn
+            .open(server.signed(Method::GET, target, Bytes::new())?)
+            .await?;
         if response.status() != http::StatusCode::OK {
             return Err(format!("subscribing answered {}", response.status()));
         }
@@ -845,14 +832,7 @@ impl Feed for FolioFeed {
         let user = &self.users[user];
         let server = &user.server;
         let target = format!("{}records", server.api);
-        let authorization = sign(&server.app, &server.endpoint, "POST", &target);
-        let request = request(
-            &server.endpoint,
-            Method::POST,
-            &target,
-            &[("authorization", &authorization)],
-            user.body.render(seq),
-        )?;
+        let request = server.signed(Method::POST, &target, user.body.render(seq))?;
         let answer = conn.send(request).await?;
         if answer.status != http::StatusCode::OK {
             return Err(format!("a write answered {}", answer.status));
