@@ -14,6 +14,7 @@ use folio_core::events::{
     HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveSubscriber, LiveVersion, StreamsFull, Subscriber,
 };
 use folio_core::model::{BlobHash, RecordDate, UserName};
+use folio_core::service::standing::{Epoch, StandingCache};
 use folio_core::store::Statement;
 use folio_core::{
     Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Preparation,
@@ -250,6 +251,10 @@ impl Store for App {
 
     async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, HostError> {
         Ok(self.readers.fetch(statement).await?)
+    }
+
+    fn standings(&self) -> Option<(&StandingCache, Epoch)> {
+        Some((&self.standings.cache, self.standings.epoch()?))
     }
 }
 

@@ -32,6 +32,7 @@ mod metrics;
 mod passwords;
 mod schema_command;
 mod server;
+mod standings;
 mod tls;
 mod transfer;
 mod users;
@@ -453,6 +454,7 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             let conn = db::open_writer(&data.database(), db::Durability::Full)?;
             let user =
                 users::add_user(&conn, &name, &entity, &password, &settings.base_url).await?;
+            standings::note_outside_change(&data)?;
             let shown = (!password_stdin).then_some(password.as_str());
             let out = &mut std::io::stdout();
             print_user(out, json, "Created", &user.name, &user.entity, shown)?;
@@ -480,6 +482,7 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
                 None => None,
             };
             let added = users::add_app(&conn, &found, &public_key, scope, &name).await?;
+            standings::note_outside_change(&data)?;
             print_app(&mut std::io::stdout(), json, &added, &found.entity)?;
         }
         Command::Type(TypeCommand::Add {
@@ -536,6 +539,7 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             if revoked == 0 {
                 return Err(format!("no live authorization `{id}`, nor an app with one").into());
             }
+            standings::note_outside_change(&data)?;
             println!("revoked {revoked} authorization(s)");
         }
         Command::User(UserCommand::Passwd {
@@ -565,11 +569,13 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
                 }
             }
             let files = users::remove_user(&conn, &found, &data.blobs())?;
+            standings::note_outside_change(&data)?;
             println!("Removed user `{name}` and {files} blob file(s) no other user holds.");
         }
         Command::Import { file, .. } => {
             let to = transfer::Destination::Store(&data);
             let (user, moved) = transfer::import(&file, to).await?;
+            standings::note_outside_change(&data)?;
             println!(
                 "Imported user `{user}`: {} versions, {} blob(s), {} app key(s).",
                 moved.versions, moved.blobs, moved.app_keys

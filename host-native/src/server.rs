@@ -26,6 +26,7 @@ use crate::connections::{
 };
 use crate::hub::Hub;
 use crate::passwords::{PASSWORD_CHECKS_AT_ONCE, PasswordChecks};
+use crate::standings::Standings;
 use crate::users::UserCache;
 use crate::writer::Writer;
 use crate::{db, tls, users};
@@ -48,6 +49,8 @@ pub struct App {
     /// Turns true when the server shuts down: open event streams end.
     pub shutdown: watch::Receiver<bool>,
     pub data: DataDir,
+    /// Apps' standings, remembered between requests.
+    pub standings: Arc<Standings>,
 }
 
 impl App {
@@ -136,7 +139,14 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         db::Checkpointer::connect(&data.database(), options.durability, &writer_conn)?,
         wal_restart.clone(),
     )?;
-    let (writer, writer_thread) = Writer::start(writer_conn, clock, Arc::clone(&hub), wal_restart)?;
+    let standings = Arc::new(Standings::new(&data));
+    let (writer, writer_thread) = Writer::start(
+        writer_conn,
+        clock,
+        Arc::clone(&hub),
+        wal_restart,
+        Arc::clone(&standings),
+    )?;
     let readers = db::Readers::open(&data.database(), options.readers, db::READ_TIME_BUDGET)?;
     let (stop, shutdown) = watch::channel(false);
     let app = Arc::new(App {
@@ -164,6 +174,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         password_checks: PasswordChecks::new(PASSWORD_CHECKS_AT_ONCE),
         shutdown,
         data: data.clone(),
+        standings,
     });
 
     // The nonces the last run stored (of requests dated ahead), and no

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock::Clock;
 use crate::db::{self, DbError, WalRestart};
 use crate::hub::Hub;
+use crate::standings::Standings;
 
 /// How many jobs one transaction takes at most.
 pub const MAX_WRITES_PER_COMMIT: usize = 256;
@@ -128,6 +129,7 @@ impl Writer {
         clock: Clock,
         hub: Arc<Hub>,
         wal_restart: WalRestart,
+        standings: Arc<Standings>,
     ) -> std::io::Result<(Self, std::thread::JoinHandle<()>)> {
         let (jobs, receiver) = mpsc::channel(WRITE_QUEUE_LEN);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -137,7 +139,7 @@ impl Writer {
             .name("folio-writer".to_owned())
             .spawn(move || {
                 let writer = std::panic::AssertUnwindSafe(|| {
-                    runtime.block_on(run(conn, receiver, clock, hub, wal_restart));
+                    runtime.block_on(run(conn, receiver, clock, hub, wal_restart, standings));
                 });
                 if std::panic::catch_unwind(writer).is_err() {
                     // What was in the failed transaction was never
@@ -227,10 +229,12 @@ async fn run(
     clock: Clock,
     hub: Arc<Hub>,
     wal_restart: WalRestart,
+    standings: Arc<Standings>,
 ) {
     let mut batch = Vec::with_capacity(MAX_WRITES_PER_COMMIT);
     while jobs.recv_many(&mut batch, MAX_WRITES_PER_COMMIT).await > 0 {
-        commit_batch(&conn, std::mem::take(&mut batch), &clock, &hub).await;
+        let batch = std::mem::take(&mut batch);
+        commit_batch(&conn, batch, &clock, &hub, &standings).await;
         if wal_restart.take() {
             db::restart_wal(&conn);
         }
@@ -245,10 +249,16 @@ struct Ran {
     reply: oneshot::Sender<WriteResult>,
 }
 
-async fn commit_batch(conn: &Connection, batch: Vec<Submitted>, clock: &Clock, hub: &Hub) {
+async fn commit_batch(
+    conn: &Connection,
+    batch: Vec<Submitted>,
+    clock: &Clock,
+    hub: &Hub,
+    standings: &Standings,
+) {
     let mut pending = batch.into_iter().peekable();
     while pending.peek().is_some() {
-        commit_some(conn, &mut pending, clock, hub).await;
+        commit_some(conn, &mut pending, clock, hub, standings).await;
     }
 }
 
@@ -265,6 +275,7 @@ async fn commit_some(
     pending: &mut impl Iterator<Item = Submitted>,
     clock: &Clock,
     hub: &Hub,
+    standings: &Standings,
 ) {
     if let Err(error) = conn.execute_batch("BEGIN IMMEDIATE") {
         tracing::error!(%error, "could not begin a write transaction");
@@ -327,6 +338,11 @@ async fn commit_some(
     if let Err(error) = &committed {
         tracing::error!(%error, "a group commit failed");
         let _ = conn.execute_batch("ROLLBACK");
+    }
+    let changes_standing =
+        |job: &Ran| matches!(&job.result, Ok(Ok(done)) if done.changes_standing());
+    if committed.is_ok() && ran.iter().any(changes_standing) {
+        standings.changed();
     }
     let stored = committed.map_err(|error| Lost {
         full: db::primary_code(&error) == Some(rusqlite::ffi::SQLITE_FULL),
@@ -424,7 +440,14 @@ mod tests {
         let (rollback, rollback_answer) = submitted(statement("ROLLBACK"));
         let (after, after_answer) = submitted(statement("INSERT INTO t VALUES (3)"));
         let (last, last_answer) = submitted(statement("INSERT INTO t VALUES (4)"));
-        commit_batch(&conn, vec![first, rollback, after, last], &Clock, &hub).await;
+        commit_batch(
+            &conn,
+            vec![first, rollback, after, last],
+            &Clock,
+            &hub,
+            &Standings::for_tests(),
+        )
+        .await;
 
         assert!(conn.is_autocommit(), "no transaction is left open");
         assert_eq!(stored(&conn), [3, 4]);
@@ -457,7 +480,14 @@ mod tests {
         let (first, first_answer) = submitted(statement("INSERT INTO t VALUES (1)"));
         let (orphan, orphan_answer) = submitted(statement("INSERT INTO child VALUES (7)"));
         let (last, last_answer) = submitted(statement("INSERT INTO t VALUES (3)"));
-        commit_batch(&conn, vec![first, orphan, last], &Clock, &hub).await;
+        commit_batch(
+            &conn,
+            vec![first, orphan, last],
+            &Clock,
+            &hub,
+            &Standings::for_tests(),
+        )
+        .await;
 
         assert!(conn.is_autocommit(), "no transaction is left open");
         assert!(stored(&conn).is_empty(), "nothing of the group is stored");

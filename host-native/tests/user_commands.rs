@@ -172,3 +172,27 @@ async fn backup_of_one_user_passwd_and_remove() {
     let ctx = Ctx::new(&me.target(&server)).expect("a client");
     assert_eq!(ctx.list(&[]).await.map(|_| ()), Ok(()));
 }
+
+/// The server remembers each app's standing between requests; `folio app
+/// revoke` beside the running server still refuses the app's next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_revoked_beside_a_running_server_is_refused_at_once() {
+    let data = scratch("revoke-beside");
+    let port = free_port();
+    add_me(&data, &format!("https://localhost:{port}"));
+    let app = add_app(&data, "me", &["--full-access"]);
+    let server = tokio::task::block_in_place(|| Server::start(&data, port, &[]));
+    let ctx = Ctx::new(&app.target(&server)).expect("a client");
+    let absent = "00000000000000000000000000000001";
+    for _ in 0..3 {
+        let got = ctx.get_record(absent).await.expect("an answer");
+        let text = String::from_utf8_lossy(&got.body);
+        assert_eq!(got.status, 404, "the app is let in: {text}");
+    }
+    let out = folio(&data, &["app", "revoke", &app.app_id, "--user", "me"]);
+    assert!(out.contains("revoked 1"), "{out}");
+    let got = ctx.get_record(absent).await.expect("an answer");
+    let text = String::from_utf8_lossy(&got.body);
+    assert_eq!(got.status, 401, "the revoked app is refused: {text}");
+    assert!(text.contains("unknown-app"), "{text}");
+}

@@ -11,6 +11,7 @@ use crate::model::{Record, RecordDate, RecordId};
 use crate::problem::{Problem, ProblemType};
 use crate::store::{app_authorizations_sql, app_key_sql, read_version};
 
+use super::standing::Standing;
 use super::store::{RowExt, version_row};
 use super::{Context, Failure, Host, Rate, User};
 
@@ -87,7 +88,11 @@ impl<H: Host> Context<'_, '_, H> {
             let header = dialect.parse_authorization(value).map_err(|e| auth(&e))?;
             let now = self.request.now;
             check_timestamp(header.ts_ms, now).map_err(|e| auth(&e))?;
-            let (key, access, authorization_id) = self.standing(user, &header.app_id).await?;
+            let Standing {
+                key,
+                access,
+                authorization: authorization_id,
+            } = self.standing(user, &header.app_id).await?;
             header
                 .verify(&key, authorization_id.as_ref(), &signed, request.headers)
                 .map_err(|e| auth(&e))?;
@@ -112,7 +117,11 @@ impl<H: Host> Context<'_, '_, H> {
         {
             let token = token.map_err(|e| auth(&e))?;
             token.check_expiry(self.request.now).map_err(|e| auth(&e))?;
-            let (key, access, authorization_id) = self.standing(user, &token.app_id).await?;
+            let Standing {
+                key,
+                access,
+                authorization: authorization_id,
+            } = self.standing(user, &token.app_id).await?;
             token
                 .verify(dialect, &key, authorization_id.as_ref(), &signed)
                 .map_err(|e| auth(&e))?;
@@ -188,16 +197,29 @@ impl<H: Host> Context<'_, '_, H> {
 
     /// An app's key, the access its authorization grants, and that
     /// authorization's id (signed over, so a revoked one fails).
-    async fn standing(
-        &self,
-        user: &User,
-        app_id: &RecordId,
-    ) -> Result<(AppKey, Access, Option<RecordId>), Failure> {
+    /// What authenticating as `app_id` in `user`'s store finds, remembered
+    /// between requests where the host can tell when it changes
+    /// ([`standing`](super::standing)).
+    async fn standing(&self, user: &User, app_id: &RecordId) -> Result<Standing, Failure> {
+        let remembered = self.host.standings();
+        if let Some((cache, epoch)) = remembered
+            && let Some(standing) = cache.get(user.id, app_id, epoch)
+        {
+            return Ok(standing);
+        }
         let (key, full_access) = self.app_key(user, app_id).await?;
         let authorization = self.authorization(user, app_id).await?;
         let access = app_access(&user.entity, app_id, full_access, authorization.as_ref())
             .map_err(|e| auth(&e))?;
-        Ok((key, access, authorization.map(|record| record.id)))
+        let standing = Standing {
+            key,
+            access,
+            authorization: authorization.map(|record| record.id),
+        };
+        if let Some((cache, epoch)) = remembered {
+            cache.put(user.id, *app_id, epoch, standing.clone());
+        }
+        Ok(standing)
     }
 
     async fn app_key(&self, user: &User, app_id: &RecordId) -> Result<(AppKey, bool), Failure> {

@@ -12,6 +12,8 @@ use crate::model::{BlobHash, Entity, RecordDate, RecordId, UserName};
 use crate::problem::Problem;
 use crate::store::Statement;
 
+use super::standing::{Epoch, StandingCache};
+
 use crate::blob::{LengthMismatch, Received, UploadMeter};
 use crate::events::{STREAM_CAP_RETRY_AFTER_SECS, StreamsFull};
 
@@ -210,6 +212,17 @@ pub trait Store {
 
     /// The rows of a read.
     async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, Self::Error>;
+
+    /// Where this host remembers apps' standings between requests, and
+    /// its [`Epoch`] now, taken before the store is read; `None` (the
+    /// default) reads every request's standing from the store. A host
+    /// returns one only if every commit that
+    /// [changes a standing](super::writes::Done::changes_standing) moves
+    /// the epoch before it is acknowledged, and so does every change made
+    /// to the store by anything else.
+    fn standings(&self) -> Option<(&StandingCache, Epoch)> {
+        None
+    }
 }
 
 /// The one ordered place where a user's writes commit.

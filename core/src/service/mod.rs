@@ -59,6 +59,7 @@ mod events;
 mod host;
 mod rates;
 mod records;
+pub mod standing;
 pub mod store;
 pub mod upkeep;
 pub mod writes;

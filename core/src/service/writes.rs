@@ -131,6 +131,22 @@ impl Job {
 }
 
 impl Done {
+    /// Whether committing this may have changed an app's standing
+    /// ([`standing`](super::standing)): a registration (an app's key row),
+    /// plain statements (which may touch anything), or a version of an App
+    /// Authorization.
+    pub fn changes_standing(&self) -> bool {
+        match self {
+            Done::Written(written) => written.versions.iter().any(|(stored, _)| {
+                crate::access::is_type(
+                    &stored.record.type_link,
+                    crate::builtin::BuiltinType::AppAuthorization,
+                )
+            }),
+            Done::Registered(_) | Done::Ran => true,
+        }
+    }
+
     /// Takes the versions the job stored out of it, as the live events the
     /// user's open streams receive, in the order they were stored. The
     /// answer to the request stays.
