@@ -438,16 +438,8 @@ impl Workload for FolioWorkload {
 
     fn request(&self, chain: &mut Option<Chain>) -> Result<Request<Full<Bytes>>, String> {
         let server = &self.server;
-        let signed = |method: Method, target: &str, body: Bytes| {
-            let authorization = sign(&server.app, &server.endpoint, method.as_str(), target);
-            request(
-                &server.endpoint,
-                method,
-                target,
-                &[("authorization", &authorization)],
-                body,
-            )
-        };
+        let signed =
+            |method: Method, target: &str, body: Bytes| server.signed(method, target, body);
         match self.kind {
             Kind::Create => {
                 let seq = self.seq.fetch_add(1, Ordering::Relaxed);

@@ -80,15 +80,12 @@ impl StandingCache {
     }
 
     /// How many standings are held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.entries
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
