@@ -18,7 +18,7 @@
 //! no one.
 
 use std::collections::HashMap;
-use std::future::{Future, Ready};
+use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -27,12 +27,11 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum_server::accept::{Accept, DefaultAcceptor};
-use axum_server::tls_rustls::RustlsAcceptor;
-use futures_util::future::{BoxFuture, FutureExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 
 use crate::metrics::{Limit, METRICS};
 
@@ -144,16 +143,6 @@ impl LimitAcceptor {
     }
 }
 
-impl<S> Accept<TcpStream, S> for LimitAcceptor {
-    type Stream = Limited<TcpStream>;
-    type Service = S;
-    type Future = Ready<io::Result<(Self::Stream, S)>>;
-
-    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
-        std::future::ready(self.take(stream).map(|stream| (stream, service)))
-    }
-}
-
 impl LimitAcceptor {
     fn take(&self, stream: TcpStream) -> io::Result<Limited<TcpStream>> {
         // TCP_NODELAY: an answer goes out when written, not after the
@@ -213,11 +202,13 @@ impl HandshakePace {
 
 /// The HTTPS listener's acceptor: a connection past the caps is closed at
 /// once; one within them waits for its handshake's start time (see
-/// [`HandshakePace`]), then makes its TLS handshake.
+/// [`HandshakePace`]), then makes its TLS handshake within the header
+/// timeout.
 #[derive(Clone)]
 pub struct HandshakeGate {
     limit: LimitAcceptor,
-    tls: RustlsAcceptor<DefaultAcceptor>,
+    tls: TlsAcceptor,
+    handshake_timeout: Duration,
     pace: Arc<HandshakePace>,
     refusals: Arc<Refusals>,
 }
@@ -225,12 +216,14 @@ pub struct HandshakeGate {
 impl HandshakeGate {
     pub fn new(
         limit: LimitAcceptor,
-        tls: RustlsAcceptor<DefaultAcceptor>,
+        tls: TlsAcceptor,
+        handshake_timeout: Duration,
         pace: HandshakePace,
     ) -> Self {
         Self {
             limit,
             tls,
+            handshake_timeout,
             pace: Arc::new(pace),
             refusals: Arc::new(Refusals::new(
                 "over the handshake pace (--handshakes-per-second)",
@@ -238,28 +231,40 @@ impl HandshakeGate {
             )),
         }
     }
-}
 
-impl<S: Send + 'static> Accept<TcpStream, S> for HandshakeGate {
-    type Stream = <RustlsAcceptor<DefaultAcceptor> as Accept<Limited<TcpStream>, S>>::Stream;
-    type Service = S;
-    type Future = BoxFuture<'static, io::Result<(Self::Stream, S)>>;
-
-    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
-        let stream = match self.limit.take(stream) {
-            Ok(stream) => stream,
-            Err(refused) => return std::future::ready(Err(refused)).boxed(),
-        };
+    /// A new connection within the caps and the pace, or `None` (and the
+    /// connection closed) if it is past either.
+    pub fn admit(&self, stream: TcpStream) -> Option<Admitted> {
+        let stream = self.limit.take(stream).ok()?;
         let Some(start_at) = self.pace.start_at(Instant::now()) else {
             self.refusals.note(stream.place.address);
-            return std::future::ready(Err(io::Error::other("over the handshake pace"))).boxed();
+            return None;
         };
-        let tls = self.tls.clone();
-        async move {
-            tokio::time::sleep_until(start_at).await;
-            tls.accept(stream, service).await
-        }
-        .boxed()
+        Some(Admitted {
+            stream,
+            start_at,
+            tls: self.tls.clone(),
+            handshake_timeout: self.handshake_timeout,
+        })
+    }
+}
+
+/// A connection let in, its TLS handshake still to make.
+pub struct Admitted {
+    stream: Limited<TcpStream>,
+    start_at: Instant,
+    tls: TlsAcceptor,
+    handshake_timeout: Duration,
+}
+
+impl Admitted {
+    /// Waits for the handshake's start time, then makes it within the
+    /// header timeout.
+    pub async fn handshake(self) -> io::Result<TlsStream<Limited<TcpStream>>> {
+        tokio::time::sleep_until(self.start_at).await;
+        tokio::time::timeout(self.handshake_timeout, self.tls.accept(self.stream))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
     }
 }
 

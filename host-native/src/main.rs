@@ -26,6 +26,7 @@ mod connections;
 mod db;
 mod emit;
 mod host;
+mod https;
 mod hub;
 mod logs;
 mod metrics;

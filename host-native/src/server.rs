@@ -29,7 +29,7 @@ use crate::passwords::{PASSWORD_CHECKS_AT_ONCE, PasswordChecks};
 use crate::standings::Standings;
 use crate::users::UserCache;
 use crate::writer::Writer;
-use crate::{db, tls, users};
+use crate::{db, https, tls, users};
 
 /// Everything a request handler shares.
 pub struct App {
@@ -204,13 +204,14 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     if let Ok(wait_ms @ 1..) = u64::try_from(wait_ms) {
         tokio::time::sleep(Duration::from_millis(wait_ms)).await;
     }
-    let handle = axum_server::Handle::new();
     let listener =
         std::net::TcpListener::bind(options.listen).map_err(|source| ServeError::Listen {
             address: options.listen,
             source,
         })?;
     listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let https_addr = listener.local_addr()?;
     let header_timeout = Duration::from_secs(options.header_timeout_secs);
     let connection_limits = ConnectionLimits {
         total: Some(
@@ -224,10 +225,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     tracing::info!(?connection_limits, ?header_timeout, "connection limits");
     // One count for both listeners.
     let limit = LimitAcceptor::new(connection_limits);
-    let tls = axum_server::tls_rustls::RustlsAcceptor::new(
-        axum_server::tls_rustls::RustlsConfig::from_config(tls_config),
-    )
-    .handshake_timeout(header_timeout);
+    let tls = tokio_rustls::TlsAcceptor::from(tls_config);
     let handshakes_per_second = options.handshakes_per_second.map_or_else(
         || {
             let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
@@ -238,27 +236,17 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     );
     tracing::info!(handshakes_per_second, "TLS handshake pace");
     let pace = HandshakePace::new(handshakes_per_second, header_timeout);
-    let gate = HandshakeGate::new(limit.clone(), tls, pace);
-    let mut server = axum_server::from_tcp(listener)?
-        .acceptor(gate)
-        .handle(handle.clone());
+    let gate = HandshakeGate::new(limit.clone(), tls, header_timeout, pace);
     // The server's own limits answer with problem+json; hyper's must be higher.
-    server
-        .http_builder()
-        .http1()
-        .max_buf_size(HTTP_LIBRARY_HEADER_BYTES)
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(header_timeout);
-    server
-        .http_builder()
-        .http2()
-        .max_header_list_size(HTTP_LIBRARY_HEADER_BYTES as u32);
-    let https =
-        tokio::spawn(server.serve(router.into_make_service_with_connect_info::<SocketAddr>()));
-    let https_addr = handle
-        .listening()
-        .await
-        .ok_or_else(|| std::io::Error::other("the HTTPS listener did not start"))?;
+    let protocols = https::Protocols::new(HTTP_LIBRARY_HEADER_BYTES, header_timeout);
+    let https = tokio::spawn(https::serve(
+        listener,
+        gate,
+        protocols,
+        router,
+        app.shutdown.clone(),
+        SHUTDOWN_GRACE,
+    ));
     tracing::info!(address = %https_addr, base_url = %app.settings.base_url, "serving HTTPS (h2, http/1.1)");
 
     let redirect = match options.http_listen.0 {
@@ -297,7 +285,6 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop.send(true);
-    handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
     let _ = https.await;
     for task in [redirect, metrics].into_iter().flatten() {
         let _ = task.await;
