@@ -1,7 +1,9 @@
 //! The listeners' connection limits, against a real `folio serve`: a
 //! connection past the per-address cap is closed as soon as it is accepted,
 //! one that never completes its TLS handshake is closed after the header
-//! timeout (giving its place back), and requests are answered meanwhile.
+//! timeout (giving its place back), and requests are answered meanwhile;
+//! each connection is served with the protocol ALPN chose, and a stopped
+//! server ends its streams and connections and exits.
 
 mod support;
 
@@ -165,4 +167,85 @@ async fn handshakes_past_the_pace_within_the_header_timeout_are_refused_at_once(
         (2..5).contains(&closed),
         "{closed} of 5 connections closed at once; 2 to 4 expected"
     );
+}
+
+/// A client of the server's own certificate, HTTP/1.1 only or as ALPN
+/// chooses (HTTP/2).
+fn client(server: &Server, http1_only: bool) -> reqwest::Client {
+    let pem = std::fs::read(server.cert()).expect("the server's certificate");
+    let cert = reqwest::Certificate::from_pem(&pem).expect("a PEM certificate");
+    let builder = reqwest::Client::builder().add_root_certificate(cert);
+    let builder = if http1_only {
+        builder.http1_only()
+    } else {
+        builder
+    };
+    builder.build().expect("a client")
+}
+
+#[tokio::test]
+async fn a_stopped_server_ends_its_streams_and_connections_and_exits_within_the_grace_period() {
+    let data = scratch("shutdown");
+    let port = free_port();
+    add_me(&data, &format!("https://localhost:{port}"));
+    let mut server = Server::start_with_env(&data, port, &[], &[("RUST_LOG", "info")]);
+    let events = format!("{}/api/me/events", server.base_url());
+
+    // Each connection gets the protocol its TLS handshake chose.
+    let h1 = client(&server, true);
+    let mut stream = h1
+        .get(&events)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("an anonymous event stream");
+    assert_eq!(stream.status(), 200);
+    assert_eq!(stream.version(), reqwest::Version::HTTP_11);
+    let h2 = client(&server, false);
+    let answer = h2
+        .get(format!("{}/api/me/records", server.base_url()))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(answer.version(), reqwest::Version::HTTP_2);
+    drop(answer);
+
+    let stopped_at = Instant::now();
+    let signal = std::process::Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(signal.success());
+    // The stream ends (after what it had to send), and the process exits
+    // cleanly, well before the 10 s grace period would drop connections.
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(chunk) = stream.chunk().await.transpose() {
+            if chunk.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the event stream is still open 5 s after SIGTERM");
+    let status = loop {
+        if let Some(status) = server.child.try_wait().expect("the child's status") {
+            break status;
+        }
+        assert!(
+            stopped_at.elapsed() < Duration::from_secs(5),
+            "folio serve still runs 5 s after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "folio serve exited with {status}");
+    // Give the log reader a moment to see the last lines.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = server.log_lines();
+    assert!(log.iter().any(|line| line.contains("stopped")), "{log:#?}");
+    assert!(
+        !log.iter().any(|line| line.contains("grace period")),
+        "no connection waited for the grace period: {log:#?}"
+    );
+    // New connections are refused.
+    assert!(TcpStream::connect(("127.0.0.1", port)).await.is_err());
 }
