@@ -90,7 +90,7 @@ pub async fn serve(
             () = &mut stopping => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
-                Err(error) if is_one_connections(&error) => continue,
+                Err(error) if concerns_one_connection(&error) => continue,
                 Err(error) => {
                     tracing::warn!(%error, "could not accept a connection");
                     tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
@@ -134,12 +134,18 @@ struct Shared {
 /// Each open connection holds this future, so its size is each event
 /// stream's too (bench/README.md, "Where a live stream's memory goes").
 async fn connection(shared: Arc<Shared>, admitted: Admitted, peer: SocketAddr) {
-    // A failed handshake is the client's business (a scanner, a client that
-    // does not trust the certificate): no log line. Boxed, because the
-    // compiler does not overlap its state with the connection's, and it is
-    // over in milliseconds while the connection may last hours.
-    let Ok(tls) = Box::pin(admitted.handshake()).await else {
-        return;
+    // Boxed, because the compiler does not overlap its state with the
+    // connection's, and it is over in milliseconds while the connection may
+    // last hours. A failed handshake is the client's business (a scanner, a
+    // client that does not trust the certificate): no log line. One still
+    // under way at shutdown ends there.
+    let handshake = Box::pin(admitted.handshake());
+    let tls = tokio::select! {
+        tls = handshake => match tls {
+            Ok(tls) => tls,
+            Err(_) => return,
+        },
+        () = shared.finish.cancelled() => return,
     };
     let (h2, io) = negotiated(tls);
     let router = shared.router.clone();
@@ -192,7 +198,7 @@ async fn run<C>(
 
 /// Whether an accept error concerns only the connection being accepted
 /// (which is gone), not the listener.
-fn is_one_connections(error: &io::Error) -> bool {
+fn concerns_one_connection(error: &io::Error) -> bool {
     matches!(
         error.kind(),
         io::ErrorKind::ConnectionRefused

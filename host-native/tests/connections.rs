@@ -226,7 +226,10 @@ async fn a_stopped_server_ends_its_streams_and_connections_and_exits_within_the_
         }
     })
     .await;
-    assert!(ended.is_ok(), "the event stream is still open 5 s after SIGTERM");
+    assert!(
+        ended.is_ok(),
+        "the event stream is still open 5 s after SIGTERM"
+    );
     let status = loop {
         if let Some(status) = server.child.try_wait().expect("the child's status") {
             break status;
