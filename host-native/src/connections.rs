@@ -141,9 +141,7 @@ impl LimitAcceptor {
         let from = counts.per_address.get(&address).copied().unwrap_or(0);
         (counts.total, from)
     }
-}
 
-impl LimitAcceptor {
     fn take(&self, stream: TcpStream) -> io::Result<Limited<TcpStream>> {
         // TCP_NODELAY: an answer goes out when written, not after the
         // client's delayed ACK of the previous segment.
@@ -204,7 +202,6 @@ impl HandshakePace {
 /// once; one within them waits for its handshake's start time (see
 /// [`HandshakePace`]), then makes its TLS handshake within the header
 /// timeout.
-#[derive(Clone)]
 pub struct HandshakeGate {
     limit: LimitAcceptor,
     tls: TlsAcceptor,

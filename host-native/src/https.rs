@@ -14,7 +14,6 @@
 //! HTTP/2 sends GOAWAY), and whatever is still open after the grace period
 //! is dropped.
 
-use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -35,14 +34,10 @@ use tower::ServiceExt;
 
 use crate::connections::{Admitted, HandshakeGate, Limited};
 
-/// How long the loop waits before accepting again after an error that is
-/// not one connection's (out of file descriptors, most likely).
-const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
-
 /// hyper's settings for each protocol.
 pub struct Protocols {
-    pub http1: http1::Builder,
-    pub http2: http2::Builder<TokioExecutor>,
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
 }
 
 impl Protocols {
@@ -66,7 +61,7 @@ impl Protocols {
 /// Serves `listener` until `stop` turns true, then shuts down as the module
 /// doc says.
 pub async fn serve(
-    listener: TcpListener,
+    mut listener: TcpListener,
     gate: HandshakeGate,
     protocols: Protocols,
     router: Router,
@@ -85,18 +80,12 @@ pub async fn serve(
         let _ = stop.wait_for(|stopped| *stopped).await;
     });
     loop {
+        // axum's accept skips errors that concern one connection, and pauses
+        // after the others (out of file descriptors, most likely).
         let (stream, peer) = tokio::select! {
             biased;
             () = &mut stopping => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) if concerns_one_connection(&error) => continue,
-                Err(error) => {
-                    tracing::warn!(%error, "could not accept a connection");
-                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
-                    continue;
-                }
-            },
+            accepted = axum::serve::Listener::accept(&mut listener) => accepted,
         };
         if let Some(admitted) = gate.admit(stream) {
             connections.spawn(connection(Arc::clone(&shared), admitted, peer));
@@ -194,15 +183,4 @@ async fn run<C>(
         _ = connection => {}
         () = drop_now.cancelled() => {}
     }
-}
-
-/// Whether an accept error concerns only the connection being accepted
-/// (which is gone), not the listener.
-fn concerns_one_connection(error: &io::Error) -> bool {
-    matches!(
-        error.kind(),
-        io::ErrorKind::ConnectionRefused
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-    )
 }
