@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use folio_core::model::RecordDate;
 use folio_core::respond::VersionRow;
+use folio_core::service::memo::MemoAt;
 use folio_core::store::{MIGRATIONS, Migration, SqlValue, Statement};
 use folio_core::{Job, JobFailure, Preparation, Row};
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -377,14 +378,15 @@ impl folio_core::Fetch for Snapshot<'_> {
 }
 
 /// Decides `job` on a read snapshot of `conn` at `now` (core's
-/// [`Job::prepare`]), off the writer's thread.
+/// [`Job::prepare`]), off the writer's thread, through `memo`.
 pub fn prepare(
     conn: &Connection,
     job: Job,
     now: RecordDate,
+    memo: Option<MemoAt<'_>>,
 ) -> Result<Result<Preparation, JobFailure<DbError>>, DbError> {
     conn.execute_batch("BEGIN")?;
-    let prepared = at_once(job.prepare(&mut Snapshot(conn), now)).unwrap_or_else(|| {
+    let prepared = at_once(job.prepare(&mut Snapshot(conn), now, memo)).unwrap_or_else(|| {
         Err(JobFailure::Data(
             "a snapshot read did not answer at once".into(),
         ))

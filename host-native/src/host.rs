@@ -263,9 +263,12 @@ impl Jobs for App {
     /// thread, so that the single writer only checks, stamps and commits it.
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
         let now = crate::clock::Clock.now();
+        // Taken before the snapshot, as for standings: a version read
+        // across a store's removal is remembered under an epoch that is over.
+        let memo = self.standings.epoch().map(|epoch| self.memo.at(epoch));
         let prepared = self
             .readers
-            .with(|conn| db::prepare(conn, job, now))
+            .with(|conn| db::prepare(conn, job, now, memo))
             .await
             .map_err(|error| write_failure(WriterError::Db(error)))?
             .map_err(|failure| write_failure(WriterError::from(failure)))?;

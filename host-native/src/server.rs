@@ -30,6 +30,7 @@ use crate::standings::Standings;
 use crate::users::UserCache;
 use crate::writer::Writer;
 use crate::{db, https, tls, users};
+use folio_core::service::memo::Memo;
 
 /// Everything a request handler shares.
 pub struct App {
@@ -51,6 +52,8 @@ pub struct App {
     pub data: DataDir,
     /// Apps' standings, remembered between requests.
     pub standings: Arc<Standings>,
+    /// Stored versions and compiled types, remembered between writes.
+    pub memo: Memo,
 }
 
 impl App {
@@ -175,6 +178,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         shutdown,
         data: data.clone(),
         standings,
+        memo: Memo::new(),
     });
 
     // The nonces the last run stored (of requests dated ahead), and no

@@ -57,6 +57,7 @@ mod consent;
 mod console;
 mod events;
 mod host;
+pub mod memo;
 mod rates;
 mod records;
 pub mod standing;

@@ -27,6 +27,7 @@ use crate::store::{
 use crate::write::{Commit, Need, Step, Supplied, Write, WriteContext, WriteError, WriteRequest};
 
 use super::User;
+use super::memo::MemoAt;
 use super::store::{CommitError, Fetch, RowError, RowExt, Transaction, version_row};
 
 /// A record write: the request, who makes it, and the id a create that
@@ -415,6 +416,8 @@ struct Pending<'u> {
     /// What the job read from the store, with what it found: the read set
     /// a prepared job's commit checks ([`Prepared`]).
     reads: Vec<(Need, Supplied)>,
+    /// Versions and types remembered between jobs, when the host keeps them.
+    memo: Option<MemoAt<'u>>,
 }
 
 /// A version a job stores, as decided.
@@ -441,7 +444,14 @@ impl<'u> Pending<'u> {
             last_received_at: None,
             client_id: None,
             reads: Vec::new(),
+            memo: None,
         }
+    }
+
+    /// Reads versions and compiles types through `memo`.
+    fn remembering(mut self, memo: Option<MemoAt<'u>>) -> Self {
+        self.memo = memo;
+        self
     }
 
     /// Decides each write in turn; the first refusal ends the job.
@@ -481,6 +491,9 @@ impl<'u> Pending<'u> {
             fresh_id: job.fresh_id,
         };
         let mut write = Write::new(job.request.clone(), context);
+        if let Some(memo) = self.memo {
+            write = write.remembering(memo.types().clone());
+        }
         let commit = loop {
             match write.step() {
                 Step::Fetch(needs) => {
@@ -553,7 +566,7 @@ impl<'u> Pending<'u> {
         if let Some(answer) = overlay {
             return Ok(answer);
         }
-        let answer = fetch_need(tx, self.user.id, need, now).await?;
+        let answer = fetch_need(tx, self.user.id, need, now, self.memo).await?;
         self.reads.push((need.clone(), answer.clone()));
         Ok(match (need, answer) {
             // A dependant this job already changed is seen as changed, and
@@ -666,13 +679,25 @@ async fn stored_last_received_at<T: Fetch>(
     Ok(ticks.and_then(|ticks| RecordDate::from_unix_ticks(ticks).ok()))
 }
 
-/// A need's answer from the store.
+/// A need's answer from the store: for an exact version, from `memo` when
+/// it remembers it (a stored version never changes), else read and then
+/// remembered there.
 async fn fetch_need<T: Fetch>(
     tx: &mut T,
     user_id: i64,
     need: &Need,
     now: RecordDate,
+    memo: Option<MemoAt<'_>>,
 ) -> Result<Supplied, JobFailure<T::Error>> {
+    let memo = match need {
+        Need::Version { record, hash } => memo.map(|memo| (memo, record, hash)),
+        _ => None,
+    };
+    if let Some((memo, record, hash)) = memo
+        && let Some(found) = memo.version(user_id, record, hash)
+    {
+        return Ok(Supplied::Record(Some(Box::new(Record::clone(&found)))));
+    }
     let (statement, shape) = need_sql(user_id, need, now);
     let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
     let rows = rows
@@ -688,7 +713,15 @@ async fn fetch_need<T: Fetch>(
             })
         })
         .collect::<Result<Vec<_>, RowError>>()?;
-    Ok(shape.answer(rows)?)
+    let len = match rows.first() {
+        Some(NeedRow::Version { record, .. }) => record.len(),
+        _ => 0,
+    };
+    let answer = shape.answer(rows)?;
+    if let (Some((memo, ..)), Supplied::Record(Some(found))) = (memo, &answer) {
+        memo.remember_version(user_id, found, len);
+    }
+    Ok(answer)
 }
 
 /// A job decided on a read snapshot of the store, away from the writer:
@@ -727,17 +760,19 @@ pub enum Preparation {
 
 impl Job {
     /// Decides a job on `snapshot`, a consistent read of the store, at
-    /// `now` ([`Preparation`]). Record writes are decided here; the other
-    /// jobs are left to the writer.
+    /// `now` ([`Preparation`]), reading versions and compiling types
+    /// through `memo` when the host keeps one. Record writes are decided
+    /// here; the other jobs are left to the writer.
     pub async fn prepare<F: Fetch>(
         self,
         snapshot: &mut F,
         now: RecordDate,
+        memo: Option<MemoAt<'_>>,
     ) -> Result<Preparation, JobFailure<F::Error>> {
         let Job::Writes { user, writes } = &self else {
             return Ok(Preparation::Whole(self));
         };
-        let mut pending = Pending::new(user);
+        let mut pending = Pending::new(user).remembering(memo);
         let answered = match pending.writes(snapshot, writes, now).await? {
             Ok(answered) => answered,
             Err(error) => {
@@ -815,6 +850,7 @@ impl Prepared {
             last_received_at: None,
             client_id,
             reads: Vec::new(),
+            memo: None,
         };
         let answered = match answered {
             PreparedAnswer::Replay(stored) => Answered::Replay(stored),
@@ -846,7 +882,7 @@ impl Prepared {
                     };
                     latest == found.as_ref().map(|record| record.version.hash.to_string())
                 }
-                (need, found) => fetch_need(tx, self.user.id, need, now).await? == *found,
+                (need, found) => fetch_need(tx, self.user.id, need, now, None).await? == *found,
             };
             if !holds {
                 return Ok(false);

@@ -36,7 +36,9 @@ pub use users::{
     remove_stores_sql, stored_blob_bytes_sql, types_by_name_sql, upload_blob_sql, user_by_name_sql,
     user_row_id, users_sql,
 };
-pub use version::{StoredDataError, WriteOrigin, entries_json, read_version, version_statements};
+pub use version::{
+    StoredDataError, WriteOrigin, entries_json, read_record, read_version, version_statements,
+};
 pub use write::{
     NeedRow, NeedRows, WRITE_ATTEMPTS, commit_statements, last_received_at_sql, need_sql,
 };

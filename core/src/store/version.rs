@@ -186,15 +186,20 @@ pub struct StoredDataError {
     source: serde_json::Error,
 }
 
+/// A stored version's record, from its record JSON.
+pub fn read_record(record: &str) -> Result<Record, StoredDataError> {
+    serde_json::from_str(record).map_err(|source| StoredDataError {
+        what: "record",
+        source,
+    })
+}
+
 /// A stored version: its record JSON and its `links` column.
 pub fn read_version(
     record: &str,
     links: &str,
 ) -> Result<(Record, Vec<IndexEntry>), StoredDataError> {
-    let record = serde_json::from_str(record).map_err(|source| StoredDataError {
-        what: "record",
-        source,
-    })?;
+    let record = read_record(record)?;
     let pairs: Vec<(String, String)> =
         serde_json::from_str(links).map_err(|source| StoredDataError {
             what: "link index",

@@ -18,7 +18,7 @@ use crate::write::{BlobFacts, Commit, MAX_BLOB_LINKERS, MAX_RECORDS_PER_WRITE, N
 
 use super::read::{latest_version_sql, version_sql};
 use super::{
-    Binder, DESCRIBED_ENTITY, Statement, StoredDataError, WriteOrigin, key_paths_cte, read_version,
+    Binder, DESCRIBED_ENTITY, Statement, StoredDataError, WriteOrigin, key_paths_cte, read_record,
     rows_with_key, version_statements,
 };
 
@@ -153,10 +153,9 @@ impl NeedRows {
         let versions = || -> Result<Vec<_>, StoredDataError> {
             rows.iter()
                 .filter_map(|row| match row {
-                    NeedRow::Version { record, links } => Some(read_version(record, links)),
+                    NeedRow::Version { record, .. } => Some(read_record(record)),
                     NeedRow::Integers(_) => None,
                 })
-                .map(|version| version.map(|(record, _)| record))
                 .collect()
         };
         let integers = |at: usize| match rows.first() {

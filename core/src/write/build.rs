@@ -3,8 +3,10 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::sync::Arc;
 
 use super::NewVersion;
+use super::memo::{TypeMemo, weight};
 use super::needs::RecordKey;
 use crate::access::is_type;
 use crate::builtin::{BuiltinType, builtin_record_type};
@@ -127,11 +129,22 @@ pub(super) fn live(content: &Content) -> RecordBody {
 }
 
 /// The record types of one write, compiled once each. The built-in types are
-/// compiled once per process.
+/// compiled once per process; the others are also looked up in, and added
+/// to, the host's [`TypeMemo`] when the write has one.
 #[derive(Debug, Default)]
-pub(super) struct Types(HashMap<(RecordKey, VersionHash), RecordType>);
+pub(super) struct Types {
+    compiled: HashMap<(RecordKey, VersionHash), Arc<RecordType>>,
+    memo: Option<Arc<TypeMemo>>,
+}
 
 impl Types {
+    pub(super) fn remembering(memo: Arc<TypeMemo>) -> Self {
+        Types {
+            compiled: HashMap::new(),
+            memo: Some(memo),
+        }
+    }
+
     /// The type that `link` names, given the version fetched for it
     /// (`None`: the store has no such version). It must be a live Type
     /// record whose schema compiles; the error says why not.
@@ -147,10 +160,31 @@ impl Types {
             RecordKey::new(link.entity.clone(), link.record_id),
             link.version_hash,
         );
-        match self.0.entry(key) {
-            Entry::Occupied(entry) => Ok(entry.into_mut()),
-            Entry::Vacant(entry) => Ok(entry.insert(compile(type_record)?)),
-        }
+        let entry = match self.compiled.entry(key) {
+            Entry::Occupied(entry) => return Ok(entry.into_mut()),
+            Entry::Vacant(entry) => entry,
+        };
+        let (record, hash) = entry.key();
+        // Only for a version the store has just supplied: the memo says
+        // what it compiles to, never whether the store holds it.
+        let remembered = match (&self.memo, type_record) {
+            (Some(memo), Some(_)) => memo.get(record, hash),
+            _ => None,
+        };
+        let compiled = match remembered {
+            Some(compiled) => compiled,
+            None => {
+                let compiled = Arc::new(compile(type_record)?);
+                if let (Some(memo), Some(content)) =
+                    (&self.memo, type_record.and_then(Record::content))
+                {
+                    let weight = weight(content.as_value());
+                    memo.remember(record.clone(), *hash, compiled.clone(), weight);
+                }
+                compiled
+            }
+        };
+        Ok(entry.insert(compiled))
     }
 }
 

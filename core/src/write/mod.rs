@@ -32,16 +32,19 @@ mod build;
 mod cascade;
 mod error;
 mod links;
+pub mod memo;
 mod needs;
 mod phases;
 mod request;
 
 pub use error::{LinkFault, WriteError};
+pub use memo::TypeMemo;
 pub use needs::{BlobFacts, MAX_BLOB_LINKERS, Need, RecordKey, Supplied};
 pub use phases::new_record_permissions;
 pub use request::WriteRequest;
 
 use std::mem;
+use std::sync::Arc;
 
 use build::Types;
 use needs::Fetched;
@@ -179,6 +182,14 @@ impl Write {
             phase: Phase::Start,
             asked: Vec::new(),
         }
+    }
+
+    /// The write, compiling the types it reads through `memo` (see
+    /// [`memo`]): a type compiled by an earlier write is
+    /// not compiled again.
+    pub fn remembering(mut self, memo: Arc<TypeMemo>) -> Self {
+        self.types = Types::remembering(memo);
+        self
     }
 
     /// The record this write addresses: for a create, the user's entity and

@@ -469,3 +469,67 @@ fn a_prepared_write_whose_link_was_deleted_meanwhile_is_decided_again() {
         other => panic!("refused for its link: {other:?}"),
     }
 }
+
+/// The versions a prepared write reads (its Type record's, those its links
+/// name) are read once: a later write under the same epoch is decided from
+/// the host's memo without reading them again, and a new epoch (a store
+/// removed beside the server) reads them afresh.
+#[test]
+fn the_versions_a_prepared_write_reads_are_remembered_until_the_epoch_moves() {
+    use folio_core::Preparation;
+    use folio_core::service::standing::Epoch;
+    use folio_core::write::{RecordKey, WriteRequest};
+    let host = FakeHost::new();
+    let note_type = host.owner_post(json!({
+        "type": folio_core::builtin::BuiltinType::Type.link(),
+        "content": {"name": "memo", "schema": {"type": "object", "properties": {
+            "content": {"type": "object", "properties": {"text": {"type": "string"}}}
+        }}}
+    }));
+    let create = |text: &str| {
+        WriteRequest::post(
+            json!({"type": link(&note_type), "content": {"text": text}})
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("a create body")
+    };
+    let type_key = RecordKey::new(note_type.author.entity.clone(), note_type.id);
+    let epoch = crate::fake_host::FIRST_EPOCH;
+    let remembered = |epoch| {
+        host.memo()
+            .at(epoch)
+            .version(host.store.user.id, &type_key, &note_type.version.hash)
+    };
+    assert!(remembered(epoch).is_none());
+    let first = host.owner_prepare_in(vec![create("one")], 1, epoch);
+    assert!(matches!(first, Ok(Preparation::Decided(_))), "{first:?}");
+    assert_eq!(
+        remembered(epoch).as_deref(),
+        Some(&note_type),
+        "the Type record's version, as stored"
+    );
+
+    // Unreadable in the store now: a write that read it would fail.
+    host.execute(&format!(
+        "UPDATE versions SET record = '{{\"not\": \"a record\"}}' WHERE hash = '{}'",
+        note_type.version.hash
+    ));
+    let second = host.owner_prepare_in(vec![create("two")], 2, epoch);
+    assert!(
+        matches!(second, Ok(Preparation::Decided(_))),
+        "decided from the memo: {second:?}"
+    );
+    let moved = Epoch {
+        commits: epoch.commits + 1,
+        ..epoch
+    };
+    let third = host.owner_prepare_in(vec![create("three")], 3, moved);
+    assert!(
+        third
+            .as_ref()
+            .is_err_and(|failure| failure.contains("stored data")),
+        "read again under a new epoch: {third:?}"
+    );
+    assert!(remembered(moved).is_none());
+}

@@ -25,6 +25,8 @@ use folio_core::discovery::entity_content;
 use folio_core::events::LiveVersion;
 use folio_core::model::{Entity, Record, RecordDate, RecordId, UserName};
 use folio_core::problem::{Problem, ProblemType};
+use folio_core::service::memo::Memo;
+use folio_core::service::standing::Epoch;
 use folio_core::service::store::{CommitError, Fetch, Row, RowExt, Transaction};
 use folio_core::service::writes::{Done, Job, JobOutcome, Preparation, Prepared, RecordWrite};
 use folio_core::service::{User, WriteFailure};
@@ -115,6 +117,9 @@ pub struct SqlStore {
     pub user: User,
     /// The user's Entity record, as provisioned.
     pub entity_record: Option<Record>,
+    /// Versions and types remembered between prepared jobs, as the
+    /// native host keeps them.
+    memo: Memo,
 }
 
 /// Runs `statement`, answering its rows as core reads them.
@@ -186,6 +191,12 @@ impl Transaction for Tx<'_> {
     }
 }
 
+/// The epoch [`FakeHost::owner_prepare`] reads its memo under.
+pub const FIRST_EPOCH: Epoch = Epoch {
+    commits: 0,
+    outside: [0; 3],
+};
+
 impl FakeHost {
     /// A fake with PROTOCOL.md §13's limits and rates.
     pub fn new() -> Self {
@@ -223,6 +234,7 @@ impl FakeHost {
                 entity,
             },
             entity_record: None,
+            memo: Memo::new(),
         };
         let mut host = Fake::over(&config, store);
         let user = &host.store.user;
@@ -268,6 +280,18 @@ impl FakeHost {
     /// host does on a read snapshot, without committing (core's
     /// [`Job::prepare`]); `fresh` tells apart the ids of creates.
     pub fn owner_prepare(&self, requests: Vec<WriteRequest>, fresh: u8) -> Preparation {
+        self.owner_prepare_in(requests, fresh, FIRST_EPOCH)
+            .expect("the job is prepared")
+    }
+
+    /// [`owner_prepare`](Self::owner_prepare) through the host's memo under
+    /// `epoch` (the native host's), or why it could not be prepared.
+    pub fn owner_prepare_in(
+        &self,
+        requests: Vec<WriteRequest>,
+        fresh: u8,
+        epoch: Epoch,
+    ) -> Result<Preparation, String> {
         let job = self.owner_writes(requests, fresh);
         let now = self.store.provision_now.get();
         let committed = RefCell::default();
@@ -275,7 +299,13 @@ impl FakeHost {
             db: &self.store.db,
             committed: &committed,
         };
-        pollster::block_on(job.prepare(&mut tx, now)).expect("the job is prepared")
+        let memo = Some(self.store.memo.at(epoch));
+        pollster::block_on(job.prepare(&mut tx, now, memo)).map_err(|failure| failure.to_string())
+    }
+
+    /// The host's memo of versions and types.
+    pub fn memo(&self) -> &Memo {
+        &self.store.memo
     }
 
     /// Commits a prepared job at `now`, as the native writer does.
