@@ -272,12 +272,18 @@ impl Jobs for App {
             .await
             .map_err(|error| write_failure(WriterError::Db(error)))?
             .map_err(|failure| write_failure(WriterError::from(failure)))?;
-        match prepared {
-            Preparation::Answered(outcome) => Ok(*outcome),
-            Preparation::Decided(prepared) => self.writer.commit(prepared).await,
-            Preparation::Whole(job) => self.writer.run(job).await,
+        let (store, outcome) = match prepared {
+            Preparation::Answered(outcome) => return Ok(*outcome),
+            Preparation::Decided(prepared) => {
+                (Some(prepared.user_id()), self.writer.commit(prepared).await)
+            }
+            Preparation::Whole(job) => (job.user_id(), self.writer.run(job).await),
+        };
+        let outcome = outcome.map_err(write_failure)?;
+        if let (Some(memo), Some(store)) = (memo, store) {
+            memo.remember_outcome(store, &outcome);
         }
-        .map_err(write_failure)
+        Ok(outcome)
     }
 }
 

@@ -25,9 +25,11 @@ use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::model::{Record, VersionHash};
+use crate::write::memo::weight;
 use crate::write::{RecordKey, TypeMemo};
 
 use super::standing::Epoch;
+use super::writes::{Done, JobOutcome};
 
 /// The most stored JSON, in bytes, the versions memo holds at once.
 pub const MAX_REMEMBERED_VERSION_BYTES: usize = 4 << 20;
@@ -123,7 +125,30 @@ impl MemoAt<'_> {
     pub fn types(&self) -> &Arc<TypeMemo> {
         self.memo.types()
     }
+
+    /// Remembers the version a committed job answered with, as the store
+    /// now holds it (its stored JSON is that version serialized), so that
+    /// the next write of the same record finds it: a job that stored
+    /// nothing, or was refused, leaves the memo as it is.
+    pub fn remember_outcome(&self, store: i64, outcome: &JobOutcome) {
+        let written = match outcome {
+            Ok(Done::Written(written)) => written,
+            Ok(Done::Registered(registered)) => &registered.written,
+            Ok(Done::Ran) | Err(_) => return,
+        };
+        let record = &written.answer.record;
+        let len = ENVELOPE_LEN
+            + record
+                .content()
+                .map_or(0, |content| weight(content.as_value()));
+        self.remember_version(store, record, len);
+    }
 }
+
+/// About the length of a stored version's JSON beside its content (ids,
+/// hashes, dates, links of the envelope), for [`MemoAt::remember_outcome`],
+/// which has the version but not its stored JSON.
+const ENVELOPE_LEN: usize = 600;
 
 #[cfg(test)]
 mod tests {

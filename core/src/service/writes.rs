@@ -22,7 +22,7 @@ use crate::register::{Registration, RegistrationError, RegistrationPlan, registr
 use crate::store::{
     NeedRow, NeedRows, Statement, StoredDataError, WRITE_ATTEMPTS, WriteOrigin,
     app_credentials_sql, app_key_sql, event_seq_sql, last_received_at_sql, latest_hash_sql,
-    need_sql, read_version, version_sql, version_statements,
+    need_sql, read_record, read_version, version_sql, version_statements,
 };
 use crate::write::{Commit, Need, Step, Supplied, Write, WriteContext, WriteError, WriteRequest};
 
@@ -679,9 +679,11 @@ async fn stored_last_received_at<T: Fetch>(
     Ok(ticks.and_then(|ticks| RecordDate::from_unix_ticks(ticks).ok()))
 }
 
-/// A need's answer from the store: for an exact version, from `memo` when
-/// it remembers it (a stored version never changes), else read and then
-/// remembered there.
+/// A need's answer from the store. Through `memo`, a version is read and
+/// parsed once: an exact version is answered from it when it remembers it
+/// (a stored version never changes), and a record's latest version when it
+/// remembers the version the record's row names; a version read is then
+/// remembered.
 async fn fetch_need<T: Fetch>(
     tx: &mut T,
     user_id: i64,
@@ -689,15 +691,46 @@ async fn fetch_need<T: Fetch>(
     now: RecordDate,
     memo: Option<MemoAt<'_>>,
 ) -> Result<Supplied, JobFailure<T::Error>> {
-    let memo = match need {
-        Need::Version { record, hash } => memo.map(|memo| (memo, record, hash)),
-        _ => None,
+    let Some(memo) = memo else {
+        return fetch_need_rows(tx, user_id, need, now).await;
     };
-    if let Some((memo, record, hash)) = memo
-        && let Some(found) = memo.version(user_id, record, hash)
-    {
+    let (record, hash) = match need {
+        Need::Version { record, hash } => (record, *hash),
+        Need::Latest(record) => {
+            let statement = latest_hash_sql(user_id, &record.entity, &record.record_id);
+            let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
+            let Some(row) = rows.first() else {
+                return Ok(Supplied::Record(None));
+            };
+            let hash = row.text(0)?.parse().map_err(|_| RowError {
+                column: 0,
+                expected: "a version hash",
+            })?;
+            (record, hash)
+        }
+        _ => return fetch_need_rows(tx, user_id, need, now).await,
+    };
+    if let Some(found) = memo.version(user_id, record, &hash) {
         return Ok(Supplied::Record(Some(Box::new(Record::clone(&found)))));
     }
+    let statement = version_sql(user_id, &record.entity, &record.record_id, &hash);
+    let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
+    let Some(row) = rows.first() else {
+        return Ok(Supplied::Record(None));
+    };
+    let text = row.text(0)?;
+    let found = read_record(text)?;
+    memo.remember_version(user_id, &found, text.len());
+    Ok(Supplied::Record(Some(Box::new(found))))
+}
+
+/// A need's answer from the rows its statement reads.
+async fn fetch_need_rows<T: Fetch>(
+    tx: &mut T,
+    user_id: i64,
+    need: &Need,
+    now: RecordDate,
+) -> Result<Supplied, JobFailure<T::Error>> {
     let (statement, shape) = need_sql(user_id, need, now);
     let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
     let rows = rows
@@ -713,15 +746,7 @@ async fn fetch_need<T: Fetch>(
             })
         })
         .collect::<Result<Vec<_>, RowError>>()?;
-    let len = match rows.first() {
-        Some(NeedRow::Version { record, .. }) => record.len(),
-        _ => 0,
-    };
-    let answer = shape.answer(rows)?;
-    if let (Some((memo, ..)), Supplied::Record(Some(found))) = (memo, &answer) {
-        memo.remember_version(user_id, found, len);
-    }
-    Ok(answer)
+    Ok(shape.answer(rows)?)
 }
 
 /// A job decided on a read snapshot of the store, away from the writer:

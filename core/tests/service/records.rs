@@ -533,3 +533,68 @@ fn the_versions_a_prepared_write_reads_are_remembered_until_the_epoch_moves() {
     );
     assert!(remembered(moved).is_none());
 }
+
+/// A version a prepared write stored is remembered as the store holds it,
+/// and the next write of the same record reads its latest version from
+/// the memo: only the record's row is read.
+#[test]
+fn a_committed_version_is_remembered_as_stored_and_the_next_update_reads_it_from_the_memo() {
+    use folio_core::model::{Record, RecordDate};
+    use folio_core::write::{RecordKey, WriteRequest};
+    use folio_core::{Done, Preparation};
+    let host = FakeHost::new();
+    let note_type = host.owner_post(json!({
+        "type": folio_core::builtin::BuiltinType::Type.link(),
+        "content": {"name": "memo", "schema": {"type": "object", "properties": {
+            "content": {"type": "object", "properties": {
+                "text": {"type": "string"},
+                "n": {"type": "number", "optional": true}
+            }}
+        }}}
+    }));
+    let note = host.owner_post(json!({"type": link(&note_type), "content": {"text": "first"}}));
+    let key = RecordKey::new(note.author.entity.clone(), note.id);
+    let update = |parent: &Record, text: &str| {
+        let body = json!({"content": {"text": text, "n": 1.5e300},
+            "version": {"parent_hash": parent.version.hash}});
+        WriteRequest::put(key.clone(), body.to_string().as_bytes()).expect("an update body")
+    };
+    let commit = |preparation: Result<Preparation, String>, ms: i64| {
+        let Ok(Preparation::Decided(prepared)) = preparation else {
+            panic!("a decided job: {preparation:?}")
+        };
+        let at = RecordDate::from_unix_ticks(
+            note.version.received_at.expect("received").unix_ticks() + ms * 10_000,
+        )
+        .expect("a date");
+        match host.commit_prepared(prepared, at) {
+            Ok(Done::Written(written)) => written.answer.record,
+            other => panic!("a stored write: {other:?}"),
+        }
+    };
+    let epoch = crate::fake_host::FIRST_EPOCH;
+    let second = commit(
+        host.owner_prepare_in(vec![update(&note, "second")], 1, epoch),
+        5,
+    );
+    let remembered = host
+        .memo()
+        .at(epoch)
+        .version(host.store.user.id, &key, &second.version.hash)
+        .expect("the committed version is remembered");
+    let stored: Record =
+        serde_json::from_str(&host.stored_version(&second.version.hash.to_string()))
+            .expect("a stored record");
+    assert_eq!(*remembered, stored, "remembered as the store holds it");
+
+    // The stored JSON can no longer be read: the next update does not read it.
+    host.execute(&format!(
+        "UPDATE versions SET record = '{{\"not\": \"a record\"}}' WHERE hash = '{}'",
+        second.version.hash
+    ));
+    let third = commit(
+        host.owner_prepare_in(vec![update(&second, "third")], 2, epoch),
+        10,
+    );
+    assert_eq!(third.version.parent_hash, Some(second.version.hash));
+}

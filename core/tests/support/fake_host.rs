@@ -308,14 +308,33 @@ impl FakeHost {
         &self.store.memo
     }
 
-    /// Commits a prepared job at `now`, as the native writer does.
+    /// Commits a prepared job at `now`, as the native writer does, and
+    /// remembers what it stored in the memo, as the native host does.
     pub fn commit_prepared(&self, prepared: Box<Prepared>, now: RecordDate) -> JobOutcome {
         let committed = RefCell::default();
         let mut tx = Tx {
             db: &self.store.db,
             committed: &committed,
         };
-        pollster::block_on(prepared.commit(&mut tx, now)).expect("the commit runs")
+        let store = prepared.user_id();
+        let outcome = pollster::block_on(prepared.commit(&mut tx, now)).expect("the commit runs");
+        self.store
+            .memo
+            .at(FIRST_EPOCH)
+            .remember_outcome(store, &outcome);
+        outcome
+    }
+
+    /// The stored JSON of version `hash`, as the store holds it.
+    pub fn stored_version(&self, hash: &str) -> String {
+        self.store
+            .db
+            .query_row(
+                "SELECT record FROM versions WHERE hash = ?1",
+                [hash],
+                |row| row.get(0),
+            )
+            .expect("a stored version")
     }
 
     /// The owner's writes as one job; the `n`th create without an id takes
