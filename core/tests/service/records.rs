@@ -368,12 +368,7 @@ fn writes_prepared_on_one_snapshot_commit_in_order_and_a_stale_one_is_decided_ag
     use folio_core::write::{RecordKey, WriteError, WriteRequest};
     use folio_core::{Preparation, Refused};
     let host = FakeHost::new();
-    let note_type = host.owner_post(json!({
-        "type": folio_core::builtin::BuiltinType::Type.link(),
-        "content": {"name": "memo", "schema": {"type": "object", "properties": {
-            "content": {"type": "object", "properties": {"text": {"type": "string"}}}
-        }}}
-    }));
+    let note_type = memo_type(&host, json!({"text": {"type": "string"}}));
     let note = host.owner_post(json!({"type": link(&note_type), "content": {"text": "first"}}));
     let update = |text: &str| {
         let body =
@@ -440,15 +435,13 @@ fn a_prepared_write_whose_link_was_deleted_meanwhile_is_decided_again() {
     use folio_core::write::{RecordKey, WriteError, WriteRequest};
     use folio_core::{Preparation, Refused};
     let host = FakeHost::new();
-    let note_type = host.owner_post(json!({
-        "type": folio_core::builtin::BuiltinType::Type.link(),
-        "content": {"name": "memo", "schema": {"type": "object", "properties": {
-            "content": {"type": "object", "properties": {
-                "text": {"type": "string"},
-                "see": {"type": "record_link", "optional": true}
-            }}
-        }}}
-    }));
+    let note_type = memo_type(
+        &host,
+        json!({
+            "text": {"type": "string"},
+            "see": {"type": "record_link", "optional": true}
+        }),
+    );
     let target = host.owner_post(json!({"type": link(&note_type), "content": {"text": "target"}}));
     let create = WriteRequest::post(
         json!({"type": link(&note_type), "content": {"text": "linking",
@@ -480,12 +473,7 @@ fn the_versions_a_prepared_write_reads_are_remembered_until_the_epoch_moves() {
     use folio_core::service::standing::Epoch;
     use folio_core::write::{RecordKey, WriteRequest};
     let host = FakeHost::new();
-    let note_type = host.owner_post(json!({
-        "type": folio_core::builtin::BuiltinType::Type.link(),
-        "content": {"name": "memo", "schema": {"type": "object", "properties": {
-            "content": {"type": "object", "properties": {"text": {"type": "string"}}}
-        }}}
-    }));
+    let note_type = memo_type(&host, json!({"text": {"type": "string"}}));
     let create = |text: &str| {
         WriteRequest::post(
             json!({"type": link(&note_type), "content": {"text": text}})
@@ -543,15 +531,13 @@ fn a_committed_version_is_remembered_as_stored_and_the_next_update_reads_it_from
     use folio_core::write::{RecordKey, WriteRequest};
     use folio_core::{Done, Preparation};
     let host = FakeHost::new();
-    let note_type = host.owner_post(json!({
-        "type": folio_core::builtin::BuiltinType::Type.link(),
-        "content": {"name": "memo", "schema": {"type": "object", "properties": {
-            "content": {"type": "object", "properties": {
-                "text": {"type": "string"},
-                "n": {"type": "number", "optional": true}
-            }}
-        }}}
-    }));
+    let note_type = memo_type(
+        &host,
+        json!({
+            "text": {"type": "string"},
+            "n": {"type": "number", "optional": true}
+        }),
+    );
     let note = host.owner_post(json!({"type": link(&note_type), "content": {"text": "first"}}));
     let key = RecordKey::new(note.author.entity.clone(), note.id);
     let update = |parent: &Record, text: &str| {
@@ -597,4 +583,14 @@ fn a_committed_version_is_remembered_as_stored_and_the_next_update_reads_it_from
         10,
     );
     assert_eq!(third.version.parent_hash, Some(second.version.hash));
+}
+
+/// A Type record named `memo` whose content has `properties`.
+fn memo_type(host: &FakeHost, properties: serde_json::Value) -> folio_core::model::Record {
+    host.owner_post(json!({
+        "type": folio_core::builtin::BuiltinType::Type.link(),
+        "content": {"name": "memo", "schema": {"type": "object", "properties": {
+            "content": {"type": "object", "properties": properties}
+        }}}
+    }))
 }
