@@ -31,8 +31,9 @@ use crate::write::{RecordKey, TypeMemo};
 use super::standing::Epoch;
 use super::writes::{Done, JobOutcome};
 
-/// The most stored JSON, in bytes, the versions memo holds at once.
-pub const MAX_REMEMBERED_VERSION_BYTES: usize = 4 << 20;
+/// The most stored JSON, in bytes, the versions memo holds at once: a few
+/// times that in memory once parsed.
+pub const MAX_REMEMBERED_VERSION_BYTES: usize = 1 << 20;
 /// The longest stored version the memo keeps: a longer one is read each time.
 pub const MAX_REMEMBERED_VERSION_LEN: usize = 64 << 10;
 
@@ -128,8 +129,10 @@ impl MemoAt<'_> {
 
     /// Remembers the version a committed job answered with, as the store
     /// now holds it (its stored JSON is that version serialized), so that
-    /// the next write of the same record finds it: a job that stored
-    /// nothing, or was refused, leaves the memo as it is.
+    /// the next write of the same record finds it. Only a record's later
+    /// versions: a record updated once is likely to be updated again, most
+    /// new records are not (a flood of creates would only empty the memo).
+    /// A job that stored nothing, or was refused, leaves the memo as it is.
     pub fn remember_outcome(&self, store: i64, outcome: &JobOutcome) {
         let written = match outcome {
             Ok(Done::Written(written)) => written,
@@ -137,6 +140,9 @@ impl MemoAt<'_> {
             Ok(Done::Ran) | Err(_) => return,
         };
         let record = &written.answer.record;
+        if record.version.parent_hash.is_none() {
+            return;
+        }
         let len = ENVELOPE_LEN
             + record
                 .content()

@@ -14,7 +14,7 @@ use crate::schema::RecordType;
 
 /// The most weight ([`weight`]) of Type records whose compiled schemas a
 /// [`TypeMemo`] holds at once; past it, it starts again empty.
-pub const MAX_REMEMBERED_TYPE_WEIGHT: usize = 4 << 20;
+pub const MAX_REMEMBERED_TYPE_WEIGHT: usize = 1 << 20;
 /// The heaviest Type record whose compiled schema is remembered.
 pub const MAX_REMEMBERED_TYPE: usize = 64 << 10;
 
