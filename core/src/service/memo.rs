@@ -60,11 +60,6 @@ impl Memo {
     pub fn at(&self, epoch: Epoch) -> MemoAt<'_> {
         MemoAt { memo: self, epoch }
     }
-
-    /// The compiled types, for [`Write::remembering`](crate::write::Write::remembering).
-    pub fn types(&self) -> &Arc<TypeMemo> {
-        &self.types
-    }
 }
 
 /// A [`Memo`] under one epoch: what a job reads it through.
@@ -123,8 +118,9 @@ impl MemoAt<'_> {
         }
     }
 
+    /// The compiled types, for [`Write::remembering`](crate::write::Write::remembering).
     pub fn types(&self) -> &Arc<TypeMemo> {
-        self.memo.types()
+        &self.memo.types
     }
 
     /// Remembers the version a committed job answered with, as the store

@@ -16,7 +16,7 @@ use std::fmt;
 use crate::access::Access;
 use crate::apps::{ServerKeys, server_public_key};
 use crate::events::LiveVersion;
-use crate::model::{ClientId, ReceivedRecord, Record, RecordDate, RecordId};
+use crate::model::{ClientId, ReceivedRecord, Record, RecordDate, RecordId, VersionHash};
 use crate::query::{IndexEntry, index_entries};
 use crate::register::{Registration, RegistrationError, RegistrationPlan, registration_access};
 use crate::store::{
@@ -24,7 +24,9 @@ use crate::store::{
     app_credentials_sql, app_key_sql, event_seq_sql, last_received_at_sql, latest_hash_sql,
     need_sql, read_record, read_version, version_sql, version_statements,
 };
-use crate::write::{Commit, Need, Step, Supplied, Write, WriteContext, WriteError, WriteRequest};
+use crate::write::{
+    Commit, Need, RecordKey, Step, Supplied, Write, WriteContext, WriteError, WriteRequest,
+};
 
 use super::User;
 use super::memo::MemoAt;
@@ -679,6 +681,24 @@ async fn stored_last_received_at<T: Fetch>(
     Ok(ticks.and_then(|ticks| RecordDate::from_unix_ticks(ticks).ok()))
 }
 
+/// The hash of `record`'s latest version, if the store holds the record.
+async fn latest_hash<T: Fetch>(
+    tx: &mut T,
+    user_id: i64,
+    record: &RecordKey,
+) -> Result<Option<VersionHash>, JobFailure<T::Error>> {
+    let statement = latest_hash_sql(user_id, &record.entity, &record.record_id);
+    let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let hash = row.text(0)?.parse().map_err(|_| RowError {
+        column: 0,
+        expected: "a version hash",
+    })?;
+    Ok(Some(hash))
+}
+
 /// A need's answer from the store. Through `memo`, a version is read and
 /// parsed once: an exact version is answered from it when it remembers it
 /// (a stored version never changes), and a record's latest version when it
@@ -696,18 +716,10 @@ async fn fetch_need<T: Fetch>(
     };
     let (record, hash) = match need {
         Need::Version { record, hash } => (record, *hash),
-        Need::Latest(record) => {
-            let statement = latest_hash_sql(user_id, &record.entity, &record.record_id);
-            let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
-            let Some(row) = rows.first() else {
-                return Ok(Supplied::Record(None));
-            };
-            let hash = row.text(0)?.parse().map_err(|_| RowError {
-                column: 0,
-                expected: "a version hash",
-            })?;
-            (record, hash)
-        }
+        Need::Latest(record) => match latest_hash(tx, user_id, record).await? {
+            Some(hash) => (record, hash),
+            None => return Ok(Supplied::Record(None)),
+        },
         _ => return fetch_need_rows(tx, user_id, need, now).await,
     };
     if let Some(found) = memo.version(user_id, record, &hash) {
@@ -899,13 +911,8 @@ impl Prepared {
             let holds = match (need, found) {
                 (Need::Version { .. }, Supplied::Record(Some(_))) => true,
                 (Need::Latest(key), Supplied::Record(found)) => {
-                    let statement = latest_hash_sql(self.user.id, &key.entity, &key.record_id);
-                    let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
-                    let latest = match rows.first() {
-                        Some(row) => Some(row.text(0)?.to_owned()),
-                        None => None,
-                    };
-                    latest == found.as_ref().map(|record| record.version.hash.to_string())
+                    latest_hash(tx, self.user.id, key).await?
+                        == found.as_ref().map(|record| record.version.hash)
                 }
                 (need, found) => fetch_need(tx, self.user.id, need, now, None).await? == *found,
             };
