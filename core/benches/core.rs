@@ -232,7 +232,7 @@ fn create_transition(c: &mut Criterion) {
     );
     let type_link = json!({"entity": "types.baq.dev", "record_id": post_type.id, "version_hash": post_type.version.hash});
     let answer = |need: &Need| match need {
-        Need::Version { .. } => Supplied::Record(Some(Box::new(post_type.clone()))),
+        Need::Version { .. } => Supplied::Record(Some(std::sync::Arc::new(post_type.clone()))),
         Need::Entity(_) => Supplied::Known(true),
         Need::Blob(hash) => {
             let size = match hash.as_bytes()[0] {

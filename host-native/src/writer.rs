@@ -208,17 +208,16 @@ impl Transaction for Savepoint<'_> {
             let (code, message) = (db::primary_code(&error), error.to_string());
             CommitError::classify(error, code, &message)
         };
-        conn.execute_batch("SAVEPOINT job_commit")
-            .map_err(CommitError::Failed)?;
+        db::control(conn, "SAVEPOINT job_commit").map_err(CommitError::Failed)?;
         let result = match statements.split_last() {
             None => Ok(Vec::new()),
             Some((last, rest)) => db::execute_all(conn, rest).and_then(|()| db::fetch(conn, last)),
         };
-        let end = match result {
-            Ok(_) => "RELEASE job_commit",
-            Err(_) => "ROLLBACK TO job_commit; RELEASE job_commit",
-        };
-        conn.execute_batch(end).map_err(CommitError::Failed)?;
+        match result {
+            Ok(_) => db::control(conn, "RELEASE job_commit"),
+            Err(_) => conn.execute_batch("ROLLBACK TO job_commit; RELEASE job_commit"),
+        }
+        .map_err(CommitError::Failed)?;
         result.map_err(failed)
     }
 }
@@ -277,7 +276,7 @@ async fn commit_some(
     hub: &Hub,
     standings: &Standings,
 ) {
-    if let Err(error) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(error) = db::control(conn, "BEGIN IMMEDIATE") {
         tracing::error!(%error, "could not begin a write transaction");
         for Submitted { reply, .. } in pending {
             let failed = WriterError::Job(format!("beginning a transaction: {error}"));
@@ -295,18 +294,18 @@ async fn commit_some(
             panic!("the {WRITER_PANIC} failpoint (FOLIO_FAILPOINTS)");
         }
         let user_id = work.user_id();
-        let result = match conn.execute_batch("SAVEPOINT w") {
+        let result = match db::control(conn, "SAVEPOINT w") {
             Ok(()) => {
                 let result = match work {
                     Work::Run(job) => job.run(&mut Savepoint(conn), now).await,
                     Work::Commit(prepared) => prepared.commit(&mut Savepoint(conn), now).await,
                 }
                 .map_err(WriterError::from);
-                let end = match result {
-                    Ok(Ok(_)) => "RELEASE w",
-                    _ => "ROLLBACK TO w; RELEASE w",
+                let ended = match result {
+                    Ok(Ok(_)) => db::control(conn, "RELEASE w"),
+                    _ => conn.execute_batch("ROLLBACK TO w; RELEASE w"),
                 };
-                if let Err(error) = conn.execute_batch(end) {
+                if let Err(error) = ended {
                     tracing::error!(%error, "could not end a savepoint");
                 }
                 result
@@ -333,7 +332,7 @@ async fn commit_some(
             return;
         }
     }
-    let committed = conn.execute_batch("COMMIT");
+    let committed = db::control(conn, "COMMIT");
     crate::metrics::METRICS.commit(ran.len(), started.elapsed());
     if let Err(error) = &committed {
         tracing::error!(%error, "a group commit failed");

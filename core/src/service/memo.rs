@@ -95,7 +95,7 @@ impl MemoAt<'_> {
 
     /// Remembers `version`, read from store `store` under this epoch, whose
     /// stored JSON is `len` bytes long.
-    pub fn remember_version(&self, store: i64, version: &Record, len: usize) {
+    pub fn remember_version(&self, store: i64, version: &Arc<Record>, len: usize) {
         if len > MAX_REMEMBERED_VERSION_LEN {
             return;
         }
@@ -113,7 +113,7 @@ impl MemoAt<'_> {
             };
         }
         if let Entry::Vacant(entry) = versions.entries.entry((store, version.version.hash)) {
-            entry.insert(Arc::new(version.clone()));
+            entry.insert(Arc::clone(version));
             versions.weight += len;
         }
     }
@@ -143,7 +143,7 @@ impl MemoAt<'_> {
             + record
                 .content()
                 .map_or(0, |content| weight(content.as_value()));
-        self.remember_version(store, record, len);
+        self.remember_version(store, &Arc::new(record.clone()), len);
     }
 }
 
@@ -156,8 +156,8 @@ const ENVELOPE_LEN: usize = 600;
 mod tests {
     use super::*;
 
-    fn record(text: &str) -> Record {
-        serde_json::from_str(text).expect("a record")
+    fn record(text: &str) -> Arc<Record> {
+        Arc::new(serde_json::from_str(text).expect("a record"))
     }
 
     const VERSION: &str = r#"{
@@ -197,7 +197,7 @@ mod tests {
         assert!(at.version(7, &key(&version), &hash).is_none());
         at.remember_version(7, &version, 500);
         let found = at.version(7, &key(&version), &hash).expect("remembered");
-        assert_eq!(*found, version);
+        assert_eq!(found, version);
         assert!(
             at.version(8, &key(&version), &hash).is_none(),
             "another store"
@@ -221,8 +221,9 @@ mod tests {
         let version = record(VERSION);
         let hash = version.version.hash;
         memo.at(epoch(1)).remember_version(7, &version, 500);
-        let mut other = record(VERSION);
+        let mut other = Record::clone(&record(VERSION));
         other.id = crate::model::RecordId::from_bytes([3; 16]);
+        let other = Arc::new(other);
         memo.at(epoch(2)).remember_version(7, &other, 500);
         assert!(
             memo.at(epoch(2))

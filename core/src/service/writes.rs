@@ -12,6 +12,7 @@
 //! conflict (PROTOCOL.md §5).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::access::Access;
 use crate::apps::{ServerKeys, server_public_key};
@@ -417,7 +418,7 @@ struct Pending<'u> {
     client_id: Option<ClientId>,
     /// What the job read from the store, with what it found: the read set
     /// a prepared job's commit checks ([`Prepared`]).
-    reads: Vec<(Need, Supplied)>,
+    reads: Vec<Read>,
     /// Versions and types remembered between jobs, when the host keeps them.
     memo: Option<MemoAt<'u>>,
 }
@@ -527,12 +528,12 @@ impl<'u> Pending<'u> {
             };
             return Ok(Ok(Answered::Replay(Box::new(Stored { record, entries }))));
         }
-        for version in commit.versions() {
+        for version in commit.into_versions() {
             let received_at = version.record.version_received_at();
             self.last_received_at = self.last_received_at.max(Some(received_at));
             self.versions.push(PendingVersion {
-                record: version.record.clone(),
                 entries: index_entries(&version.links),
+                record: version.record,
                 origin: job.origin,
             });
         }
@@ -552,7 +553,7 @@ impl<'u> Pending<'u> {
                 .iter()
                 .rev()
                 .find(|pending| pick(pending.record.record()))
-                .map(|pending| Supplied::Record(Some(Box::new(pending.record.record().clone()))))
+                .map(|pending| Supplied::Record(Some(Arc::new(pending.record.record().clone()))))
         };
         let overlay = match need {
             Need::Latest(key) => {
@@ -569,7 +570,7 @@ impl<'u> Pending<'u> {
             return Ok(answer);
         }
         let answer = fetch_need(tx, self.user.id, need, now, self.memo).await?;
-        self.reads.push((need.clone(), answer.clone()));
+        self.reads.extend(Read::of(need, &answer));
         Ok(match (need, answer) {
             // A dependant this job already changed is seen as changed, and
             // one it already deleted is no dependant any more.
@@ -601,7 +602,7 @@ impl<'u> Pending<'u> {
         tx: &mut T,
         answered: Answered,
     ) -> Result<Result<Written, T::Error>, JobFailure<T::Error>> {
-        let answer = match answered {
+        let replay = match answered {
             Answered::Replay(stored) if self.versions.is_empty() && self.extra.is_empty() => {
                 return Ok(Ok(Written {
                     versions: Vec::new(),
@@ -609,12 +610,11 @@ impl<'u> Pending<'u> {
                     client_id: None,
                 }));
             }
-            Answered::Replay(stored) => *stored,
-            Answered::Stored => self
-                .versions
-                .first()
-                .map(PendingVersion::stored)
-                .ok_or_else(|| JobFailure::Data("a stored write without versions".into()))?,
+            Answered::Replay(stored) => Some(*stored),
+            Answered::Stored if self.versions.is_empty() => {
+                return Err(JobFailure::Data("a stored write without versions".into()));
+            }
+            Answered::Stored => None,
         };
         let mut statements: Vec<Statement> = self
             .versions
@@ -642,12 +642,19 @@ impl<'u> Pending<'u> {
         // The job's events took the last sequences, one per version, in order.
         let count = i64::try_from(self.versions.len()).unwrap_or(i64::MAX);
         let first = latest.saturating_sub(count - 1);
-        let versions = self
+        let versions: Vec<(Stored, u64)> = self
             .versions
-            .iter()
+            .into_iter()
             .zip(first..)
             .map(|(version, seq)| (version.stored(), u64::try_from(seq).unwrap_or_default()))
             .collect();
+        let answer = match replay {
+            Some(stored) => stored,
+            None => versions
+                .first()
+                .map(|(stored, _)| stored.clone())
+                .ok_or_else(|| JobFailure::Data("a stored write without versions".into()))?,
+        };
         Ok(Ok(Written {
             versions,
             answer,
@@ -657,10 +664,10 @@ impl<'u> Pending<'u> {
 }
 
 impl PendingVersion {
-    fn stored(&self) -> Stored {
+    fn stored(self) -> Stored {
         Stored {
-            record: self.record.record().clone(),
-            entries: self.entries.clone(),
+            record: self.record.into_record(),
+            entries: self.entries,
         }
     }
 }
@@ -723,7 +730,7 @@ async fn fetch_need<T: Fetch>(
         _ => return fetch_need_rows(tx, user_id, need, now).await,
     };
     if let Some(found) = memo.version(user_id, record, &hash) {
-        return Ok(Supplied::Record(Some(Box::new(Record::clone(&found)))));
+        return Ok(Supplied::Record(Some(found)));
     }
     let statement = version_sql(user_id, &record.entity, &record.record_id, &hash);
     let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
@@ -731,9 +738,9 @@ async fn fetch_need<T: Fetch>(
         return Ok(Supplied::Record(None));
     };
     let text = row.text(0)?;
-    let found = read_record(text)?;
+    let found = Arc::new(read_record(text)?);
     memo.remember_version(user_id, &found, text.len());
-    Ok(Supplied::Record(Some(Box::new(found))))
+    Ok(Supplied::Record(Some(found)))
 }
 
 /// A need's answer from the rows its statement reads.
@@ -773,8 +780,32 @@ pub struct Prepared {
     versions: Vec<PendingVersion>,
     extra: Vec<Statement>,
     client_id: Option<ClientId>,
-    reads: Vec<(Need, Supplied)>,
+    reads: Vec<Read>,
     answered: PreparedAnswer,
+}
+
+/// One read of a prepared job, as its commit checks it again. A stored
+/// version never changes, so one found is not kept.
+#[derive(Debug)]
+enum Read {
+    /// A record's latest version, by its hash (`None`: no such record).
+    Latest(RecordKey, Option<VersionHash>),
+    /// Any other need, with its whole answer.
+    Answer(Need, Supplied),
+}
+
+impl Read {
+    /// The read to check again for `need`, answered `answer`, if any.
+    fn of(need: &Need, answer: &Supplied) -> Option<Read> {
+        match (need, answer) {
+            (Need::Version { .. }, Supplied::Record(Some(_))) => None,
+            (Need::Latest(key), Supplied::Record(found)) => Some(Read::Latest(
+                key.clone(),
+                found.as_ref().map(|record| record.version.hash),
+            )),
+            (need, answer) => Some(Read::Answer(need.clone(), answer.clone())),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -900,21 +931,18 @@ impl Prepared {
         }
     }
 
-    /// Whether everything the job read is still what the store holds. A
-    /// stored version never changes: one found is not read again.
+    /// Whether everything the job read is still what the store holds.
     async fn reads_hold<T: Fetch>(
         &self,
         tx: &mut T,
         now: RecordDate,
     ) -> Result<bool, JobFailure<T::Error>> {
-        for (need, found) in &self.reads {
-            let holds = match (need, found) {
-                (Need::Version { .. }, Supplied::Record(Some(_))) => true,
-                (Need::Latest(key), Supplied::Record(found)) => {
-                    latest_hash(tx, self.user.id, key).await?
-                        == found.as_ref().map(|record| record.version.hash)
+        for read in &self.reads {
+            let holds = match read {
+                Read::Latest(key, hash) => latest_hash(tx, self.user.id, key).await? == *hash,
+                Read::Answer(need, found) => {
+                    fetch_need(tx, self.user.id, need, now, None).await? == *found
                 }
-                (need, found) => fetch_need(tx, self.user.id, need, now, None).await? == *found,
             };
             if !holds {
                 return Ok(false);

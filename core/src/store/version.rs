@@ -87,9 +87,12 @@ pub fn version_statements(
     );
     statements.push(b.finish(sql));
 
-    // The link index holds the latest version's entries: those of the
-    // version this one replaces are removed by their exact keys, read from
-    // its `links`. A first version's record is new (one first version per
+    // The link index holds the latest version's entries. An update changes
+    // only what differs from the version it replaces: the entries of that
+    // version (read from its `links`) that this one no longer has are
+    // removed by their exact keys, and the ones it keeps are left in place
+    // (`DO NOTHING` below: only a duplicate key is passed over), so an
+    // update that keeps its links writes no entry. A first version's record is new (one first version per
     // record, by `versions_one_child`): it has none to remove.
     if let Some(parent) = &record.version.parent_hash {
         let mut b = Binder::default();
@@ -98,8 +101,12 @@ pub fn version_statements(
         let sql = format!(
             "DELETE FROM link_index WHERE user_id = {user} AND (path, key, record_row) IN \
              (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), {row} \
-             FROM versions v, json_each(v.links) j WHERE v.user_id = {user} AND v.hash = {})",
+             FROM versions v, json_each(v.links) j WHERE v.user_id = {user} AND v.hash = {} \
+             AND NOT EXISTS (SELECT 1 FROM json_each({}) kept \
+             WHERE json_extract(kept.value, '$[0]') = json_extract(j.value, '$[0]') \
+             AND json_extract(kept.value, '$[1]') = json_extract(j.value, '$[1]')))",
             b.bind(parent.to_string()),
+            b.bind(links.as_str()),
         );
         statements.push(b.finish(sql));
     }
@@ -116,7 +123,7 @@ pub fn version_statements(
         let sql = format!(
             "INSERT INTO link_index (user_id, path, key, record_row) \
              SELECT {user}, json_extract(value, '$[0]'), json_extract(value, '$[1]'), {row} \
-             FROM json_each({})",
+             FROM json_each({}) WHERE true ON CONFLICT DO NOTHING",
             b.bind(entries_json(&stored))
         );
         statements.push(b.finish(sql));

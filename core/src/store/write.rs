@@ -10,6 +10,8 @@
 //! [`WRITE_ATTEMPTS`] times; a replay then finds what the other write
 //! stored, and a stale parent becomes a version conflict.
 
+use std::sync::Arc;
+
 use crate::blob::UNLINKED_BLOB_LIFETIME_MS;
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
 use crate::model::RecordDate;
@@ -163,7 +165,7 @@ impl NeedRows {
             _ => None,
         };
         Ok(match self {
-            NeedRows::Record => Supplied::Record(versions()?.into_iter().next().map(Box::new)),
+            NeedRows::Record => Supplied::Record(versions()?.into_iter().next().map(Arc::new)),
             NeedRows::Records => Supplied::Records(versions()?),
             NeedRows::Known => Supplied::Known(integers(0).is_some_and(|known| known != 0)),
             NeedRows::Blob => Supplied::Blob(match (integers(0), integers(1)) {

@@ -136,6 +136,15 @@ impl Commit {
         };
         written.into_iter().chain(cascaded)
     }
+
+    /// [`versions`](Self::versions), taken.
+    pub fn into_versions(self) -> impl Iterator<Item = NewVersion> {
+        let (written, cascaded) = match self {
+            Commit::Replay(_) => (None, Vec::new()),
+            Commit::Store { written, cascaded } => (Some(*written), cascaded),
+        };
+        written.into_iter().chain(cascaded)
+    }
 }
 
 /// One write request on its way to a [`Commit`].

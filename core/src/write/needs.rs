@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
 use crate::builtin::{SYSTEM_ENTITY, builtin_records};
 use crate::model::{BlobHash, Entity, Record, RecordId, VersionHash, VersionLink};
@@ -78,7 +79,7 @@ pub enum Need {
 pub enum Supplied {
     /// For [`Need::Latest`] and [`Need::Version`] (boxed: a record is large
     /// beside the other answers).
-    Record(Option<Box<Record>>),
+    Record(Option<Arc<Record>>),
     /// For [`Need::Entity`].
     Known(bool),
     /// For [`Need::Blob`].

@@ -115,7 +115,7 @@ mod fake_store {
         pub fn answer(&self, need: &Need) -> Supplied {
             match need {
                 Need::Latest(key) => {
-                    Supplied::Record(self.latest_version(key).cloned().map(Box::new))
+                    Supplied::Record(self.latest_version(key).cloned().map(std::sync::Arc::new))
                 }
                 Need::Version { record, hash } => Supplied::Record(
                     self.versions
@@ -123,7 +123,7 @@ mod fake_store {
                         .and_then(|versions| {
                             versions.iter().find(|v| v.record.version.hash == *hash)
                         })
-                        .map(|v| Box::new(v.record.record().clone())),
+                        .map(|v| std::sync::Arc::new(v.record.record().clone())),
                 ),
                 Need::Entity(entity) => Supplied::Known(self.known_entities.contains(entity)),
                 Need::Blob(hash) => Supplied::Blob(self.blobs.get(hash).copied()),
