@@ -1360,6 +1360,27 @@ fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
             ),
         ),
     ];
+    // A create: the new record's row follows the last.
+    let mut create = record.clone();
+    create.id = "cccccccccccccccccccccccccccccccc".parse().expect("an id");
+    create.version.parent_hash = None;
+    for statement in version_statements(USER_ID, &received(&create), entries, Default::default()) {
+        statements.push(("a create", statement));
+    }
+    // A record's history: one range of its versions, in receipt order.
+    let history =
+        folio_core::store::versions_sql(USER_ID, &record.author.entity, &record.id, Some(now), 20);
+    let steps = plan_of(&db, &history);
+    assert!(
+        steps.iter().any(|s| s
+            .contains("versions USING INDEX versions_by_record (record_row=? AND received_at>?)")),
+        "{steps:#?}"
+    );
+    assert!(
+        !steps.iter().any(|s| s.contains("TEMP B-TREE")),
+        "{steps:#?}"
+    );
+    statements.push(("a record's history", history));
     // An update: its predecessor's entries are removed by their keys.
     let mut update = record.clone();
     update.version.parent_hash = Some(record.version.hash);

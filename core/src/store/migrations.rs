@@ -44,6 +44,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "storage_v2",
         sql: include_str!("sql/0005_storage_v2.sql"),
     },
+    Migration {
+        version: 6,
+        name: "versions_by_record",
+        sql: include_str!("sql/0006_versions_by_record.sql"),
+    },
 ];
 
 impl Migration {

@@ -51,9 +51,9 @@ pub fn versions_sql(
     let mut b = Binder::default();
     let after = after.map_or(i64::MIN, RecordDate::unix_ticks);
     let sql = format!(
-        "SELECT record, links FROM versions \
-         WHERE user_id = {} AND author = {} AND record_id = {} AND received_at > {} \
-         ORDER BY received_at LIMIT {}",
+        "SELECT record, links FROM versions WHERE record_row = \
+         (SELECT row FROM records WHERE user_id = {} AND author = {} AND record_id = {}) \
+         AND received_at > {} ORDER BY received_at LIMIT {}",
         b.bind(user_id),
         b.bind(author.as_str()),
         b.bind(record_id.to_string()),

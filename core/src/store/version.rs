@@ -39,11 +39,20 @@ pub fn version_statements(
 
     let mut statements = Vec::with_capacity(6);
 
+    let first = record.version.parent_hash.is_none();
+
+    // The version names its record's row: a new record takes the row after
+    // the last (the one SQLite would give it), which its `records` row
+    // then takes, below; a later version's record has its row already.
     let mut b = Binder::default();
+    let user = b.bind(user_id);
+    let row = match first {
+        true => NEXT_RECORD_ROW.to_owned(),
+        false => record_row(&mut b, &user, author, &record_id),
+    };
     let sql = format!(
-        "INSERT INTO versions (user_id, hash, author, record_id, parent_hash, received_at, links, record, app_id) \
-         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {})",
-        b.bind(user_id),
+        "INSERT INTO versions (user_id, hash, author, record_id, parent_hash, received_at, links, \
+         record, app_id, record_row) VALUES ({user}, {}, {}, {}, {}, {}, {}, {}, {}, {row})",
         b.bind(hash.as_str()),
         b.bind(author),
         b.bind(record_id.as_str()),
@@ -55,7 +64,21 @@ pub fn version_statements(
     );
     statements.push(b.finish(sql));
 
+    // A first version inserts its record's row, at the row its version
+    // took: a second first version of the same record fails here, on the
+    // records' unique key (the one-child index holds only versions with a
+    // parent). A later version replaces the row's columns.
     let mut b = Binder::default();
+    let new_row = match first {
+        true => {
+            let user = b.bind(user_id);
+            format!(
+                "(SELECT record_row FROM versions WHERE user_id = {user} AND hash = {}), ",
+                b.bind(hash.as_str())
+            )
+        }
+        false => String::new(),
+    };
     let values = [
         b.bind(user_id),
         b.bind(author),
@@ -73,18 +96,22 @@ pub fn version_statements(
         b.bind(i64::from(record.permissions.is_public())),
         b.bind(record.version.author.entity.as_str()),
     ];
-    let sql = format!(
-        "INSERT INTO records (user_id, author, record_id, source, type_entity, type_record_id, \
+    const COLUMNS: &str = "user_id, author, record_id, source, type_entity, type_record_id, \
          type_hash, created_at, received_at, version_hash, version_created_at, \
-         version_received_at, deleted, public, version_author) VALUES ({}) \
-         ON CONFLICT (user_id, author, record_id) DO UPDATE SET source = excluded.source, \
-         type_entity = excluded.type_entity, type_record_id = excluded.type_record_id, \
-         type_hash = excluded.type_hash, version_hash = excluded.version_hash, \
-         version_created_at = excluded.version_created_at, \
-         version_received_at = excluded.version_received_at, deleted = excluded.deleted, \
-         public = excluded.public, version_author = excluded.version_author",
-        values.join(", ")
-    );
+         version_received_at, deleted, public, version_author";
+    let values = values.join(", ");
+    let sql = match first {
+        true => format!("INSERT INTO records (row, {COLUMNS}) VALUES ({new_row}{values})"),
+        false => format!(
+            "INSERT INTO records ({COLUMNS}) VALUES ({values}) \
+             ON CONFLICT (user_id, author, record_id) DO UPDATE SET source = excluded.source, \
+             type_entity = excluded.type_entity, type_record_id = excluded.type_record_id, \
+             type_hash = excluded.type_hash, version_hash = excluded.version_hash, \
+             version_created_at = excluded.version_created_at, \
+             version_received_at = excluded.version_received_at, deleted = excluded.deleted, \
+             public = excluded.public, version_author = excluded.version_author"
+        ),
+    };
     statements.push(b.finish(sql));
 
     // The link index holds the latest version's entries. An update changes
@@ -93,7 +120,7 @@ pub fn version_statements(
     // removed by their exact keys, and the ones it keeps are left in place
     // (`DO NOTHING` below: only a duplicate key is passed over), so an
     // update that keeps its links writes no entry. A first version's record is new (one first version per
-    // record, by `versions_one_child`): it has none to remove.
+    // record, by the records' unique key): it has none to remove.
     if let Some(parent) = &record.version.parent_hash {
         let mut b = Binder::default();
         let user = b.bind(user_id);
@@ -159,6 +186,10 @@ pub fn version_statements(
     statements.push(b.finish(sql));
     statements
 }
+
+/// The row a new record takes: the one after the last, as SQLite itself
+/// numbers rows (`records.row` is the rowid, never given by hand otherwise).
+const NEXT_RECORD_ROW: &str = "(SELECT IFNULL(MAX(row), 0) + 1 FROM records)";
 
 /// The `records` row of one record, as a subquery; `user` is the user id's
 /// placeholder, already bound in `b`.
