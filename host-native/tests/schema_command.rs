@@ -14,9 +14,11 @@ fn folio(args: &[&str]) -> Output {
         .expect("folio runs")
 }
 
-/// Writes `value` to a file of its own in the temp directory.
+/// Writes `value` to a file of its own under the target directory (each run
+/// writes the same files again, rather than leaving a directory behind in
+/// the system's temp directory).
 fn temp_json(name: &str, value: &Value) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("folio-schema-test-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("schema-command");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, value.to_string()).unwrap();
