@@ -19,10 +19,10 @@ pub struct WriteOrigin {
 /// version written before it in the same write.
 ///
 /// The schema itself refuses a version whose parent already has a child
-/// (a concurrent write won) and a `version.received_at` that does not
-/// increase; either makes the transaction fail with a constraint error,
-/// after which the host runs the write again from its first step.
-///
+/// or a second first version of a record (a concurrent write won), and a
+/// `version.received_at` that does not increase; each makes the
+/// transaction fail with a constraint error, after which the host runs the
+/// write again from its first step.
 pub fn version_statements(
     user_id: i64,
     record: &ReceivedRecord,
@@ -119,8 +119,9 @@ pub fn version_statements(
     // version (read from its `links`) that this one no longer has are
     // removed by their exact keys, and the ones it keeps are left in place
     // (`DO NOTHING` below: only a duplicate key is passed over), so an
-    // update that keeps its links writes no entry. A first version's record is new (one first version per
-    // record, by the records' unique key): it has none to remove.
+    // update that keeps its links writes no entry. A first version's record
+    // is new (one first version per record, by the records' unique key): it
+    // has none to remove.
     if let Some(parent) = &record.version.parent_hash {
         let mut b = Binder::default();
         let user = b.bind(user_id);

@@ -77,8 +77,8 @@ pub enum Need {
 /// The host's answer to one [`Need`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Supplied {
-    /// For [`Need::Latest`] and [`Need::Version`] (boxed: a record is large
-    /// beside the other answers).
+    /// For [`Need::Latest`] and [`Need::Version`] (shared: a record is large
+    /// beside the other answers, and the host's memo may hold the same one).
     Record(Option<Arc<Record>>),
     /// For [`Need::Entity`].
     Known(bool),
