@@ -349,7 +349,6 @@ fn params(statement: &Statement) -> impl Iterator<Item = ToSqlOutput<'_>> {
     })
 }
 
-/// Runs a statement that returns no rows; how many rows it changed.
 /// Runs a statement of fixed text that binds nothing and returns no rows
 /// (`BEGIN`, `SAVEPOINT`, `RELEASE`, `COMMIT`): the writer runs several
 /// for every job, so each is parsed once per connection, not every time.
@@ -358,6 +357,7 @@ pub fn control(conn: &Connection, sql: &'static str) -> Result<(), DbError> {
     Ok(())
 }
 
+/// Runs a statement that returns no rows; how many rows it changed.
 pub fn execute(conn: &Connection, statement: &Statement) -> Result<usize, DbError> {
     conn.prepare_cached(&statement.sql)?
         .execute(params_from_iter(params(statement)))

@@ -602,7 +602,7 @@ impl<'u> Pending<'u> {
         tx: &mut T,
         answered: Answered,
     ) -> Result<Result<Written, T::Error>, JobFailure<T::Error>> {
-        let replay = match answered {
+        let answer = match answered {
             Answered::Replay(stored) if self.versions.is_empty() && self.extra.is_empty() => {
                 return Ok(Ok(Written {
                     versions: Vec::new(),
@@ -610,11 +610,12 @@ impl<'u> Pending<'u> {
                     client_id: None,
                 }));
             }
-            Answered::Replay(stored) => Some(*stored),
-            Answered::Stored if self.versions.is_empty() => {
-                return Err(JobFailure::Data("a stored write without versions".into()));
-            }
-            Answered::Stored => None,
+            Answered::Replay(stored) => *stored,
+            Answered::Stored => self
+                .versions
+                .first()
+                .map(PendingVersion::to_stored)
+                .ok_or_else(|| JobFailure::Data("a stored write without versions".into()))?,
         };
         let mut statements: Vec<Statement> = self
             .versions
@@ -642,19 +643,12 @@ impl<'u> Pending<'u> {
         // The job's events took the last sequences, one per version, in order.
         let count = i64::try_from(self.versions.len()).unwrap_or(i64::MAX);
         let first = latest.saturating_sub(count - 1);
-        let versions: Vec<(Stored, u64)> = self
+        let versions = self
             .versions
             .into_iter()
             .zip(first..)
             .map(|(version, seq)| (version.stored(), u64::try_from(seq).unwrap_or_default()))
             .collect();
-        let answer = match replay {
-            Some(stored) => stored,
-            None => versions
-                .first()
-                .map(|(stored, _)| stored.clone())
-                .ok_or_else(|| JobFailure::Data("a stored write without versions".into()))?,
-        };
         Ok(Ok(Written {
             versions,
             answer,
@@ -664,6 +658,15 @@ impl<'u> Pending<'u> {
 }
 
 impl PendingVersion {
+    /// The version as stored, copied: the answer, while the version itself
+    /// goes on to its event.
+    fn to_stored(&self) -> Stored {
+        Stored {
+            record: self.record.record().clone(),
+            entries: self.entries.clone(),
+        }
+    }
+
     fn stored(self) -> Stored {
         Stored {
             record: self.record.into_record(),

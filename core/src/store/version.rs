@@ -65,20 +65,11 @@ pub fn version_statements(
     statements.push(b.finish(sql));
 
     // A first version inserts its record's row, at the row its version
-    // took: a second first version of the same record fails here, on the
-    // records' unique key (the one-child index holds only versions with a
-    // parent). A later version replaces the row's columns.
+    // took (the last row is still the same one): a second first version of
+    // the same record fails here, on the records' unique key (the one-child
+    // index holds only versions with a parent). A later version replaces
+    // the row's columns.
     let mut b = Binder::default();
-    let new_row = match first {
-        true => {
-            let user = b.bind(user_id);
-            format!(
-                "(SELECT record_row FROM versions WHERE user_id = {user} AND hash = {}), ",
-                b.bind(hash.as_str())
-            )
-        }
-        false => String::new(),
-    };
     let values = [
         b.bind(user_id),
         b.bind(author),
@@ -101,7 +92,9 @@ pub fn version_statements(
          version_received_at, deleted, public, version_author";
     let values = values.join(", ");
     let sql = match first {
-        true => format!("INSERT INTO records (row, {COLUMNS}) VALUES ({new_row}{values})"),
+        true => {
+            format!("INSERT INTO records (row, {COLUMNS}) VALUES ({NEXT_RECORD_ROW}, {values})")
+        }
         false => format!(
             "INSERT INTO records ({COLUMNS}) VALUES ({values}) \
              ON CONFLICT (user_id, author, record_id) DO UPDATE SET source = excluded.source, \
