@@ -19,8 +19,10 @@
 //!    the subscriber accepts, in commit order, skipping those whose sequence
 //!    the catch-up read already covered. After [`HEARTBEAT_INTERVAL_MS`]
 //!    with nothing written, write [`HEARTBEAT_EVENT`].
-//! 6. A subscriber whose queue of [`SUBSCRIBER_QUEUE_LEN`] events is full is
-//!    disconnected; it comes back with `Last-Event-Id` and catches up.
+//! 6. A host hands its subscribers each commit's versions of the user as
+//!    one [`LiveCommit`]. A subscriber whose queue of
+//!    [`SUBSCRIBER_QUEUE_LEN`] commits is full is disconnected; it comes
+//!    back with `Last-Event-Id` and catches up.
 //!
 //! The host also prunes its log, keeping every event at or after
 //! [`retention_cutoff`], and caps connections at
@@ -73,12 +75,19 @@ pub const MAX_CONNECTIONS_PER_USER: usize = 64;
 /// worker hands each frame to it as it comes.
 pub const LIVE_FLUSH_INTERVAL_MS: u64 = 50;
 
-/// How many events may wait for one subscriber before it is disconnected.
+/// How many commits may wait for one subscriber before it is disconnected.
 ///
-/// Below [`MAX_CATCH_UP_EVENTS`] on purpose: a subscriber dropped for a full
-/// queue has missed at most this many events, so when it reconnects with
-/// `Last-Event-Id` there is still room (36 events) for what is committed
-/// while it reconnects before its catch-up fails with `too_many_events`.
+/// A commit's versions of one user wait as one item (a [`LiveCommit`]), so
+/// a group commit of many writes (the writes that queued behind a slow
+/// fsync, committed together) takes one place: counted in versions, one
+/// such commit would overflow every stream of its user at once, however
+/// fast their clients read.
+///
+/// Below [`MAX_CATCH_UP_EVENTS`] on purpose: at the usual one version a
+/// commit, a subscriber dropped for a full queue has missed about this many
+/// events, so when it reconnects with `Last-Event-Id` there is still room
+/// (36 events) for what is committed while it reconnects before its
+/// catch-up fails with `too_many_events` (and the client lists afresh).
 /// Large enough that a burst of writes does not drop a healthy client whose
 /// socket is briefly slow.
 pub const SUBSCRIBER_QUEUE_LEN: usize = 64;
@@ -448,6 +457,11 @@ impl LiveVersion {
             .clone()
     }
 }
+
+/// The versions one commit stored for one user, in the order they were
+/// stored: what a host's subscribers receive as one item (see
+/// [`SUBSCRIBER_QUEUE_LEN`]).
+pub type LiveCommit = Arc<[LiveVersion]>;
 
 /// A subscriber on its live stream, after its catch-up: the last sequence
 /// it was offered, so that a version it already had (from the catch-up, or

@@ -11,7 +11,7 @@ use folio_core::auth::{Accepted, NonceUse, ReplayError};
 use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::SessionKey;
 use folio_core::events::{
-    HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveSubscriber, LiveVersion, StreamsFull, Subscriber,
+    HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveCommit, LiveSubscriber, StreamsFull, Subscriber,
 };
 use folio_core::model::{BlobHash, RecordDate, UserName};
 use folio_core::service::standing::{Epoch, StandingCache};
@@ -99,7 +99,7 @@ impl Chunk {
 /// sends it: a committed version goes from the hub's channel to the socket
 /// without a task or a queue of its own in between.
 struct LiveStream {
-    receiver: broadcast::Receiver<Arc<LiveVersion>>,
+    feed: Feed,
     /// Given back when the body is dropped.
     _place: StreamPlace,
     live: LiveSubscriber,
@@ -136,7 +136,7 @@ impl LiveStream {
         tokio::pin!(expiry);
         let first = loop {
             tokio::select! {
-                frame = next_frame(&mut self.receiver, &mut self.live) => match frame.ok()? {
+                frame = self.feed.next_frame(&mut self.live) => match frame.ok()? {
                     Some(frame) => break frame,
                     None => continue,
                 },
@@ -156,7 +156,7 @@ impl LiveStream {
         while !chunk.is_full() {
             tokio::select! {
                 biased;
-                frame = next_frame(&mut self.receiver, &mut self.live) => {
+                frame = self.feed.next_frame(&mut self.live) => {
                     if let Some(frame) = frame.ok()? {
                         chunk.push(frame);
                     }
@@ -171,18 +171,47 @@ impl LiveStream {
     }
 }
 
-/// The next committed version's frame, if `live` receives it.
-async fn next_frame(
-    receiver: &mut broadcast::Receiver<Arc<LiveVersion>>,
-    live: &mut LiveSubscriber,
-) -> Result<Option<Arc<str>>, StreamEnd> {
-    match receiver.recv().await {
-        Ok(version) => live.frame(&version).map_err(|_| StreamEnd),
-        Err(broadcast::error::RecvError::Lagged(_)) => {
-            METRICS.stream_lagged();
-            Err(StreamEnd)
+/// The commits the hub hands a stream, taken one version at a time: a
+/// commit of many versions may fill more than one chunk.
+struct Feed {
+    receiver: broadcast::Receiver<LiveCommit>,
+    /// The commit being sent, and how many of its versions were taken.
+    current: Option<(LiveCommit, usize)>,
+}
+
+impl Feed {
+    fn new(receiver: broadcast::Receiver<LiveCommit>) -> Self {
+        Self {
+            receiver,
+            current: None,
         }
-        Err(broadcast::error::RecvError::Closed) => Err(StreamEnd),
+    }
+
+    /// The next committed version's frame, if `live` receives it.
+    ///
+    /// Cancel-safe, as `select!` needs: it awaits only the hub's channel,
+    /// and takes a version only when it returns its frame.
+    async fn next_frame(
+        &mut self,
+        live: &mut LiveSubscriber,
+    ) -> Result<Option<Arc<str>>, StreamEnd> {
+        loop {
+            if let Some((commit, taken)) = &mut self.current {
+                if let Some(version) = commit.get(*taken) {
+                    *taken += 1;
+                    return live.frame(version).map_err(|_| StreamEnd);
+                }
+                self.current = None;
+            }
+            match self.receiver.recv().await {
+                Ok(commit) => self.current = Some((commit, 0)),
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    METRICS.stream_lagged();
+                    return Err(StreamEnd);
+                }
+                Err(broadcast::error::RecvError::Closed) => return Err(StreamEnd),
+            }
+        }
     }
 }
 
@@ -199,7 +228,7 @@ fn live_body(
         tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0))
     });
     let stream = LiveStream {
-        receiver: subscription.receiver,
+        feed: Feed::new(subscription.receiver),
         _place: subscription.place,
         live,
         heartbeat,
@@ -462,7 +491,7 @@ mod tests {
     use folio_core::query::EventsQuery;
 
     use super::*;
-    use folio_core::events::StreamCaps;
+    use folio_core::events::{LiveVersion, StreamCaps};
 
     use crate::hub::Hub;
 
@@ -500,9 +529,46 @@ mod tests {
         )
     }
 
-    fn publish(hub: &Hub, seq: u64) {
+    fn version(seq: u64) -> LiveVersion {
         let record = BuiltinType::Entity.record().clone();
-        hub.publish(1, Arc::new(LiveVersion::new(seq, record, Vec::new(), None)));
+        LiveVersion::new(seq, record, Vec::new(), None)
+    }
+
+    /// Publishes a commit of one version to user 1.
+    fn publish(hub: &Hub, seq: u64) {
+        hub.publish(1, LiveCommit::from(vec![version(seq)]));
+    }
+
+    /// Counts the `record` events of a stream until it has `wanted`.
+    async fn read_events(body: Body, wanted: u64) -> u64 {
+        let mut chunks = body.into_data_stream();
+        let mut events = 0;
+        while events < wanted {
+            let chunk = tokio::time::timeout(Duration::from_secs(5), chunks.next())
+                .await
+                .expect("the events without a stall")
+                .expect("the stream goes on")
+                .expect("a chunk");
+            events += std::str::from_utf8(&chunk)
+                .expect("UTF-8")
+                .matches("event: record")
+                .count() as u64;
+        }
+        events
+    }
+
+    /// A group commit of many versions to one user (what queues behind a
+    /// slow fsync) takes one place in a stream's queue: published while
+    /// nothing reads the stream, three queues' worth of versions in one
+    /// commit are all sent, over several chunks, and the stream goes on.
+    #[tokio::test]
+    async fn a_commit_of_more_versions_than_the_queue_holds_is_sent_whole() {
+        let hub = uncapped_hub();
+        let (body, _stop) = open_stream(&hub);
+        let many = 3 * folio_core::events::SUBSCRIBER_QUEUE_LEN as u64;
+        hub.publish(1, (1..=many).map(version).collect());
+        publish(&hub, many + 1);
+        assert_eq!(read_events(body, many + 1).await, many + 1);
     }
 
     /// A stream waiting out its flush interval keeps taking versions from
@@ -513,22 +579,7 @@ mod tests {
         let hub = uncapped_hub();
         let (body, _stop) = open_stream(&hub);
         let burst = 3 * folio_core::events::SUBSCRIBER_QUEUE_LEN as u64;
-        let reader = tokio::spawn(async move {
-            let mut chunks = body.into_data_stream();
-            let mut events = 0;
-            while events < 1 + burst {
-                let chunk = tokio::time::timeout(Duration::from_secs(5), chunks.next())
-                    .await
-                    .expect("the events without a stall")
-                    .expect("the stream goes on")
-                    .expect("a chunk");
-                events += std::str::from_utf8(&chunk)
-                    .expect("UTF-8")
-                    .matches("event: record")
-                    .count() as u64;
-            }
-            events
-        });
+        let reader = tokio::spawn(read_events(body, 1 + burst));
         publish(&hub, 1);
         // The first version leaves at once; the burst comes during the wait after it.
         tokio::time::sleep(Duration::from_millis(5)).await;

@@ -1,16 +1,18 @@
 //! Live events: the per-user fan-out from the writer to open streams.
 //!
 //! Each user with open streams has a broadcast channel; the writer publishes
-//! every committed version to it, and each stream decides with core's
+//! each commit's versions of the user to it as one [`LiveCommit`], and each
+//! stream decides with core's
 //! [`Subscriber::should_send`](folio_core::events::Subscriber::should_send)
 //! what it sends. The channel is bounded: a stream that falls more than its
-//! length behind is disconnected, and reconnects with `Last-Event-Id`.
+//! length of commits behind is disconnected, and reconnects with
+//! `Last-Event-Id`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use folio_core::events::{
-    LiveVersion, OpenStreams, Opened, SUBSCRIBER_QUEUE_LEN, StreamCaps, StreamsFull,
+    LiveCommit, OpenStreams, Opened, SUBSCRIBER_QUEUE_LEN, StreamCaps, StreamsFull,
 };
 use tokio::sync::broadcast;
 
@@ -18,7 +20,7 @@ use crate::metrics::{Limit, METRICS};
 
 #[derive(Default)]
 struct Channels {
-    users: HashMap<i64, (broadcast::Sender<Arc<LiveVersion>>, Opened)>,
+    users: HashMap<i64, (broadcast::Sender<LiveCommit>, Opened)>,
     open: Opened,
 }
 
@@ -32,9 +34,9 @@ pub struct Hub {
 /// it was taken.
 pub struct Subscription {
     pub place: StreamPlace,
-    /// Receives every version published after [`Hub::subscribe`], so that
+    /// Receives every commit published after [`Hub::subscribe`], so that
     /// what is committed while the catch-up is read waits here.
-    pub receiver: broadcast::Receiver<Arc<LiveVersion>>,
+    pub receiver: broadcast::Receiver<LiveCommit>,
 }
 
 /// An open stream's place among the user's and the server's streams
@@ -59,11 +61,11 @@ impl Hub {
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    /// Sends a committed version to the user's open streams.
-    pub fn publish(&self, user_id: i64, event: Arc<LiveVersion>) {
+    /// Sends a commit's versions of a user to the user's open streams.
+    pub fn publish(&self, user_id: i64, commit: LiveCommit) {
         if let Some((sender, _)) = self.lock().users.get(&user_id) {
             // No receiver left is fine: the stream just closed.
-            let _ = sender.send(event);
+            let _ = sender.send(commit);
         }
     }
 

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use folio_core::events::{LiveCommit, LiveVersion};
 use folio_core::store::Statement;
 use folio_core::{CommitError, Fetch, Job, JobFailure, JobOutcome, Prepared, Row, Transaction};
 use rusqlite::Connection;
@@ -362,7 +363,15 @@ struct Lost {
 /// versions of those stored. A job that was refused keeps its answer
 /// either way; one that would have stored something fails with why it was
 /// [`Lost`].
+///
+/// Each user's versions go to the hub as one [`LiveCommit`], before any
+/// job is answered: a group commit of many writes to one user (the queue
+/// that builds up behind a slow fsync) takes one place in each stream's
+/// queue, instead of overflowing it and ending every stream of that user
+/// at once.
 fn answer(ran: Vec<Ran>, stored: Result<(), Lost>, hub: &Hub) {
+    let mut live: Vec<(i64, Vec<LiveVersion>)> = Vec::new();
+    let mut replies = Vec::with_capacity(ran.len());
     for Ran {
         user_id,
         result,
@@ -376,14 +385,24 @@ fn answer(ran: Vec<Ran>, stored: Result<(), Lost>, hub: &Hub) {
             (Err(lost), Ok(Ok(_))) => Err(WriterError::Job(lost.why.to_owned())),
             (Ok(()), Ok(Ok(mut done))) => {
                 if let Some(user_id) = user_id {
-                    for version in done.take_live_versions() {
-                        hub.publish(user_id, Arc::new(version));
+                    let versions = done.take_live_versions();
+                    match live.iter_mut().find(|(user, _)| *user == user_id) {
+                        Some((_, same_user)) => same_user.extend(versions),
+                        None => live.push((user_id, versions)),
                     }
                 }
                 Ok(Ok(done))
             }
             (_, other) => other,
         };
+        replies.push((reply, result));
+    }
+    for (user_id, versions) in live {
+        if !versions.is_empty() {
+            hub.publish(user_id, LiveCommit::from(versions));
+        }
+    }
+    for (reply, result) in replies {
         let _ = reply.send(result);
     }
 }
@@ -458,6 +477,60 @@ mod tests {
         assert!(rollback_answer.await.expect("an answer").is_err());
         assert!(matches!(after_answer.await, Ok(Ok(Ok(Done::Ran)))));
         assert!(matches!(last_answer.await, Ok(Ok(Ok(Done::Ran)))));
+    }
+
+    /// A group commit's versions reach each user's streams as one commit
+    /// per user, in the order they were stored, so that however many
+    /// writes to one user a commit holds, they take one place in each
+    /// stream's queue.
+    #[tokio::test]
+    async fn a_group_commit_publishes_one_commit_per_user_in_order() {
+        use folio_core::builtin::BuiltinType;
+        use folio_core::service::writes::{Stored, Written};
+
+        let hub = Arc::new(Hub::new(StreamCaps {
+            per_server: None,
+            per_user: None,
+        }));
+        let mut alice = hub.subscribe(1, false).expect("no caps");
+        let mut bob = hub.subscribe(2, false).expect("no caps");
+        let written = |seqs: &[u64]| {
+            let stored = Stored {
+                record: BuiltinType::Entity.record().clone(),
+                entries: Vec::new(),
+            };
+            Done::Written(Written {
+                versions: seqs.iter().map(|&seq| (stored.clone(), seq)).collect(),
+                answer: stored,
+                client_id: None,
+            })
+        };
+        let mut answers = Vec::new();
+        let ran = [(1, &[1, 2][..]), (2, &[3]), (1, &[4])]
+            .into_iter()
+            .map(|(user_id, seqs)| {
+                let (reply, answer) = oneshot::channel();
+                answers.push(answer);
+                Ran {
+                    user_id: Some(user_id),
+                    result: Ok(Ok(written(seqs))),
+                    reply,
+                }
+            })
+            .collect();
+        answer(ran, Ok(()), &hub);
+
+        let seqs = |commit: LiveCommit| commit.iter().map(|v| v.seq).collect::<Vec<_>>();
+        assert_eq!(
+            seqs(alice.receiver.try_recv().expect("a commit")),
+            [1, 2, 4]
+        );
+        assert!(alice.receiver.try_recv().is_err(), "one commit for alice");
+        assert_eq!(seqs(bob.receiver.try_recv().expect("a commit")), [3]);
+        assert!(bob.receiver.try_recv().is_err(), "one commit for bob");
+        for answer in answers {
+            assert!(matches!(answer.await, Ok(Ok(Ok(Done::Written(_))))));
+        }
     }
 
     /// A COMMIT that fails (a deferred constraint here; a failed fsync or

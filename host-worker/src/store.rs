@@ -9,8 +9,8 @@ use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::{SessionKey, hash_password, verify_password};
 use folio_core::dialect::Dialect;
 use folio_core::events::{
-    HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, OpenStreams, Opened, SUBSCRIBER_QUEUE_LEN,
-    StandingChanged, StreamCaps, StreamsFull, Subscriber,
+    HEARTBEAT_EVENT, LiveCommit, LiveSubscriber, LiveVersion, OpenStreams, Opened,
+    SUBSCRIBER_QUEUE_LEN, StandingChanged, StreamCaps, StreamsFull, Subscriber,
 };
 use folio_core::fresh::Fresh;
 use folio_core::limits::{Limits, header_section_len};
@@ -45,10 +45,10 @@ pub fn is_dev(env: &Env) -> bool {
 struct Live {
     id: u64,
     /// Set, with the subscriber, once the catch-up is read; until then the
-    /// events committed meanwhile wait in `pending` (at most
+    /// commits made meanwhile wait in `pending` (at most
     /// [`SUBSCRIBER_QUEUE_LEN`] of them, as in the stream's queue).
     stream: Option<(mpsc::Sender<Vec<u8>>, LiveSubscriber)>,
-    pending: Vec<Rc<LiveVersion>>,
+    pending: Vec<LiveCommit>,
     /// Opened without authentication (counted apart against the caps).
     anonymous: bool,
     /// Ended: it fell more than its queue behind (the client resumes with
@@ -66,19 +66,32 @@ impl Live {
                 .is_none_or(|(sender, _)| !sender.is_closed())
     }
 
-    /// Sends one event if the subscriber receives it; a subscriber whose
-    /// queue is full, or whose access the event revokes, is disconnected.
-    fn send(&mut self, version: &Rc<LiveVersion>) {
+    /// Sends a commit's events that the subscriber receives, as one chunk
+    /// (one place in its queue, however many versions the commit holds); a
+    /// subscriber whose queue is full, or whose access an event revokes,
+    /// is disconnected after the events before it.
+    fn send(&mut self, commit: &LiveCommit) {
         let Some((sender, subscriber)) = &mut self.stream else {
             self.ended |= self.pending.len() >= SUBSCRIBER_QUEUE_LEN;
-            self.pending.push(Rc::clone(version));
+            self.pending.push(LiveCommit::clone(commit));
             return;
         };
-        match subscriber.frame(version) {
-            Ok(Some(frame)) => self.ended |= sender.try_send(frame.as_bytes().to_vec()).is_err(),
-            Ok(None) => {}
-            Err(StandingChanged) => self.ended = true,
+        let mut chunk = Vec::new();
+        let mut revoked = false;
+        for version in commit.iter() {
+            match subscriber.frame(version) {
+                Ok(Some(frame)) => chunk.extend_from_slice(frame.as_bytes()),
+                Ok(None) => {}
+                Err(StandingChanged) => {
+                    revoked = true;
+                    break;
+                }
+            }
         }
+        if !chunk.is_empty() {
+            self.ended |= sender.try_send(chunk).is_err();
+        }
+        self.ended |= revoked;
         if self.ended {
             sender.close_channel();
         }
@@ -145,15 +158,17 @@ impl UserStore {
         self.env.bucket("BLOBS")
     }
 
-    /// Sends a committed job's versions to the open streams that accept them.
+    /// Sends a committed job's versions to the open streams that accept
+    /// them, as one commit.
     fn publish(&self, versions: Vec<LiveVersion>) {
+        if versions.is_empty() {
+            return;
+        }
+        // One frame of each version for every stream that receives it.
+        let commit = LiveCommit::from(versions);
         let mut streams = self.streams.borrow_mut();
-        for version in versions {
-            // One frame for every stream that receives the version.
-            let version = Rc::new(version);
-            for live in streams.iter_mut() {
-                live.send(&version);
-            }
+        for live in streams.iter_mut() {
+            live.send(&commit);
         }
         streams.retain(Live::is_open);
     }
@@ -602,8 +617,8 @@ impl Streams for UserStore {
             let mut streams = self.streams.borrow_mut();
             if let Some(live) = streams.iter_mut().find(|live| live.id == subscription) {
                 live.stream = Some((sender, LiveSubscriber::new(subscriber, last_seq)));
-                for version in std::mem::take(&mut live.pending) {
-                    live.send(&version);
+                for commit in std::mem::take(&mut live.pending) {
+                    live.send(&commit);
                 }
             }
             streams.retain(Live::is_open);

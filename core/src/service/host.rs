@@ -317,7 +317,7 @@ pub trait Streams: Bodies {
     /// by the host's clock.
     /// A subscriber that falls more than
     /// [`SUBSCRIBER_QUEUE_LEN`](crate::events::SUBSCRIBER_QUEUE_LEN)
-    /// versions behind is disconnected.
+    /// commits behind is disconnected.
     fn event_stream(
         &self,
         subscription: Self::Subscription,
