@@ -7,6 +7,9 @@
 //! back its `(record, links)` rows; then, if [`JsonAnswer::links_statement`]
 //! names one, run it and hand its rows to [`JsonAnswer::finish`].
 
+use serde::Serialize;
+use serde_json::value::RawValue;
+
 use crate::access::Access;
 use crate::model::{Entity, Record, RecordId};
 use crate::problem::{Problem, ProblemType};
@@ -14,7 +17,10 @@ use crate::query::{
     Bound, IncludeLinks, IndexEntry, ListQuery, ListResponse, RecordResponse, SortValue,
     VersionsQuery, linked_records, next_page_query, next_page_start,
 };
-use crate::store::{Statement, StoredDataError, linked_sql, read_version, versions_sql};
+use crate::store::{
+    Statement, StoredDataError, linked_sql, read_links, read_record, read_version, stored_json,
+    versions_sql,
+};
 
 /// A `(record, links)` row as every version query yields it.
 pub type VersionRow = (String, String);
@@ -25,11 +31,42 @@ fn read_rows(rows: Vec<VersionRow>) -> Result<Vec<(Record, Vec<IndexEntry>)>, St
         .collect()
 }
 
+/// A record of an answer.
+#[derive(Debug)]
+enum Served {
+    /// A stored version's JSON, which goes out as the store holds it. The
+    /// store wrote it with [`Record`]'s own serializer, so reading it and
+    /// writing it again would give back the same text (core's tests hold
+    /// this), for a parse and a serialization per record: most of a list's
+    /// work.
+    Stored(String),
+    /// A record in memory: a write's answer, a version shown after a
+    /// check of its permissions.
+    Built(Box<Record>),
+}
+
+/// A [`Served`] record, ready to be written out.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Out<'a> {
+    Stored(&'a RawValue),
+    Built(&'a Record),
+}
+
+impl Served {
+    fn out(&self) -> Result<Out<'_>, StoredDataError> {
+        Ok(match self {
+            Served::Stored(json) => Out::Stored(stored_json(json)?),
+            Served::Built(record) => Out::Built(record),
+        })
+    }
+}
+
 /// The records of an answer, waiting for their linked records.
 #[derive(Debug)]
 pub struct JsonAnswer {
     shape: Shape,
-    records: Vec<(Record, Vec<IndexEntry>)>,
+    records: Vec<(Served, Vec<IndexEntry>)>,
     include: IncludeLinks,
     user: Entity,
     access: Access,
@@ -61,19 +98,23 @@ impl JsonAnswer {
             .map(|(r, _)| r)
             .collect();
         let linked_records = linked_records(fetched, &self.user, &self.access);
-        let mut records = self.records.into_iter().map(|(record, _)| record);
+        let mut records = self
+            .records
+            .iter()
+            .map(|(served, _)| served.out())
+            .collect::<Result<Vec<_>, _>>()?;
         let json = match self.shape {
             Shape::Page {
                 page_size,
                 next_page,
             } => serde_json::to_string(&ListResponse {
-                records: records.collect(),
+                records,
                 linked_records,
                 page_size,
                 next_page,
             }),
             Shape::One => serde_json::to_string(&RecordResponse {
-                record: records.next().expect("a single answer holds one record"),
+                record: records.pop().expect("a single answer holds one record"),
                 linked_records,
             }),
         };
@@ -82,23 +123,37 @@ impl JsonAnswer {
 }
 
 /// A page of the list: the rows of [`crate::store::list_sql`] for `query`
-/// (at most `page_size + 1`; one more means another page follows).
+/// (at most `page_size + 1`; one more means another page follows). Its
+/// records go out as stored; only the last is read, for where the next
+/// page starts.
 pub fn list_page(
     query: &ListQuery,
     params: &[(String, String)],
-    rows: Vec<VersionRow>,
+    mut rows: Vec<VersionRow>,
     user: &Entity,
     access: &Access,
 ) -> Result<JsonAnswer, StoredDataError> {
     let page_size = query.page_size;
-    let (records, start) = page_of(query, read_rows(rows)?);
+    let more = rows.len() > page_size as usize;
+    rows.truncate(page_size as usize);
+    let records = rows
+        .into_iter()
+        .map(|(record, links)| Ok((record, read_links(&links)?)))
+        .collect::<Result<Vec<_>, StoredDataError>>()?;
+    let start = match records.last() {
+        Some((last, entries)) if more => next_page_start(&query.sort, &read_record(last)?, entries),
+        _ => None,
+    };
     let next_page = start.map(|start| next_page_query(params, &start));
     Ok(JsonAnswer {
         shape: Shape::Page {
             page_size,
             next_page,
         },
-        records,
+        records: records
+            .into_iter()
+            .map(|(json, entries)| (Served::Stored(json), entries))
+            .collect(),
         include: query.include_links.clone(),
         user: user.clone(),
         access: access.clone(),
@@ -107,8 +162,8 @@ pub fn list_page(
 
 /// A list page of read rows (at most `page_size + 1`, as
 /// [`crate::store::list_sql`] fetches them): the page, and where the next
-/// one starts when one more row means another page follows. The API's
-/// list and the console's records page both page through it.
+/// one starts when one more row means another page follows: the console's
+/// records page ([`list_page`] reads only the last record for it).
 pub fn page_of(
     query: &ListQuery,
     mut records: Vec<(Record, Vec<IndexEntry>)>,
@@ -168,7 +223,10 @@ impl VersionsQuery {
                 page_size: self.page_size,
                 next_page,
             },
-            records,
+            records: records
+                .into_iter()
+                .map(|(record, entries)| (Served::Built(Box::new(record)), entries))
+                .collect(),
             include: self.include_links.clone(),
             user: user.clone(),
             access: access.clone(),
@@ -187,13 +245,13 @@ pub fn one_record(
     let Some((record, links)) = row else {
         return Ok(Err(Problem::new(ProblemType::RecordNotFound)));
     };
-    let (record, entries) = read_version(&record, &links)?;
-    if !access.can_read(&record) {
+    let (read, entries) = read_version(&record, &links)?;
+    if !access.can_read(&read) {
         return Ok(Err(Problem::new(ProblemType::RecordNotFound)));
     }
     Ok(Ok(JsonAnswer {
         shape: Shape::One,
-        records: vec![(record, entries)],
+        records: vec![(Served::Stored(record), entries)],
         include,
         user: user.clone(),
         access: access.clone(),
@@ -211,7 +269,7 @@ pub fn written(
 ) -> JsonAnswer {
     JsonAnswer {
         shape: Shape::One,
-        records: vec![(record, entries)],
+        records: vec![(Served::Built(Box::new(record)), entries)],
         include,
         user: user.clone(),
         access: access.clone(),

@@ -120,6 +120,37 @@ proptest! {
         prop_assert_eq!(first, schema.validate(&record));
     }
 
+    /// Reads serve a stored record's JSON as the store holds it, instead of
+    /// reading it into a record and writing it out again: the same text,
+    /// whatever the content holds (any string, float or nesting), whether
+    /// the version has a parent, a receipt date, or no content.
+    #[test]
+    fn a_stored_record_reads_back_to_the_text_it_was_stored_as(
+        content in json_value(),
+        received in TICKS,
+        later in any::<bool>(),
+        deleted in any::<bool>(),
+    ) {
+        let Some(mut record) = record_with(json!({"value": content})) else {
+            return Ok(());
+        };
+        let date = RecordDate::from_unix_ticks(received).unwrap();
+        record.received_at = Some(date);
+        record.version.received_at = Some(date);
+        if later {
+            record.version.parent_hash = Some(VersionHash::from_bytes([7; 32]));
+        }
+        if deleted {
+            let mut json = serde_json::to_value(&record).unwrap();
+            json.as_object_mut().unwrap().remove("content");
+            json["no_content"] = json!({"action": "delete", "links": []});
+            record = serde_json::from_value(json).unwrap();
+        }
+        let stored = serde_json::to_string(&record).unwrap();
+        let read: Record = serde_json::from_str(&stored).unwrap();
+        prop_assert_eq!(serde_json::to_string(&read).unwrap(), stored);
+    }
+
     #[test]
     fn arbitrary_json_never_panics_the_schema_compiler(schema in json_value()) {
         let _ = Schema::compile(&schema);

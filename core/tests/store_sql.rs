@@ -1381,10 +1381,20 @@ fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
         "{steps:#?}"
     );
     statements.push(("a record's history", history));
-    // An update: its predecessor's entries are removed by their keys.
+    // An update: its predecessor's entries are removed by their keys, not
+    // by a search of the user's whole link index.
     let mut update = record.clone();
     update.version.parent_hash = Some(record.version.hash);
     for statement in version_statements(USER_ID, &received(&update), entries, Default::default()) {
+        if statement.sql.starts_with("DELETE FROM link_index") {
+            let steps = plan_of(&db, &statement);
+            assert!(
+                steps.iter().any(|s| s.contains(
+                    "link_index USING PRIMARY KEY (user_id=? AND path=? AND key=? AND record_row=?)"
+                )),
+                "{steps:#?}"
+            );
+        }
         statements.push(("an update", statement));
     }
     for (what, statement) in &statements {

@@ -158,9 +158,11 @@ pub fn linked_records(fetched: Vec<Record>, user: &Entity, access: &Access) -> V
 }
 
 /// A list response: `{records, linked_records, page_size, next_page?}`.
+/// Its records are [`Record`]s, or anything that serializes as one (a
+/// stored version's JSON, served as it is).
 #[derive(Debug, Clone, Serialize)]
-pub struct ListResponse {
-    pub records: Vec<Record>,
+pub struct ListResponse<R = Record> {
+    pub records: Vec<R>,
     pub linked_records: Vec<Record>,
     pub page_size: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -169,7 +171,7 @@ pub struct ListResponse {
 
 /// A single-record response (a read or a write): `{record, linked_records}`.
 #[derive(Debug, Clone, Serialize)]
-pub struct RecordResponse {
-    pub record: Record,
+pub struct RecordResponse<R = Record> {
+    pub record: R,
     pub linked_records: Vec<Record>,
 }

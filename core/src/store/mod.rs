@@ -37,7 +37,8 @@ pub use users::{
     user_row_id, users_sql,
 };
 pub use version::{
-    StoredDataError, WriteOrigin, entries_json, read_record, read_version, version_statements,
+    StoredDataError, WriteOrigin, entries_json, read_links, read_record, read_version, stored_json,
+    version_statements,
 };
 pub use write::{
     NeedRow, NeedRows, WRITE_ATTEMPTS, commit_statements, last_received_at_sql, need_sql,

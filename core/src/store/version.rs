@@ -112,9 +112,11 @@ pub fn version_statements(
     // version (read from its `links`) that this one no longer has are
     // removed by their exact keys, and the ones it keeps are left in place
     // (`DO NOTHING` below: only a duplicate key is passed over), so an
-    // update that keeps its links writes no entry. A first version's record
-    // is new (one first version per record, by the records' unique key): it
-    // has none to remove.
+    // update that keeps its links writes no entry. Each side's JSON is read
+    // once: the `NOT IN` list is built once per statement, where a
+    // correlated `NOT EXISTS` read the new entries again for every old one.
+    // A first version's record is new (one first version per record, by
+    // the records' unique key): it has none to remove.
     if let Some(parent) = &record.version.parent_hash {
         let mut b = Binder::default();
         let user = b.bind(user_id);
@@ -122,10 +124,9 @@ pub fn version_statements(
         let sql = format!(
             "DELETE FROM link_index WHERE user_id = {user} AND (path, key, record_row) IN \
              (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), {row} \
-             FROM versions v, json_each(v.links) j WHERE v.user_id = {user} AND v.hash = {} \
-             AND NOT EXISTS (SELECT 1 FROM json_each({}) kept \
-             WHERE json_extract(kept.value, '$[0]') = json_extract(j.value, '$[0]') \
-             AND json_extract(kept.value, '$[1]') = json_extract(j.value, '$[1]')))",
+             FROM versions v, json_each(v.links) j WHERE v.user_id = {user} AND v.hash = {}) \
+             AND (path, key) NOT IN (SELECT json_extract(value, '$[0]'), \
+             json_extract(value, '$[1]') FROM json_each({}))",
             b.bind(parent.to_string()),
             b.bind(links.as_str()),
         );
@@ -226,12 +227,17 @@ pub fn read_record(record: &str) -> Result<Record, StoredDataError> {
     })
 }
 
-/// A stored version: its record JSON and its `links` column.
-pub fn read_version(
-    record: &str,
-    links: &str,
-) -> Result<(Record, Vec<IndexEntry>), StoredDataError> {
-    let record = read_record(record)?;
+/// A stored version's record JSON as it is, checked to be JSON (not read
+/// into a [`Record`]), to be served as the store holds it.
+pub fn stored_json(record: &str) -> Result<&serde_json::value::RawValue, StoredDataError> {
+    serde_json::from_str(record).map_err(|source| StoredDataError {
+        what: "record",
+        source,
+    })
+}
+
+/// A stored version's `links` column: its index entries, sorted.
+pub fn read_links(links: &str) -> Result<Vec<IndexEntry>, StoredDataError> {
     let pairs: Vec<(String, String)> =
         serde_json::from_str(links).map_err(|source| StoredDataError {
             what: "link index",
@@ -242,5 +248,13 @@ pub fn read_version(
         .map(|(path, key)| IndexEntry { path, key })
         .collect();
     entries.sort_unstable();
-    Ok((record, entries))
+    Ok(entries)
+}
+
+/// A stored version: its record JSON and its `links` column.
+pub fn read_version(
+    record: &str,
+    links: &str,
+) -> Result<(Record, Vec<IndexEntry>), StoredDataError> {
+    Ok((read_record(record)?, read_links(links)?))
 }
