@@ -421,6 +421,9 @@ struct Pending<'u> {
     reads: Vec<Read>,
     /// Versions and types remembered between jobs, when the host keeps them.
     memo: Option<MemoAt<'u>>,
+    /// Whether the commit stamps `received_at` afresh ([`restamp`], a
+    /// prepared job's): then the store's latest is not read to decide.
+    stamped_at_commit: bool,
 }
 
 /// A version a job stores, as decided.
@@ -448,6 +451,7 @@ impl<'u> Pending<'u> {
             client_id: None,
             reads: Vec::new(),
             memo: None,
+            stamped_at_commit: false,
         }
     }
 
@@ -485,7 +489,12 @@ impl<'u> Pending<'u> {
         now: RecordDate,
     ) -> Result<Result<Answered, WriteError>, JobFailure<T::Error>> {
         let user_id = self.user.id;
-        let stored_last = stored_last_received_at(tx, user_id).await?;
+        // A prepared job's versions are stamped again by its commit, after
+        // the store's latest then: reading it now would decide nothing.
+        let stored_last = match self.stamped_at_commit {
+            true => None,
+            false => stored_last_received_at(tx, user_id).await?,
+        };
         let context = WriteContext {
             user: self.user.entity.clone(),
             access: job.access.clone(),
@@ -843,7 +852,10 @@ impl Job {
         let Job::Writes { user, writes } = &self else {
             return Ok(Preparation::Whole(self));
         };
-        let mut pending = Pending::new(user).remembering(memo);
+        let mut pending = Pending {
+            stamped_at_commit: true,
+            ..Pending::new(user).remembering(memo)
+        };
         let answered = match pending.writes(snapshot, writes, now).await? {
             Ok(answered) => answered,
             Err(error) => {
@@ -922,6 +934,7 @@ impl Prepared {
             client_id,
             reads: Vec::new(),
             memo: None,
+            stamped_at_commit: true,
         };
         let answered = match answered {
             PreparedAnswer::Replay(stored) => Answered::Replay(stored),
