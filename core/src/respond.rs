@@ -36,9 +36,9 @@ fn read_rows(rows: Vec<VersionRow>) -> Result<Vec<(Record, Vec<IndexEntry>)>, St
 enum Served {
     /// A stored version's JSON, which goes out as the store holds it. The
     /// store wrote it with [`Record`]'s own serializer, so reading it and
-    /// writing it again would give back the same text (core's tests hold
-    /// this), for a parse and a serialization per record: most of a list's
-    /// work.
+    /// writing it again would give back the same text (a property test in
+    /// core holds this), at the cost of a parse and a serialization per
+    /// record, which were most of a list's work.
     Stored(String),
     /// A record in memory: a write's answer, a version shown after a
     /// check of its permissions.
