@@ -17,7 +17,7 @@
 //! has just supplied (never to answer whether it holds one).
 //!
 //! Both memos are bounded by a weight (the stored JSON's length for a
-//! version, [`weight`](crate::write::memo::weight) of the content for a
+//! version, [`weight`] of the content for a
 //! type); past it, a memo starts again empty, as the standings' does.
 
 use std::collections::HashMap;
