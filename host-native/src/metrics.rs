@@ -124,6 +124,7 @@ pub struct Metrics {
     request_seconds: HistogramVec,
     commit_writes: Histogram,
     commit_seconds: Histogram,
+    wal_restart_seconds: Histogram,
     streams_open: IntGauge,
     events_sent: IntCounter,
     streams_lagged: IntCounter,
@@ -184,6 +185,17 @@ impl Metrics {
                     HistogramOpts::new(
                         "folio_commit_duration_seconds",
                         "Time of one group commit, its jobs and the commit itself.",
+                    )
+                    .buckets(LATENCY_BUCKETS.to_vec()),
+                ),
+            ),
+            wal_restart_seconds: register(
+                &registry,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "folio_wal_restart_duration_seconds",
+                        "Time the writer spent restarting the WAL (its last checkpoint), \
+                         between group commits.",
                     )
                     .buckets(LATENCY_BUCKETS.to_vec()),
                 ),
@@ -252,6 +264,12 @@ impl Metrics {
     pub fn commit(&self, writes: usize, took: Duration) {
         self.commit_writes.observe(writes as f64);
         self.commit_seconds.observe(took.as_secs_f64());
+    }
+
+    /// A restart of the WAL by the writer that took `took`: no write
+    /// commits meanwhile.
+    pub fn wal_restart(&self, took: Duration) {
+        self.wal_restart_seconds.observe(took.as_secs_f64());
     }
 
     pub fn stream_opened(&self) {

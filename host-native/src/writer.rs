@@ -236,7 +236,9 @@ async fn run(
         let batch = std::mem::take(&mut batch);
         commit_batch(&conn, batch, &clock, &hub, &standings).await;
         if wal_restart.take() {
+            let started = std::time::Instant::now();
             db::restart_wal(&conn);
+            crate::metrics::METRICS.wal_restart(started.elapsed());
         }
     }
     tracing::info!("the writer stopped: no more writes");
