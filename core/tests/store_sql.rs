@@ -19,7 +19,9 @@ use folio_core::query::{
     next_page_start,
 };
 use folio_core::schema::Schema;
-use folio_core::store::{MIGRATIONS, SqlValue, list_sql, read_version, version_statements};
+use folio_core::store::{
+    MIGRATIONS, SqlValue, list_sql, read_version, version_statements, version_statements_replacing,
+};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 use sqlite::bind;
@@ -631,14 +633,35 @@ fn store_one(
     record: &Record,
     client_id: Option<folio_core::model::ClientId>,
 ) -> rusqlite::Result<()> {
-    let links = schema().validate(record).expect("valid").links;
-    let entries = index_entries(&links);
+    store_over(db, record, client_id, None)
+}
+
+/// Stores `record`; with `parent`, as a writer that read the parent's
+/// index entries does ([`version_statements_replacing`]).
+fn store_over(
+    db: &Connection,
+    record: &Record,
+    client_id: Option<folio_core::model::ClientId>,
+    parent: Option<&Record>,
+) -> rusqlite::Result<()> {
+    let entries_of = |record| index_entries(&schema().validate(record).expect("valid").links);
+    let entries = entries_of(record);
     let tx = db.unchecked_transaction()?;
     let origin = folio_core::store::WriteOrigin {
         client_id,
         app: None,
     };
-    for statement in version_statements(USER_ID, &received(record), &entries, origin) {
+    let statements = match parent {
+        Some(parent) => version_statements_replacing(
+            USER_ID,
+            &received(record),
+            &entries,
+            &entries_of(parent),
+            origin,
+        ),
+        None => version_statements(USER_ID, &received(record), &entries, origin),
+    };
+    for statement in statements {
         tx.execute(
             &statement.sql,
             rusqlite::params_from_iter(bind(&statement.params)),
@@ -726,9 +749,38 @@ fn a_failed_write_leaves_nothing_behind() {
     );
 }
 
+/// The link index's entries, `(path, key)`, in order.
+fn link_index(db: &Connection) -> Vec<(String, String)> {
+    db.prepare("SELECT path, key FROM link_index ORDER BY path, key")
+        .expect("a query")
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("rows")
+        .map(|row| row.expect("an entry"))
+        .collect()
+}
+
 #[test]
 fn an_update_replaces_the_latest_row_and_its_link_index() {
+    for parent_known in [false, true] {
+        an_update_replaces_the_latest_row_and_its_link_index_when(parent_known);
+    }
+}
+
+fn an_update_replaces_the_latest_row_and_its_link_index_when(parent_known: bool) {
     let db = fresh_db();
+    let store_one = |db: &Connection, record: &Record, client_id| {
+        let parent = record.version.parent_hash.map(|hash| {
+            let statement =
+                folio_core::store::version_sql(USER_ID, &record.author.entity, &record.id, &hash);
+            rows(db, &statement.sql, &statement.params).remove(0).0
+        });
+        store_over(
+            db,
+            record,
+            client_id,
+            parent.as_ref().filter(|_| parent_known),
+        )
+    };
     let first = version(
         ID_A,
         None,
@@ -763,15 +815,39 @@ fn an_update_replaces_the_latest_row_and_its_link_index() {
     // An update that keeps every link leaves the index as it is.
     let third = version(ID_A, Some(&second), json!({"tags": ["new", "kept"]}), 3);
     store_one(&db, &third, None).expect("an update that keeps its links");
-    let entries: Vec<(String, String)> = db
-        .prepare("SELECT path, key FROM link_index ORDER BY path, key")
-        .expect("a query")
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-        .expect("rows")
-        .map(|row| row.expect("an entry"))
-        .collect();
+    let entries = link_index(&db);
     let keys: Vec<&str> = entries.iter().map(|(_, key)| key.as_str()).collect();
     assert_eq!(keys, ["t:kept", "t:new"]);
+}
+
+proptest::proptest! {
+    /// Whether or not the writer read the parent's index entries, a chain
+    /// of versions leaves the link index holding the latest version's
+    /// stored entries, and only them.
+    #[test]
+    fn the_link_index_holds_the_latest_versions_entries_either_way(
+        chain in proptest::collection::vec(
+            proptest::collection::btree_set("[a-d]", 0..4), 1..6),
+        parent_known in proptest::collection::vec(proptest::bool::ANY, 6),
+    ) {
+        let db = fresh_db();
+        let mut parent: Option<Record> = None;
+        for (at, tags) in chain.iter().enumerate() {
+            let content = json!({"tags": tags});
+            let record = version(ID_A, parent.as_ref(), content, at as i64 + 1);
+            let over = parent.as_ref().filter(|_| parent_known[at]);
+            store_over(&db, &record, None, over).expect("stored");
+            let mut wanted: Vec<(String, String)> =
+                index_entries(&schema().validate(&record).expect("valid").links)
+                    .into_iter()
+                    .filter(|entry| !entry.is_column())
+                    .map(|entry| (entry.path, entry.key))
+                    .collect();
+            wanted.sort();
+            proptest::prop_assert_eq!(link_index(&db), wanted);
+            parent = Some(record);
+        }
+    }
 }
 
 #[test]
@@ -1382,20 +1458,35 @@ fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
     );
     statements.push(("a record's history", history));
     // An update: its predecessor's entries are removed by their keys, not
-    // by a search of the user's whole link index.
+    // by a search of the user's whole link index, whether the store reads
+    // them or the writer knows them (here one more than the update keeps).
     let mut update = record.clone();
     update.version.parent_hash = Some(record.version.hash);
-    for statement in version_statements(USER_ID, &received(&update), entries, Default::default()) {
-        if statement.sql.starts_with("DELETE FROM link_index") {
-            let steps = plan_of(&db, &statement);
-            assert!(
-                steps.iter().any(|s| s.contains(
-                    "link_index USING PRIMARY KEY (user_id=? AND path=? AND key=? AND record_row=?)"
-                )),
-                "{steps:#?}"
-            );
+    let mut replaced = entries.to_vec();
+    replaced.push(IndexEntry {
+        path: "$['content']['tags'][*]".into(),
+        key: "t:gone".into(),
+    });
+    let origin = Default::default();
+    for update in [
+        version_statements(USER_ID, &received(&update), entries, origin),
+        version_statements_replacing(USER_ID, &received(&update), entries, &replaced, origin),
+    ] {
+        let mut deletes = 0;
+        for statement in update {
+            if statement.sql.starts_with("DELETE FROM link_index") {
+                deletes += 1;
+                let steps = plan_of(&db, &statement);
+                assert!(
+                    steps.iter().any(|s| s.contains(
+                        "link_index USING PRIMARY KEY (user_id=? AND path=? AND key=? AND record_row=?)"
+                    )),
+                    "{steps:#?}"
+                );
+            }
+            statements.push(("an update", statement));
         }
-        statements.push(("an update", statement));
+        assert_eq!(deletes, 1, "one removal of the entries the update drops");
     }
     for (what, statement) in &statements {
         let mut steps = plan_of(&db, statement);

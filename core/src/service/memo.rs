@@ -25,6 +25,7 @@ use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::model::{Record, VersionHash};
+use crate::query::IndexEntry;
 use crate::write::memo::weight;
 use crate::write::{RecordKey, TypeMemo};
 
@@ -48,7 +49,15 @@ pub struct Memo {
 struct Versions {
     epoch: Option<Epoch>,
     weight: usize,
-    entries: HashMap<(i64, VersionHash), Arc<Record>>,
+    found: HashMap<(i64, VersionHash), Remembered>,
+}
+
+/// A remembered version: its record, and its index entries as the store
+/// holds them (its `links`), which a write that replaces it changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remembered {
+    pub record: Arc<Record>,
+    pub entries: Arc<[IndexEntry]>,
 }
 
 impl Memo {
@@ -77,7 +86,7 @@ impl MemoAt<'_> {
         store: i64,
         record: &RecordKey,
         hash: &VersionHash,
-    ) -> Option<Arc<Record>> {
+    ) -> Option<Remembered> {
         let versions = self
             .memo
             .versions
@@ -87,15 +96,17 @@ impl MemoAt<'_> {
             return None;
         }
         versions
-            .entries
+            .found
             .get(&(store, *hash))
-            .filter(|found| found.id == record.record_id && found.author.entity == record.entity)
+            .filter(|found| {
+                found.record.id == record.record_id && found.record.author.entity == record.entity
+            })
             .cloned()
     }
 
     /// Remembers `version`, read from store `store` under this epoch, whose
     /// stored JSON is `len` bytes long.
-    pub fn remember_version(&self, store: i64, version: &Arc<Record>, len: usize) {
+    pub fn remember_version(&self, store: i64, version: &Remembered, len: usize) {
         if len > MAX_REMEMBERED_VERSION_LEN {
             return;
         }
@@ -112,8 +123,9 @@ impl MemoAt<'_> {
                 ..Versions::default()
             };
         }
-        if let Entry::Vacant(entry) = versions.entries.entry((store, version.version.hash)) {
-            entry.insert(Arc::clone(version));
+        let hash = version.record.version.hash;
+        if let Entry::Vacant(entry) = versions.found.entry((store, hash)) {
+            entry.insert(version.clone());
             versions.weight += len;
         }
     }
@@ -143,7 +155,11 @@ impl MemoAt<'_> {
             + record
                 .content()
                 .map_or(0, |content| weight(content.as_value()));
-        self.remember_version(store, &Arc::new(record.clone()), len);
+        let version = Remembered {
+            record: Arc::new(record.clone()),
+            entries: written.answer.entries.as_slice().into(),
+        };
+        self.remember_version(store, &version, len);
     }
 }
 
@@ -156,8 +172,14 @@ const ENVELOPE_LEN: usize = 600;
 mod tests {
     use super::*;
 
-    fn record(text: &str) -> Arc<Record> {
-        Arc::new(serde_json::from_str(text).expect("a record"))
+    fn record(text: &str) -> Remembered {
+        Remembered {
+            record: Arc::new(serde_json::from_str(text).expect("a record")),
+            entries: Arc::new([IndexEntry {
+                path: "$['content']['person']".into(),
+                key: "e:alice.example".into(),
+            }]),
+        }
     }
 
     const VERSION: &str = r#"{
@@ -184,15 +206,15 @@ mod tests {
         }
     }
 
-    fn key(version: &Record) -> RecordKey {
-        RecordKey::new(version.author.entity.clone(), version.id)
+    fn key(version: &Remembered) -> RecordKey {
+        RecordKey::new(version.record.author.entity.clone(), version.record.id)
     }
 
     #[test]
     fn a_version_is_found_in_its_store_under_its_epoch_for_its_record_only() {
         let memo = Memo::new();
         let version = record(VERSION);
-        let hash = version.version.hash;
+        let hash = version.record.version.hash;
         let at = memo.at(epoch(1));
         assert!(at.version(7, &key(&version), &hash).is_none());
         at.remember_version(7, &version, 500);
@@ -203,7 +225,7 @@ mod tests {
             "another store"
         );
         let other = RecordKey::new(
-            version.author.entity.clone(),
+            version.record.author.entity.clone(),
             crate::model::RecordId::from_bytes([9; 16]),
         );
         assert!(at.version(7, &other, &hash).is_none(), "another record");
@@ -219,11 +241,14 @@ mod tests {
     fn a_new_epoch_or_a_full_memo_starts_again_empty() {
         let memo = Memo::new();
         let version = record(VERSION);
-        let hash = version.version.hash;
+        let hash = version.record.version.hash;
         memo.at(epoch(1)).remember_version(7, &version, 500);
-        let mut other = Record::clone(&record(VERSION));
+        let mut other = Record::clone(&record(VERSION).record);
         other.id = crate::model::RecordId::from_bytes([3; 16]);
-        let other = Arc::new(other);
+        let other = Remembered {
+            record: Arc::new(other),
+            entries: version.entries.clone(),
+        };
         memo.at(epoch(2)).remember_version(7, &other, 500);
         assert!(
             memo.at(epoch(2))

@@ -23,14 +23,15 @@ use crate::register::{Registration, RegistrationError, RegistrationPlan, registr
 use crate::store::{
     NeedRow, NeedRows, Statement, StoredDataError, WRITE_ATTEMPTS, WriteOrigin,
     app_credentials_sql, app_key_sql, event_seq_sql, last_received_at_sql, latest_hash_sql,
-    need_sql, read_record, read_version, version_sql, version_statements,
+    need_sql, read_links, read_record, read_version, version_sql, version_statements,
+    version_statements_replacing,
 };
 use crate::write::{
     Commit, Need, RecordKey, Step, Supplied, Write, WriteContext, WriteError, WriteRequest,
 };
 
 use super::User;
-use super::memo::MemoAt;
+use super::memo::{MemoAt, Remembered};
 use super::store::{CommitError, Fetch, RowError, RowExt, Transaction, version_row};
 
 /// A record write: the request, who makes it, and the id a create that
@@ -419,6 +420,9 @@ struct Pending<'u> {
     /// What the job read from the store, with what it found: the read set
     /// a prepared job's commit checks ([`Prepared`]).
     reads: Vec<Read>,
+    /// The index entries, as stored, of the latest versions the job read,
+    /// by hash: what a version written over one of them replaces.
+    read_entries: Vec<(VersionHash, Arc<[IndexEntry]>)>,
     /// Versions and types remembered between jobs, when the host keeps them.
     memo: Option<MemoAt<'u>>,
     /// Whether the commit stamps `received_at` afresh ([`restamp`], a
@@ -431,6 +435,10 @@ struct Pending<'u> {
 struct PendingVersion {
     record: ReceivedRecord,
     entries: Vec<IndexEntry>,
+    /// The parent's index entries, when the job read them: then the link
+    /// index changes by the difference alone
+    /// ([`version_statements_replacing`]).
+    replaced: Option<Arc<[IndexEntry]>>,
     origin: WriteOrigin,
 }
 
@@ -450,6 +458,7 @@ impl<'u> Pending<'u> {
             last_received_at: None,
             client_id: None,
             reads: Vec::new(),
+            read_entries: Vec::new(),
             memo: None,
             stamped_at_commit: false,
         }
@@ -540,13 +549,32 @@ impl<'u> Pending<'u> {
         for version in commit.into_versions() {
             let received_at = version.record.version_received_at();
             self.last_received_at = self.last_received_at.max(Some(received_at));
+            let replaced =
+                (version.record.version.parent_hash).and_then(|parent| self.entries_of(&parent));
             self.versions.push(PendingVersion {
                 entries: index_entries(&version.links),
+                replaced,
                 record: version.record,
                 origin: job.origin,
             });
         }
         Ok(Ok(Answered::Stored))
+    }
+
+    /// The index entries of version `hash`, if the job wrote or read it:
+    /// a version the job wrote is its record's latest in the job's
+    /// transaction, and one it read was checked to be still the latest.
+    fn entries_of(&self, hash: &VersionHash) -> Option<Arc<[IndexEntry]>> {
+        let written = self.versions.iter().rev();
+        match written
+            .map(|pending| (pending.record.version.hash, &pending.entries))
+            .find(|(written, _)| written == hash)
+        {
+            Some((_, entries)) => Some(entries.as_slice().into()),
+            None => (self.read_entries.iter())
+                .find(|(read, _)| read == hash)
+                .map(|(_, entries)| Arc::clone(entries)),
+        }
     }
 
     /// A need's answer: from the job's own writes when they decide it,
@@ -578,7 +606,13 @@ impl<'u> Pending<'u> {
         if let Some(answer) = overlay {
             return Ok(answer);
         }
-        let answer = fetch_need(tx, self.user.id, need, now, self.memo).await?;
+        let Fetched { answer, entries } =
+            fetch_need(tx, self.user.id, need, now, self.memo).await?;
+        if let (Need::Latest(_), Supplied::Record(Some(found)), Some(entries)) =
+            (need, &answer, entries)
+        {
+            self.read_entries.push((found.version.hash, entries));
+        }
         self.reads.extend(Read::of(need, &answer));
         Ok(match (need, answer) {
             // A dependant this job already changed is seen as changed, and
@@ -629,13 +663,20 @@ impl<'u> Pending<'u> {
         let mut statements: Vec<Statement> = self
             .versions
             .iter()
-            .flat_map(|version| {
-                version_statements(
+            .flat_map(|version| match &version.replaced {
+                Some(replaced) => version_statements_replacing(
+                    self.user.id,
+                    &version.record,
+                    &version.entries,
+                    replaced,
+                    version.origin,
+                ),
+                None => version_statements(
                     self.user.id,
                     &version.record,
                     &version.entries,
                     version.origin,
-                )
+                ),
             })
             .collect();
         statements.extend(self.extra);
@@ -723,13 +764,29 @@ async fn latest_hash<T: Fetch>(
 /// (a stored version never changes), and a record's latest version when it
 /// remembers the version the record's row names; a version read is then
 /// remembered.
+/// A need's answer, with the index entries of the version it found, when
+/// the store gave them (for [`Need::Latest`]).
+struct Fetched {
+    answer: Supplied,
+    entries: Option<Arc<[IndexEntry]>>,
+}
+
+impl From<Supplied> for Fetched {
+    fn from(answer: Supplied) -> Self {
+        Fetched {
+            answer,
+            entries: None,
+        }
+    }
+}
+
 async fn fetch_need<T: Fetch>(
     tx: &mut T,
     user_id: i64,
     need: &Need,
     now: RecordDate,
     memo: Option<MemoAt<'_>>,
-) -> Result<Supplied, JobFailure<T::Error>> {
+) -> Result<Fetched, JobFailure<T::Error>> {
     let Some(memo) = memo else {
         return fetch_need_rows(tx, user_id, need, now).await;
     };
@@ -737,22 +794,31 @@ async fn fetch_need<T: Fetch>(
         Need::Version { record, hash } => (record, *hash),
         Need::Latest(record) => match latest_hash(tx, user_id, record).await? {
             Some(hash) => (record, hash),
-            None => return Ok(Supplied::Record(None)),
+            None => return Ok(Supplied::Record(None).into()),
         },
         _ => return fetch_need_rows(tx, user_id, need, now).await,
     };
-    if let Some(found) = memo.version(user_id, record, &hash) {
-        return Ok(Supplied::Record(Some(found)));
-    }
-    let statement = version_sql(user_id, &record.entity, &record.record_id, &hash);
-    let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
-    let Some(row) = rows.first() else {
-        return Ok(Supplied::Record(None));
+    let found = match memo.version(user_id, record, &hash) {
+        Some(found) => found,
+        None => {
+            let statement = version_sql(user_id, &record.entity, &record.record_id, &hash);
+            let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
+            let Some(row) = rows.first() else {
+                return Ok(Supplied::Record(None).into());
+            };
+            let (text, links) = (row.text(0)?, row.text(1)?);
+            let found = Remembered {
+                record: Arc::new(read_record(text)?),
+                entries: read_links(links)?.into(),
+            };
+            memo.remember_version(user_id, &found, text.len() + links.len());
+            found
+        }
     };
-    let text = row.text(0)?;
-    let found = Arc::new(read_record(text)?);
-    memo.remember_version(user_id, &found, text.len());
-    Ok(Supplied::Record(Some(found)))
+    Ok(Fetched {
+        answer: Supplied::Record(Some(found.record)),
+        entries: Some(found.entries),
+    })
 }
 
 /// A need's answer from the rows its statement reads.
@@ -761,7 +827,7 @@ async fn fetch_need_rows<T: Fetch>(
     user_id: i64,
     need: &Need,
     now: RecordDate,
-) -> Result<Supplied, JobFailure<T::Error>> {
+) -> Result<Fetched, JobFailure<T::Error>> {
     let (statement, shape) = need_sql(user_id, need, now);
     let rows = tx.fetch(&statement).await.map_err(JobFailure::Store)?;
     let rows = rows
@@ -777,7 +843,14 @@ async fn fetch_need_rows<T: Fetch>(
             })
         })
         .collect::<Result<Vec<_>, RowError>>()?;
-    Ok(shape.answer(rows)?)
+    let entries = match (need, rows.first()) {
+        (Need::Latest(_), Some(NeedRow::Version { links, .. })) => Some(read_links(links)?.into()),
+        _ => None,
+    };
+    Ok(Fetched {
+        answer: shape.answer(rows)?,
+        entries,
+    })
 }
 
 /// A job decided on a read snapshot of the store, away from the writer:
@@ -933,6 +1006,7 @@ impl Prepared {
             last_received_at: None,
             client_id,
             reads: Vec::new(),
+            read_entries: Vec::new(),
             memo: None,
             stamped_at_commit: true,
         };
@@ -957,7 +1031,7 @@ impl Prepared {
             let holds = match read {
                 Read::Latest(key, hash) => latest_hash(tx, self.user.id, key).await? == *hash,
                 Read::Answer(need, found) => {
-                    fetch_need(tx, self.user.id, need, now, None).await? == *found
+                    fetch_need(tx, self.user.id, need, now, None).await?.answer == *found
                 }
             };
             if !holds {

@@ -38,7 +38,7 @@ pub use users::{
 };
 pub use version::{
     StoredDataError, WriteOrigin, entries_json, read_links, read_record, read_version, stored_json,
-    version_statements,
+    version_statements, version_statements_replacing,
 };
 pub use write::{
     NeedRow, NeedRows, WRITE_ATTEMPTS, commit_statements, last_received_at_sql, need_sql,

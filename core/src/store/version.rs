@@ -29,6 +29,34 @@ pub fn version_statements(
     entries: &[IndexEntry],
     origin: WriteOrigin,
 ) -> Vec<Statement> {
+    statements(user_id, record, entries, None, origin)
+}
+
+/// [`version_statements`] for a later version whose parent's index
+/// entries (its `links`, as stored) the writer read: the link index then
+/// changes by what differs between the two, known before the statements
+/// run, and an update that keeps its links writes no link statement.
+///
+/// Sound whenever the version commits: the link index holds its record's
+/// latest version's entries, and the one-child index lets a version
+/// commit only while its parent is its record's latest.
+pub fn version_statements_replacing(
+    user_id: i64,
+    record: &ReceivedRecord,
+    entries: &[IndexEntry],
+    replaced: &[IndexEntry],
+    origin: WriteOrigin,
+) -> Vec<Statement> {
+    statements(user_id, record, entries, Some(replaced), origin)
+}
+
+fn statements(
+    user_id: i64,
+    record: &ReceivedRecord,
+    entries: &[IndexEntry],
+    replaced: Option<&[IndexEntry]>,
+    origin: WriteOrigin,
+) -> Vec<Statement> {
     let version_received_at = record.version_received_at().unix_ticks();
     let received_at = record.received_at().unix_ticks();
     let hash = record.version.hash.to_string();
@@ -107,49 +135,44 @@ pub fn version_statements(
     };
     statements.push(b.finish(sql));
 
-    // The link index holds the latest version's entries. An update changes
-    // only what differs from the version it replaces: the entries of that
-    // version (read from its `links`) that this one no longer has are
-    // removed by their exact keys, and the ones it keeps are left in place
-    // (`DO NOTHING` below: only a duplicate key is passed over), so an
-    // update that keeps its links writes no entry. Each side's JSON is read
-    // once: the `NOT IN` list is built once per statement, where a
-    // correlated `NOT EXISTS` read the new entries again for every old one.
-    // A first version's record is new (one first version per record, by
-    // the records' unique key): it has none to remove.
-    if let Some(parent) = &record.version.parent_hash {
-        let mut b = Binder::default();
-        let user = b.bind(user_id);
-        let row = record_row(&mut b, &user, author, &record_id);
-        let sql = format!(
-            "DELETE FROM link_index WHERE user_id = {user} AND (path, key, record_row) IN \
-             (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), {row} \
-             FROM versions v, json_each(v.links) j WHERE v.user_id = {user} AND v.hash = {}) \
-             AND (path, key) NOT IN (SELECT json_extract(value, '$[0]'), \
-             json_extract(value, '$[1]') FROM json_each({}))",
-            b.bind(parent.to_string()),
-            b.bind(links.as_str()),
-        );
-        statements.push(b.finish(sql));
-    }
-
-    let stored: Vec<IndexEntry> = entries
-        .iter()
-        .filter(|entry| !entry.is_column())
-        .cloned()
-        .collect();
-    if !stored.is_empty() {
-        let mut b = Binder::default();
-        let user = b.bind(user_id);
-        let row = record_row(&mut b, &user, author, &record_id);
-        let sql = format!(
-            "INSERT INTO link_index (user_id, path, key, record_row) \
-             SELECT {user}, json_extract(value, '$[0]'), json_extract(value, '$[1]'), {row} \
-             FROM json_each({}) WHERE true ON CONFLICT DO NOTHING",
-            b.bind(entries_json(&stored))
-        );
-        statements.push(b.finish(sql));
-    }
+    // The link index holds the latest version's entries (the envelope's
+    // column paths aside); a version adds its entries the index lacks and
+    // removes its parent's it no longer has. A first version's record is
+    // new (one first version per record, by the records' unique key): it
+    // has none to remove.
+    let (removed, added) = match (&record.version.parent_hash, replaced) {
+        (None, _) => (Vec::new(), stored_difference(entries, &[])),
+        // The parent's entries are known: only the difference is written.
+        (Some(_), Some(replaced)) => (
+            stored_difference(replaced, entries),
+            stored_difference(entries, replaced),
+        ),
+        // The store reads the parent's entries (from its `links`) and
+        // removes those this version no longer has, by their exact keys;
+        // the ones it keeps are left in place (`DO NOTHING` in the insert:
+        // an entry the index holds already is passed over). Each side's
+        // JSON is read once: the `NOT IN` list is built once per
+        // statement, where a correlated `NOT EXISTS` read the new entries
+        // again for every old one.
+        (Some(parent), None) => {
+            let mut b = Binder::default();
+            let user = b.bind(user_id);
+            let row = record_row(&mut b, &user, author, &record_id);
+            let sql = format!(
+                "DELETE FROM link_index WHERE user_id = {user} AND (path, key, record_row) IN \
+                 (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), {row} \
+                 FROM versions v, json_each(v.links) j WHERE v.user_id = {user} AND v.hash = {}) \
+                 AND (path, key) NOT IN (SELECT json_extract(value, '$[0]'), \
+                 json_extract(value, '$[1]') FROM json_each({}))",
+                b.bind(parent.to_string()),
+                b.bind(links.as_str()),
+            );
+            statements.push(b.finish(sql));
+            (Vec::new(), stored_difference(entries, &[]))
+        }
+    };
+    statements.extend(delete_links(user_id, author, &record_id, &removed));
+    statements.extend(insert_links(user_id, author, &record_id, &added));
 
     // A blob a record links is no longer collected.
     if entries.iter().any(IndexEntry::is_blob) {
@@ -196,6 +219,63 @@ fn record_row(b: &mut Binder, user: &str, author: &str, record_id: &str) -> Stri
     )
 }
 
+/// The stored entries (not the envelope's column paths) of `entries` that
+/// `other` does not have.
+fn stored_difference<'e>(entries: &'e [IndexEntry], other: &[IndexEntry]) -> Vec<&'e IndexEntry> {
+    let mut other: Vec<&IndexEntry> = other.iter().collect();
+    other.sort_unstable();
+    entries
+        .iter()
+        .filter(|entry| !entry.is_column() && other.binary_search(entry).is_err())
+        .collect()
+}
+
+/// Adds `added` to the link index for the record, if any. An entry the
+/// index holds already is passed over: the index is a set.
+fn insert_links(
+    user_id: i64,
+    author: &str,
+    record_id: &str,
+    added: &[&IndexEntry],
+) -> Option<Statement> {
+    if added.is_empty() {
+        return None;
+    }
+    let mut b = Binder::default();
+    let user = b.bind(user_id);
+    let row = record_row(&mut b, &user, author, record_id);
+    let sql = format!(
+        "INSERT INTO link_index (user_id, path, key, record_row) \
+         SELECT {user}, json_extract(value, '$[0]'), json_extract(value, '$[1]'), {row} \
+         FROM json_each({}) WHERE true ON CONFLICT DO NOTHING",
+        b.bind(pairs_json(added.iter().copied()))
+    );
+    Some(b.finish(sql))
+}
+
+/// Removes `removed` from the link index for the record, by their exact
+/// keys, if any.
+fn delete_links(
+    user_id: i64,
+    author: &str,
+    record_id: &str,
+    removed: &[&IndexEntry],
+) -> Option<Statement> {
+    if removed.is_empty() {
+        return None;
+    }
+    let mut b = Binder::default();
+    let user = b.bind(user_id);
+    let row = record_row(&mut b, &user, author, record_id);
+    let sql = format!(
+        "DELETE FROM link_index WHERE user_id = {user} AND (path, key, record_row) IN \
+         (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), {row} \
+         FROM json_each({}))",
+        b.bind(pairs_json(removed.iter().copied()))
+    );
+    Some(b.finish(sql))
+}
+
 /// `versions.parent_hash`: the parent, or `''` for a first version.
 fn parent_key(parent: Option<&VersionHash>) -> String {
     parent.map(VersionHash::to_string).unwrap_or_default()
@@ -203,8 +283,13 @@ fn parent_key(parent: Option<&VersionHash>) -> String {
 
 /// Index entries as stored in `versions.links`: `[[path, key], …]`.
 pub fn entries_json(entries: &[IndexEntry]) -> String {
+    pairs_json(entries.iter())
+}
+
+/// `[[path, key], …]` of some entries.
+fn pairs_json<'e>(entries: impl IntoIterator<Item = &'e IndexEntry>) -> String {
     let pairs: Vec<[&str; 2]> = entries
-        .iter()
+        .into_iter()
         .map(|e| [e.path.as_str(), e.key.as_str()])
         .collect();
     serde_json::to_string(&pairs).expect("strings serialize")

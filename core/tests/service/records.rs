@@ -493,7 +493,7 @@ fn the_versions_a_prepared_write_reads_are_remembered_until_the_epoch_moves() {
     let first = host.owner_prepare_in(vec![create("one")], 1, epoch);
     assert!(matches!(first, Ok(Preparation::Decided(_))), "{first:?}");
     assert_eq!(
-        remembered(epoch).as_deref(),
+        remembered(epoch).map(|found| found.record).as_deref(),
         Some(&note_type),
         "the Type record's version, as stored"
     );
@@ -571,7 +571,16 @@ fn a_committed_version_is_remembered_as_stored_and_the_next_update_reads_it_from
     let stored: Record =
         serde_json::from_str(&host.stored_version(&second.version.hash.to_string()))
             .expect("a stored record");
-    assert_eq!(*remembered, stored, "remembered as the store holds it");
+    assert_eq!(
+        *remembered.record, stored,
+        "remembered as the store holds it"
+    );
+    let links = host.stored_links(&second.version.hash.to_string());
+    assert_eq!(
+        *remembered.entries,
+        *folio_core::store::read_links(&links).expect("stored links"),
+        "with its index entries as the store holds them"
+    );
 
     // The stored JSON can no longer be read: the next update does not read it.
     host.execute(&format!(

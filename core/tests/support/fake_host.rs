@@ -337,6 +337,18 @@ impl FakeHost {
             .expect("a stored version")
     }
 
+    /// A stored version's `links` column: its index entries, as JSON.
+    pub fn stored_links(&self, hash: &str) -> String {
+        self.store
+            .db
+            .query_row(
+                "SELECT links FROM versions WHERE hash = ?1",
+                [hash],
+                |row| row.get(0),
+            )
+            .expect("a stored version")
+    }
+
     /// The owner's writes as one job; the `n`th create without an id takes
     /// the id `[fresh, n, 1, 2, …]`.
     fn owner_writes(&self, requests: Vec<WriteRequest>, fresh: u8) -> Job {
