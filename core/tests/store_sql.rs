@@ -1488,6 +1488,55 @@ fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
         }
         assert_eq!(deletes, 1, "one removal of the entries the update drops");
     }
+    // A version by its hash, through its record's row: the record's latest
+    // (a get, a list page), an exact version, an event's, a linked one.
+    let mut linked = folio_core::query::LinkPlan::default();
+    linked
+        .records
+        .insert((record.author.entity.clone(), record.id));
+    linked
+        .versions
+        .insert((record.author.entity.clone(), record.id, record.version.hash));
+    let by_hash = [
+        (
+            "a record's latest version",
+            folio_core::store::latest_version_sql(USER_ID, &record.author.entity, &record.id),
+        ),
+        (
+            "a version by its hash",
+            folio_core::store::version_sql(
+                USER_ID,
+                &record.author.entity,
+                &record.id,
+                &record.version.hash,
+            ),
+        ),
+        (
+            "the events after one",
+            folio_core::store::events_sql(
+                USER_ID,
+                folio_core::events::CatchUpStart::AfterEvent(
+                    folio_core::events::EventId::from_sequence(3),
+                ),
+                None,
+                100,
+            ),
+        ),
+        (
+            "linked records and versions",
+            folio_core::store::linked_sql(USER_ID, &linked),
+        ),
+    ];
+    for (what, statement) in by_hash {
+        let steps = plan_of(&db, &statement);
+        assert!(
+            steps.iter().any(
+                |s| s.contains("USING INDEX versions_by_record_hash (record_row=? AND hash=?)")
+            ),
+            "{what}: {steps:#?}"
+        );
+        statements.push((what, statement));
+    }
     for (what, statement) in &statements {
         let mut steps = plan_of(&db, statement);
         // Pruning visits each user once, and only its expired events.

@@ -87,7 +87,7 @@ pub fn builtin_records_sql(user_id: i64, builtin: BuiltinType) -> Statement {
     let mut b = Binder::default();
     let sql = format!(
         "SELECT v.record, v.links FROM records r \
-         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
          WHERE r.user_id = {} AND r.type_record_id = {} AND r.type_entity = {} \
          ORDER BY r.received_at DESC",
         b.bind(user_id),

@@ -116,7 +116,7 @@ impl SqlBuilder {
                 }
                 format!(
                     "SELECT v.record, v.links FROM records r{sort_join} \
-                     JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+                     JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
                      WHERE {} ORDER BY {} LIMIT {limit}",
                     conditions.join(" AND "),
                     order("r.", &sort_expr),
@@ -155,7 +155,7 @@ impl SqlBuilder {
                      ROW_NUMBER() OVER (PARTITION BY {distinct_value} ORDER BY {}) AS rank \
                      FROM records r{sort_join}{distinct_join} \
                      WHERE {}) c \
-                     JOIN versions v ON v.user_id = c.user_id AND v.hash = c.version_hash \
+                     JOIN versions v ON v.record_row = c.row AND v.hash = c.version_hash \
                      WHERE c.rank = 1 AND c.after_start ORDER BY {} LIMIT {limit}",
                     order("r.", &sort_expr),
                     conditions.join(" AND "),

@@ -49,6 +49,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "versions_by_record",
         sql: include_str!("sql/0006_versions_by_record.sql"),
     },
+    Migration {
+        version: 7,
+        name: "versions_by_record_hash",
+        sql: include_str!("sql/0007_versions_by_record_hash.sql"),
+    },
 ];
 
 impl Migration {

@@ -16,7 +16,7 @@ pub fn latest_version_sql(user_id: i64, author: &Entity, record_id: &RecordId) -
     let mut b = Binder::default();
     let sql = format!(
         "SELECT v.record, v.links FROM records r \
-         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
          WHERE r.user_id = {} AND r.author = {} AND r.record_id = {}",
         b.bind(user_id),
         b.bind(author.as_str()),
@@ -72,12 +72,13 @@ pub fn version_sql(
 ) -> Statement {
     let mut b = Binder::default();
     let sql = format!(
-        "SELECT record, links FROM versions \
-         WHERE user_id = {} AND hash = {} AND author = {} AND record_id = {}",
+        "SELECT record, links FROM versions WHERE record_row = \
+         (SELECT row FROM records WHERE user_id = {} AND author = {} AND record_id = {}) \
+         AND hash = {}",
         b.bind(user_id),
-        b.bind(hash.to_string()),
         b.bind(author.as_str()),
         b.bind(record_id.to_string()),
+        b.bind(hash.to_string()),
     );
     b.finish(sql)
 }
@@ -113,13 +114,13 @@ pub fn linked_sql(user_id: i64, plan: &LinkPlan) -> Statement {
          SELECT v.record, v.links FROM json_each({records}) j \
          JOIN records r ON r.user_id = {user} AND r.author = json_extract(j.value, '$[0]') \
          AND r.record_id = json_extract(j.value, '$[1]') \
-         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
          WHERE r.deleted = 0 \
          UNION ALL \
          SELECT v.record, v.links FROM json_each({versions}) j \
-         JOIN versions v ON v.user_id = {user} AND v.hash = json_extract(j.value, '$[2]') \
-         WHERE v.author = json_extract(j.value, '$[0]') \
-         AND v.record_id = json_extract(j.value, '$[1]')",
+         JOIN records r ON r.user_id = {user} AND r.author = json_extract(j.value, '$[0]') \
+         AND r.record_id = json_extract(j.value, '$[1]') \
+         JOIN versions v ON v.record_row = r.row AND v.hash = json_extract(j.value, '$[2]')",
         entities = b.bind(json(serde_json::json!(entities))),
         entity_type = b.bind(BuiltinType::Entity.record_id().to_string()),
         system = b.bind(SYSTEM_ENTITY),
@@ -159,7 +160,7 @@ pub fn events_sql(
     }
     let sql = format!(
         "SELECT e.seq, e.client_id, v.record, v.links FROM events e \
-         JOIN versions v ON v.user_id = e.user_id AND v.hash = e.version_hash \
+         JOIN versions v ON v.record_row = e.record_row AND v.hash = e.version_hash \
          WHERE {} ORDER BY e.seq LIMIT {}",
         conditions.join(" AND "),
         b.bind(i64::from(limit)),

@@ -142,7 +142,7 @@ pub fn types_by_name_sql(user_id: i64, name: &str) -> Statement {
     let mut b = Binder::default();
     let sql = format!(
         "SELECT r.author, r.record_id FROM records r \
-         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
          WHERE r.user_id = {} AND r.type_record_id = {} AND r.type_entity = {} \
          AND r.deleted = 0 AND json_extract(v.record, '$.content.name') = {} \
          ORDER BY r.received_at DESC",
@@ -316,7 +316,7 @@ fn records_of_app_sql(
     let user_param = b.bind(user_id);
     let sql = format!(
         "SELECT v.record, v.links FROM records r \
-         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
          WHERE r.user_id = {user_param} AND r.type_record_id = {} AND r.type_entity = {} \
          AND r.author = {} AND r.deleted = 0 AND r.row IN (SELECT record_row FROM link_index \
          WHERE user_id = {user_param} AND path = {} AND key = {}) \

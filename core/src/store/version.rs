@@ -161,7 +161,7 @@ fn statements(
             let sql = format!(
                 "DELETE FROM link_index WHERE user_id = {user} AND (path, key, record_row) IN \
                  (SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), {row} \
-                 FROM versions v, json_each(v.links) j WHERE v.user_id = {user} AND v.hash = {}) \
+                 FROM versions v, json_each(v.links) j WHERE v.record_row = {row} AND v.hash = {}) \
                  AND (path, key) NOT IN (SELECT json_extract(value, '$[0]'), \
                  json_extract(value, '$[1]') FROM json_each({}))",
                 b.bind(parent.to_string()),
@@ -194,9 +194,10 @@ fn statements(
 
     let mut b = Binder::default();
     let user = b.bind(user_id);
+    let row = record_row(&mut b, &user, author, &record_id);
     let sql = format!(
-        "INSERT INTO events (user_id, seq, version_hash, received_at, client_id) \
-         VALUES ({user}, (SELECT event_seq FROM users WHERE id = {user}), {}, {}, {})",
+        "INSERT INTO events (user_id, seq, version_hash, received_at, client_id, record_row) \
+         VALUES ({user}, (SELECT event_seq FROM users WHERE id = {user}), {}, {}, {}, {row})",
         b.bind(hash.as_str()),
         b.bind(version_received_at),
         b.bind(origin.client_id.map(|id| id.to_string())),

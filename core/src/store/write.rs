@@ -119,7 +119,7 @@ fn live_linking_sql(user_id: i64, key: String, order: &str, limit: usize) -> Sta
     let sql = format!(
         "{}SELECT v.record, v.links FROM (SELECT DISTINCT record_row FROM ({})) k \
          CROSS JOIN records r ON r.row = k.record_row \
-         JOIN versions v ON v.user_id = r.user_id AND v.hash = r.version_hash \
+         JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
          WHERE r.user_id = {user} AND r.deleted = 0 {order} LIMIT {limit}",
         key_paths_cte(&user, &format!("({key})")),
         rows_with_key(&key),

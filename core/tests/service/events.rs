@@ -223,8 +223,8 @@ fn a_catch_up_that_would_read_more_than_max_catch_up_rows_is_too_many_events() {
     let copies = folio_core::events::MAX_CATCH_UP_ROWS;
     host.execute(&format!(
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {copies}) \
-         INSERT INTO events (user_id, seq, version_hash, received_at, client_id) \
-         SELECT e.user_id, e.seq + n.i, e.version_hash, e.received_at, NULL \
+         INSERT INTO events (user_id, seq, version_hash, received_at, client_id, record_row) \
+         SELECT e.user_id, e.seq + n.i, e.version_hash, e.received_at, NULL, e.record_row \
          FROM n, (SELECT * FROM events ORDER BY seq DESC LIMIT 1) e"
     ));
     let reply = get(&host, EVENTS);
