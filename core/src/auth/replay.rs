@@ -9,7 +9,7 @@
 //! ([`Accepted::Durable`]) and read back at the next start
 //! ([`ReplayGuard::restore`]).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::model::{RecordDate, RecordId};
 use crate::store::{Statement, remember_nonce_sql, remembered_nonces_sql};
@@ -55,20 +55,35 @@ pub enum Accepted {
     Durable(Statement),
 }
 
+/// How often, at most, a guard sweeps out the nonces that left the window
+/// (and whenever it is full): a sweep visits every nonce it holds, which
+/// costs microseconds per thousand once a second, where an index of the
+/// nonces by date, to forget each on time, doubled the memory each took.
+pub const NONCE_SWEEP_EVERY_MS: i64 = 1_000;
+
 /// The nonces of the last window, per app.
 #[derive(Debug)]
 pub struct ReplayGuard {
     /// Requests dated before this are stale.
     fence_ms: i64,
-    seen: HashSet<(RecordId, Box<str>)>,
-    /// `(ts, app, nonce, registration)`, to forget nonces as they leave the window.
-    by_ts: BTreeSet<(i64, RecordId, Box<str>, bool)>,
+    /// Each nonce held, with its request's `ts` and whether a registration
+    /// signed it.
+    seen: HashMap<(RecordId, Box<str>), Held>,
+    /// The window's start after which the next sweep runs.
+    next_sweep_ms: i64,
     /// How many nonces each app holds.
     per_app: HashMap<RecordId, usize>,
     /// How many nonces registrations hold.
     registrations: usize,
     /// How many nonces one app may hold (`None`: up to the whole guard).
     app_share: Option<usize>,
+}
+
+/// What a guard keeps of a nonce besides the nonce.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    ts_ms: i64,
+    registration: bool,
 }
 
 /// A verified request's nonce, as a host records it: the app that signed,
@@ -104,8 +119,8 @@ impl ReplayGuard {
     pub fn new(boot: RecordDate) -> Self {
         ReplayGuard {
             fence_ms: boot.unix_millis().saturating_add(MEMORY_ONLY_AHEAD_MS),
-            seen: HashSet::new(),
-            by_ts: BTreeSet::new(),
+            seen: HashMap::new(),
+            next_sweep_ms: i64::MIN,
             per_app: HashMap::new(),
             registrations: 0,
             app_share: Some(MAX_NONCES_PER_APP),
@@ -140,9 +155,12 @@ impl ReplayGuard {
             })?;
             let nonce = Box::<str>::from(row.text(1)?);
             let ts_ms = row.integer(2)?;
-            if self.seen.insert((app, nonce.clone())) {
+            let held = Held {
+                ts_ms,
+                registration: false,
+            };
+            if self.seen.insert((app, nonce), held).is_none() {
                 *self.per_app.entry(app).or_default() += 1;
-                self.by_ts.insert((ts_ms, app, nonce, false));
             }
         }
         Ok(())
@@ -161,49 +179,69 @@ impl ReplayGuard {
         if ts_ms < self.fence_ms {
             return Err(ReplayError::Auth(AuthError::StaleTimestamp));
         }
-        self.forget_before(now.unix_millis() - TIMESTAMP_WINDOW_MS);
+        let cutoff_ms = now.unix_millis() - TIMESTAMP_WINDOW_MS;
+        if cutoff_ms >= self.next_sweep_ms {
+            self.forget_before(cutoff_ms);
+        }
         let key = (app, Box::<str>::from(nonce));
-        if self.seen.contains(&key) {
+        if self.seen.contains_key(&key) {
             return Err(ReplayError::Auth(AuthError::ReplayedRequest));
         }
-        if self.seen.len() >= MAX_REMEMBERED_NONCES
-            || (registration && self.registrations >= MAX_REGISTRATION_NONCES)
-        {
-            return Err(ReplayError::Full);
+        if self.refusal(app, registration).is_some() {
+            // Only nonces of the window count against the limits.
+            self.forget_before(cutoff_ms);
+            if let Some(refusal) = self.refusal(app, registration) {
+                return Err(refusal);
+            }
         }
-        let held = self.per_app.entry(app).or_default();
-        if self.app_share.is_some_and(|share| *held >= share) {
-            return Err(ReplayError::AppFull);
-        }
-        *held += 1;
+        *self.per_app.entry(app).or_default() += 1;
         self.registrations += usize::from(registration);
-        self.by_ts.insert((ts_ms, app, key.1.clone(), registration));
-        self.seen.insert(key);
+        self.seen.insert(
+            key,
+            Held {
+                ts_ms,
+                registration,
+            },
+        );
         if ts_ms > now.unix_millis().saturating_add(MEMORY_ONLY_AHEAD_MS) {
             return Ok(Accepted::Durable(remember_nonce_sql(&app, nonce, ts_ms)));
         }
         Ok(Accepted::InMemory)
     }
 
-    /// Forgets nonces whose `ts` is before `cutoff_ms`: a request carrying
-    /// one again is stale anyway.
+    /// Why the guard may not take another nonce of `app`, if it may not.
+    fn refusal(&self, app: RecordId, registration: bool) -> Option<ReplayError> {
+        let held = self.per_app.get(&app).copied().unwrap_or_default();
+        if self.seen.len() >= MAX_REMEMBERED_NONCES
+            || (registration && self.registrations >= MAX_REGISTRATION_NONCES)
+        {
+            Some(ReplayError::Full)
+        } else if self.app_share.is_some_and(|share| held >= share) {
+            Some(ReplayError::AppFull)
+        } else {
+            None
+        }
+    }
+
+    /// Forgets nonces whose `ts` is before `cutoff_ms` (a request carrying
+    /// one again is stale anyway), and sweeps again no sooner than
+    /// [`NONCE_SWEEP_EVERY_MS`] later.
     fn forget_before(&mut self, cutoff_ms: i64) {
-        while let Some(first) = self.by_ts.first() {
-            if first.0 >= cutoff_ms {
-                break;
+        self.next_sweep_ms = cutoff_ms.saturating_add(NONCE_SWEEP_EVERY_MS);
+        let (per_app, registrations) = (&mut self.per_app, &mut self.registrations);
+        self.seen.retain(|(app, _), held| {
+            if held.ts_ms >= cutoff_ms {
+                return true;
             }
-            let Some((_, app, nonce, registration)) = self.by_ts.pop_first() else {
-                break;
-            };
-            self.seen.remove(&(app, nonce));
-            self.registrations -= usize::from(registration);
-            if let Some(held) = self.per_app.get_mut(&app) {
-                *held -= 1;
-                if *held == 0 {
-                    self.per_app.remove(&app);
+            *registrations -= usize::from(held.registration);
+            if let Some(count) = per_app.get_mut(app) {
+                *count -= 1;
+                if *count == 0 {
+                    per_app.remove(app);
                 }
             }
-        }
+            false
+        });
     }
 
     /// How many nonces the guard holds.
