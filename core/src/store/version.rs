@@ -171,8 +171,11 @@ fn statements(
             (Vec::new(), stored_difference(entries, &[]))
         }
     };
-    statements.extend(delete_links(user_id, author, &record_id, &removed));
-    statements.extend(insert_links(user_id, author, &record_id, &added));
+    let change = |change, entries: &[&IndexEntry]| {
+        link_statement(change, user_id, author, &record_id, entries)
+    };
+    statements.extend(change(LinkChange::Remove, &removed));
+    statements.extend(change(LinkChange::Add, &added));
 
     // A blob a record links is no longer collected.
     if entries.iter().any(IndexEntry::is_blob) {
@@ -231,49 +234,44 @@ fn stored_difference<'e>(entries: &'e [IndexEntry], other: &[IndexEntry]) -> Vec
         .collect()
 }
 
-/// Adds `added` to the link index for the record, if any. An entry the
-/// index holds already is passed over: the index is a set.
-fn insert_links(
-    user_id: i64,
-    author: &str,
-    record_id: &str,
-    added: &[&IndexEntry],
-) -> Option<Statement> {
-    if added.is_empty() {
-        return None;
-    }
-    let mut b = Binder::default();
-    let user = b.bind(user_id);
-    let row = record_row(&mut b, &user, author, record_id);
-    let sql = format!(
-        "INSERT INTO link_index (user_id, path, key, record_row) \
-         SELECT {user}, json_extract(value, '$[0]'), json_extract(value, '$[1]'), {row} \
-         FROM json_each({}) WHERE true ON CONFLICT DO NOTHING",
-        b.bind(pairs_json(added.iter().copied()))
-    );
-    Some(b.finish(sql))
+/// A change of the link index for one record.
+#[derive(Debug, Clone, Copy)]
+enum LinkChange {
+    /// Adds entries; one the index holds already is passed over (the
+    /// index is a set).
+    Add,
+    /// Removes entries by their exact keys.
+    Remove,
 }
 
-/// Removes `removed` from the link index for the record, by their exact
-/// keys, if any.
-fn delete_links(
+/// The statement that makes `change` with `entries` for the record, if
+/// there are any.
+fn link_statement(
+    change: LinkChange,
     user_id: i64,
     author: &str,
     record_id: &str,
-    removed: &[&IndexEntry],
+    entries: &[&IndexEntry],
 ) -> Option<Statement> {
-    if removed.is_empty() {
+    if entries.is_empty() {
         return None;
     }
     let mut b = Binder::default();
     let user = b.bind(user_id);
     let row = record_row(&mut b, &user, author, record_id);
-    let sql = format!(
-        "DELETE FROM link_index WHERE user_id = {user} AND (path, key, record_row) IN \
-         (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), {row} \
-         FROM json_each({}))",
-        b.bind(pairs_json(removed.iter().copied()))
-    );
+    let entries = b.bind(pairs_json(entries.iter().copied()));
+    let sql = match change {
+        LinkChange::Add => format!(
+            "INSERT INTO link_index (user_id, path, key, record_row) \
+             SELECT {user}, json_extract(value, '$[0]'), json_extract(value, '$[1]'), {row} \
+             FROM json_each({entries}) WHERE true ON CONFLICT DO NOTHING"
+        ),
+        LinkChange::Remove => format!(
+            "DELETE FROM link_index WHERE user_id = {user} AND (path, key, record_row) IN \
+             (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), {row} \
+             FROM json_each({entries}))"
+        ),
+    };
     Some(b.finish(sql))
 }
 
