@@ -651,16 +651,14 @@ fn store_over(
         client_id,
         app: None,
     };
-    let statements = match parent {
-        Some(parent) => version_statements_replacing(
-            USER_ID,
-            &received(record),
-            &entries,
-            &entries_of(parent),
-            origin,
-        ),
-        None => version_statements(USER_ID, &received(record), &entries, origin),
-    };
+    let replaced = parent.map(entries_of);
+    let statements = version_statements_replacing(
+        USER_ID,
+        &received(record),
+        &entries,
+        replaced.as_deref(),
+        origin,
+    );
     for statement in statements {
         tx.execute(
             &statement.sql,
@@ -1470,7 +1468,13 @@ fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
     let origin = Default::default();
     for update in [
         version_statements(USER_ID, &received(&update), entries, origin),
-        version_statements_replacing(USER_ID, &received(&update), entries, &replaced, origin),
+        version_statements_replacing(
+            USER_ID,
+            &received(&update),
+            entries,
+            Some(&replaced),
+            origin,
+        ),
     ] {
         let mut deletes = 0;
         for statement in update {

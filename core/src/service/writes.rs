@@ -23,8 +23,7 @@ use crate::register::{Registration, RegistrationError, RegistrationPlan, registr
 use crate::store::{
     NeedRow, NeedRows, Statement, StoredDataError, WRITE_ATTEMPTS, WriteOrigin,
     app_credentials_sql, app_key_sql, event_seq_sql, last_received_at_sql, latest_hash_sql,
-    need_sql, read_links, read_record, read_version, version_sql, version_statements,
-    version_statements_replacing,
+    need_sql, read_links, read_record, read_version, version_sql, version_statements_replacing,
 };
 use crate::write::{
     Commit, Need, RecordKey, Step, Supplied, Write, WriteContext, WriteError, WriteRequest,
@@ -663,20 +662,14 @@ impl<'u> Pending<'u> {
         let mut statements: Vec<Statement> = self
             .versions
             .iter()
-            .flat_map(|version| match &version.replaced {
-                Some(replaced) => version_statements_replacing(
+            .flat_map(|version| {
+                version_statements_replacing(
                     self.user.id,
                     &version.record,
                     &version.entries,
-                    replaced,
+                    version.replaced.as_deref(),
                     version.origin,
-                ),
-                None => version_statements(
-                    self.user.id,
-                    &version.record,
-                    &version.entries,
-                    version.origin,
-                ),
+                )
             })
             .collect();
         statements.extend(self.extra);
@@ -759,11 +752,6 @@ async fn latest_hash<T: Fetch>(
     Ok(Some(hash))
 }
 
-/// A need's answer from the store. Through `memo`, a version is read and
-/// parsed once: an exact version is answered from it when it remembers it
-/// (a stored version never changes), and a record's latest version when it
-/// remembers the version the record's row names; a version read is then
-/// remembered.
 /// A need's answer, with the index entries of the version it found, when
 /// the store gave them (for [`Need::Latest`]).
 struct Fetched {
@@ -780,6 +768,11 @@ impl From<Supplied> for Fetched {
     }
 }
 
+/// A need's answer from the store. Through `memo`, a version is read and
+/// parsed once: an exact version is answered from it when it remembers it
+/// (a stored version never changes), and a record's latest version when it
+/// remembers the version the record's row names; a version read is then
+/// remembered.
 async fn fetch_need<T: Fetch>(
     tx: &mut T,
     user_id: i64,

@@ -29,28 +29,19 @@ pub fn version_statements(
     entries: &[IndexEntry],
     origin: WriteOrigin,
 ) -> Vec<Statement> {
-    statements(user_id, record, entries, None, origin)
+    version_statements_replacing(user_id, record, entries, None, origin)
 }
 
-/// [`version_statements`] for a later version whose parent's index
-/// entries (its `links`, as stored) the writer read: the link index then
-/// changes by what differs between the two, known before the statements
-/// run, and an update that keeps its links writes no link statement.
+/// [`version_statements`], given the index entries (its `links`, as
+/// stored) of the version this one replaces when the writer read them: the
+/// link index then changes by what differs between the two, known before
+/// the statements run, and an update that keeps its links writes no link
+/// statement. `None`: the store reads them.
 ///
 /// Sound whenever the version commits: the link index holds its record's
 /// latest version's entries, and the one-child index lets a version
 /// commit only while its parent is its record's latest.
 pub fn version_statements_replacing(
-    user_id: i64,
-    record: &ReceivedRecord,
-    entries: &[IndexEntry],
-    replaced: &[IndexEntry],
-    origin: WriteOrigin,
-) -> Vec<Statement> {
-    statements(user_id, record, entries, Some(replaced), origin)
-}
-
-fn statements(
     user_id: i64,
     record: &ReceivedRecord,
     entries: &[IndexEntry],
