@@ -97,7 +97,11 @@ pub const HEADERS_TOO_LARGE: Problem =
     problem("request/431-headers-too-large", "headers_too_large");
 pub const RATE_LIMITED: Problem = problem("request/429-rate-limited", "rate_limited");
 pub const INTERNAL: Problem = problem("server/500-internal", "internal");
-pub const NOT_IMPLEMENTED: Problem = problem("server/501-not-implemented", "not_implemented");
+pub const PEER_UNREACHABLE: Problem =
+    problem("federation/502-peer-unreachable", "peer_unreachable");
+pub const PEER_REFUSED: Problem = problem("federation/502-peer-refused", "peer_refused");
+pub const INVALID_PEER_ANSWER: Problem =
+    problem("federation/502-invalid-peer-answer", "invalid_peer_answer");
 
 /// The response has exactly this status.
 pub fn status(response: &Response, expected: u16) -> Result<(), String> {

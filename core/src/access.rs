@@ -18,6 +18,10 @@ pub enum Access {
     Owner { entity: Entity },
     /// An authorized app, acting as the user's entity within its grant.
     App { entity: Entity, grant: AppGrant },
+    /// Another entity's server, acting for that entity (federation): it
+    /// reads what the records' permissions let the entity read, and
+    /// writes nothing.
+    Server { entity: Entity },
 }
 
 /// What an app authorization grants: record types, by their Type records.
@@ -49,7 +53,9 @@ impl Access {
     pub fn entity(&self) -> Option<&Entity> {
         match self {
             Access::Anonymous => None,
-            Access::Owner { entity } | Access::App { entity, .. } => Some(entity),
+            Access::Owner { entity } | Access::App { entity, .. } | Access::Server { entity } => {
+                Some(entity)
+            }
         }
     }
 
@@ -78,7 +84,7 @@ impl Access {
             });
         permitted
             && match self {
-                Access::Anonymous | Access::Owner { .. } => true,
+                Access::Anonymous | Access::Owner { .. } | Access::Server { .. } => true,
                 Access::App { grant, .. } => {
                     public
                         || ALWAYS_READABLE_TYPES
@@ -98,7 +104,7 @@ impl Access {
     pub fn can_forget(&self, record: &Record) -> bool {
         self.can_read(record)
             && match self {
-                Access::Anonymous => false,
+                Access::Anonymous | Access::Server { .. } => false,
                 Access::Owner { .. } => true,
                 Access::App { grant, .. } => grant.covers_read(&record.type_link),
             }
@@ -111,7 +117,7 @@ impl Access {
     /// itself more) or Credentials, unless the owner gave it every type.
     pub fn can_write(&self, type_link: &VersionLink, record_id: &RecordId) -> bool {
         match self {
-            Access::Anonymous => false,
+            Access::Anonymous | Access::Server { .. } => false,
             Access::Owner { .. } => true,
             Access::App { grant, .. } if grant.every_type => true,
             Access::App { grant, .. } => {
@@ -134,6 +140,7 @@ impl Access {
     pub fn can_subscribe_type(&self, type_link: &VersionLink) -> bool {
         match self {
             Access::Anonymous | Access::Owner { .. } => true,
+            Access::Server { .. } => false,
             Access::App { grant, .. } => {
                 grant.every_type || names_type(&grant.subscribe, type_link)
             }

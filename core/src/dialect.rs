@@ -46,6 +46,8 @@ pub struct DialectNames {
     pub request_prefix: &'static str,
     /// First line of a bearer token's input.
     pub url_prefix: &'static str,
+    /// First line of a server's request signature's input (federation).
+    pub server_prefix: &'static str,
     pub client_id: HeaderName,
     pub content_sha256: HeaderName,
     pub public_key: HeaderName,
@@ -64,6 +66,7 @@ macro_rules! dialect_names {
             auth_scheme: $scheme,
             request_prefix: concat!($lower, ".request"),
             url_prefix: concat!($lower, ".url"),
+            server_prefix: concat!($lower, ".server"),
             client_id: HeaderName {
                 display: concat!("X-", $title, "-Client-Id"),
                 lowercase: concat!("x-", $lower, "-client-id"),

@@ -49,23 +49,30 @@ fn api_url(base_url: &str, user: &str) -> String {
 /// The body that creates a user's Entity record: public, of the built-in
 /// Entity type, with [`entity_content`] and the user's name as its
 /// profile name.
-pub fn entity_record_body(entity: &Entity, user: &str, base_url: &str) -> Value {
+pub fn entity_record_body(
+    entity: &Entity,
+    user: &str,
+    base_url: &str,
+    signing_key: Option<&str>,
+) -> Value {
     json!({
         "type": crate::builtin::BuiltinType::Entity.link(),
         "permissions": {"read": "public"},
-        "content": entity_content(entity, user, base_url, Some(user)),
+        "content": entity_content(entity, user, base_url, Some(user), signing_key),
     })
 }
 
 /// The body of the new version of a stored Entity record that a server at
-/// `base_url` is due (PROTOCOL.md §12: its endpoints name another base
-/// URL), keeping the profile name; `None` when it is current, or is no
-/// live Entity record.
+/// `base_url`, signing with `signing_key`, is due (PROTOCOL.md §12: its
+/// endpoints name another base URL; `docs/federation.md` §2: it lists
+/// another key), keeping the profile name; `None` when it is current, or
+/// is no live Entity record.
 pub fn entity_record_update(
     record: &crate::model::Record,
     entity: &Entity,
     user: &str,
     base_url: &str,
+    signing_key: Option<&str>,
 ) -> Option<Value> {
     let content = record.content()?;
     let name = content
@@ -73,15 +80,16 @@ pub fn entity_record_update(
         .get("profile")
         .and_then(|profile| profile.get("name"))
         .and_then(Value::as_str);
-    let wanted = entity_content(entity, user, base_url, name);
+    let wanted = entity_content(entity, user, base_url, name, signing_key);
     (content.as_value() != &wanted)
         .then(|| json!({"content": wanted, "version": {"parent_hash": record.version.hash}}))
 }
 
 /// The content of `user`'s Entity record (built-in Entity type):
-/// `{entity, previous_entities: [], signing_keys: [], profile, servers}`,
+/// `{entity, previous_entities: [], signing_keys, profile, servers}`,
 /// with one server whose `endpoints` are the URL templates of every
-/// endpoint. The templates keep `{entity}`, `{record_id}`, `{version_hash}`,
+/// endpoint. `signing_keys` lists the user's server key (base64 Ed25519,
+/// `docs/federation.md` §2) when there is one. The templates keep `{entity}`, `{record_id}`, `{version_hash}`,
 /// `{blob_hash}` and `{file_name}` literally, for clients to fill in.
 ///
 /// `profile` is `{"name": profile_name}`, or `{}` without a name. The Entity
@@ -96,6 +104,7 @@ pub fn entity_content(
     user: &str,
     base_url: &str,
     profile_name: Option<&str>,
+    signing_key: Option<&str>,
 ) -> Value {
     let api = api_url(base_url, user);
     let records = format!("{api}/records");
@@ -113,7 +122,9 @@ pub fn entity_content(
     json!({
         "entity": entity,
         "previous_entities": [],
-        "signing_keys": [],
+        "signing_keys": signing_key
+            .map(|key| vec![json!({"algorithm": "ed25519", "public_key": key})])
+            .unwrap_or_default(),
         "profile": profile,
         "servers": [{
             "version": ENTITY_SERVER_VERSION,

@@ -59,6 +59,7 @@ pub mod dialect;
 pub mod discovery;
 pub mod docs;
 pub mod events;
+pub mod federation;
 pub mod fresh;
 pub mod hash;
 pub mod http;

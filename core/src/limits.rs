@@ -42,6 +42,12 @@ pub const DEFAULT_UNAUTHENTICATED_READS_PER_ADDRESS: RateLimit = RateLimit {
 
 /// App registrations per client address (PROTOCOL.md §10): each stores two
 /// records, so a stranger may not register apps faster than this.
+/// Notifications one other entity's server may send to one user
+/// (federation, `docs/federation.md` §6): 10 a second with bursts of 50.
+pub const DEFAULT_NOTIFICATIONS_PER_ENTITY: RateLimit = RateLimit {
+    per_second: 10,
+    burst: 50,
+};
 pub const DEFAULT_REGISTRATIONS_PER_ADDRESS: RateLimit = RateLimit {
     per_second: 10,
     burst: 20,
@@ -115,8 +121,8 @@ impl std::fmt::Display for RateLimit {
 /// `json_body_bytes`, `json_depth`, `blob_bytes`, `page_size_max`,
 /// `filter_bytes`, `filters`, `registration_body_bytes`, `sse_connections_per_server`, `sse_connections_per_user`,
 /// `heartbeat_ms`, `request_target_bytes`, `request_header_bytes`,
-/// `writes_per_app` and `unauthenticated_reads_per_address` (each
-/// `{"per_second", "burst"}`).
+/// `writes_per_app`, `unauthenticated_reads_per_address` and
+/// `notifications_per_entity` (each `{"per_second", "burst"}`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Largest JSON request body, in bytes: `request/413-body-too-large`.
@@ -145,6 +151,9 @@ pub struct Limits {
     pub registrations_per_address: Option<RateLimit>,
     /// Consent-page sign-in attempts from one client address, per minute.
     pub sign_in_attempts_per_minute: Option<u32>,
+    /// Notifications from one other entity's server to one user
+    /// (federation): `request/429-rate-limited`.
+    pub notifications_per_entity: Option<RateLimit>,
 }
 
 impl Limits {
@@ -193,6 +202,7 @@ impl Default for Limits {
             unauthenticated_reads_per_address: Some(DEFAULT_UNAUTHENTICATED_READS_PER_ADDRESS),
             registrations_per_address: Some(DEFAULT_REGISTRATIONS_PER_ADDRESS),
             sign_in_attempts_per_minute: Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
+            notifications_per_entity: Some(DEFAULT_NOTIFICATIONS_PER_ENTITY),
         }
     }
 }
@@ -215,6 +225,7 @@ impl Serialize for Limits {
             request_header_bytes: Option<usize>,
             writes_per_app: Option<RateLimit>,
             unauthenticated_reads_per_address: Option<RateLimit>,
+            notifications_per_entity: Option<RateLimit>,
         }
         Wire {
             json_body_bytes: self.json_body_bytes,
@@ -231,6 +242,7 @@ impl Serialize for Limits {
             request_header_bytes: self.request_header_bytes,
             writes_per_app: self.writes_per_app,
             unauthenticated_reads_per_address: self.unauthenticated_reads_per_address,
+            notifications_per_entity: self.notifications_per_entity,
         }
         .serialize(serializer)
     }

@@ -72,6 +72,8 @@ problem_types! {
         "A link in the record does not resolve: an unknown entity, a record or version the writer cannot read, or a blob the writer did not upload or that has expired. `detail` holds the path of the link.";
     InvalidSchema => "record", 400, "invalid-schema", "invalid_schema", "The type's schema is invalid",
         "The schema in this Type record is not a valid schema. `detail` holds the JSON path of the fault inside the schema.";
+    InvalidNotification => "federation", 400, "invalid-notification", "invalid_notification", "The notification is not valid",
+        "A notification from another server must be `{\"versions\": [version links]}` with 1 to 100 links, each to a version of a record its signer authored. `detail` says what is wrong; the sender should not send it again unchanged.";
     TooManyEvents => "events", 400, "too-many-events", "too_many_events", "Too many events are pending; list the records instead",
         "More than 100 events were waiting for this events stream, so the server refused to catch up. List the records to resynchronise, then open a new stream.";
     MissingAuthorization => "auth", 401, "missing-authorization", "missing_authorization", "The request is not authenticated",
@@ -86,6 +88,8 @@ problem_types! {
         "A request with this nonce was already received from this app. Sign every request with a fresh random nonce.";
     UnknownApp => "auth", 401, "unknown-app", "unknown_app", "The app is not registered or not authorized",
         "The app that signed the request is not registered with this user, or its authorization was revoked. Register the app and ask the user to authorize it again.";
+    UnknownServer => "auth", 401, "unknown-server", "unknown_server", "The signing server could not be checked",
+        "The request is signed for an entity whose server this server could not discover, or whose Entity record publishes no signing key. Check that the entity's host answers discovery over HTTPS and that its Entity record lists the key.";
     Forbidden => "auth", 403, "forbidden", "forbidden", "The app is not allowed to do this",
         "The app is authenticated, but its grant does not cover this action, for example a write to a record type outside its `write` scope. Ask the user for a wider authorization.";
     RecordNotFound => "record", 404, "not-found", "record_not_found", "The record does not exist",
@@ -116,6 +120,12 @@ problem_types! {
         "Too many requests came from this app or address, or too many event streams are open. Wait as long as `Retry-After` says, then retry.";
     HeadersTooLarge => "request", 431, "headers-too-large", "headers_too_large", "The request headers are too large",
         "The request's headers are larger than this server accepts. Send fewer or shorter headers.";
+    PeerUnreachable => "federation", 502, "peer-unreachable", "peer_unreachable", "Another server could not be reached",
+        "This server had to ask another entity's server and could not reach it: its name did not resolve, the connection failed, or it did not answer in time. `detail` names the server; retry later.";
+    PeerRefused => "federation", 502, "peer-refused", "peer_refused", "This server refused to talk to another server",
+        "Another entity's server is at an address or answered in a way this server refuses to follow: a loopback or private address, a redirect to another host, or an answer larger than the limit. `detail` says which; retrying does not help until that server changes.";
+    InvalidPeerAnswer => "federation", 502, "invalid-peer-answer", "invalid_peer_answer", "Another server answered with something invalid",
+        "Another entity's server answered, but not with what the protocol allows: no discovery link, malformed JSON, a record under an author it does not host, or a version whose hash does not match its content. Nothing of the answer was stored.";
     Internal => "server", 500, "internal", "internal", "The server failed to handle the request",
         "The server failed while handling the request. Retry later; a write sent with its `id` or `parent_hash` and its `created_at` is safe to replay.";
     NotImplemented => "server", 501, "not-implemented", "not_implemented", "This server does not implement this",

@@ -10,13 +10,24 @@ use std::collections::BTreeSet;
 use folio_core::problem::{Problem, ProblemType, default_docs_url};
 use serde_json::{Value, json};
 
-/// `(type path, code)` for every row of the table in PROTOCOL.md §11.
+/// `(type path, code)` for every row of the table in PROTOCOL.md §11,
+/// and of the table of federation's types that extend it
+/// (docs/federation.md §7).
 fn documented_types() -> BTreeSet<(String, String)> {
-    let protocol = shared_file!("PROTOCOL.md");
-    let section = protocol
-        .split("## 11. Errors")
+    let mut documented = table_types(&shared_file!("PROTOCOL.md"), "## 11. Errors");
+    documented.extend(table_types(
+        include_str!("../../docs/federation.md"),
+        "## 7. Problem types",
+    ));
+    documented
+}
+
+/// The `(type path, code)` rows of the table under `heading`.
+fn table_types(document: &str, heading: &str) -> BTreeSet<(String, String)> {
+    let section = document
+        .split(heading)
         .nth(1)
-        .expect("§11")
+        .expect("the section")
         .split("\n## ")
         .next()
         .unwrap();

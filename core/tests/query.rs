@@ -208,7 +208,7 @@ mod list_and_events {
         let now = date("2024-03-05T16:50:30Z");
         for case in &cases {
             let params = decode_query_string(&case.query_string).unwrap();
-            // proxy_to may only name the store's own entity.
+            // proxy_to names the store's own entity in the vectors.
             let user = params
                 .iter()
                 .find(|(n, _)| n == "proxy_to")
@@ -384,9 +384,13 @@ mod list_and_events {
     }
 
     #[test]
-    fn proxy_to_may_only_name_the_store_itself() {
-        assert!(list("?proxy_to=alice.baq.run").is_ok());
-        assert_eq!(invalid("?proxy_to=cyril.baq.run"), "proxy_to");
+    fn proxy_to_names_another_entity_or_is_ignored() {
+        assert_eq!(list("?proxy_to=alice.baq.run").unwrap().proxy_to, None);
+        assert_eq!(
+            list("?proxy_to=cyril.baq.run").unwrap().proxy_to,
+            Some("cyril.baq.run".parse().unwrap())
+        );
+        assert_eq!(invalid("?proxy_to=Not%20an%20entity"), "proxy_to");
     }
 
     #[test]

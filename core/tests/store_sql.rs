@@ -20,7 +20,8 @@ use folio_core::query::{
 };
 use folio_core::schema::Schema;
 use folio_core::store::{
-    MIGRATIONS, SqlValue, list_sql, read_version, version_statements, version_statements_replacing,
+    MIGRATIONS, Replaces, SqlValue, list_sql, read_version, version_statements,
+    version_statements_replacing,
 };
 use rusqlite::Connection;
 use serde_json::{Value, json};
@@ -652,13 +653,13 @@ fn store_over(
         app: None,
     };
     let replaced = parent.map(entries_of);
-    let statements = version_statements_replacing(
-        USER_ID,
-        &received(record),
-        &entries,
-        replaced.as_deref(),
-        origin,
-    );
+    let replaces = match (&record.version.parent_hash, replaced.as_deref()) {
+        (None, _) => Replaces::Nothing,
+        (Some(_), Some(entries)) => Replaces::Read(entries),
+        (Some(_), None) => Replaces::Unread,
+    };
+    let statements =
+        version_statements_replacing(USER_ID, &received(record), &entries, replaces, origin);
     for statement in statements {
         tx.execute(
             &statement.sql,
@@ -1472,7 +1473,7 @@ fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
             USER_ID,
             &received(&update),
             entries,
-            Some(&replaced),
+            Replaces::Read(&replaced),
             origin,
         ),
     ] {

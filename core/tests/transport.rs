@@ -220,7 +220,7 @@ fn entity_record(content: Value) -> Record {
 fn entity_content_is_a_valid_entity_record_with_every_endpoint_template() {
     let entity_type = builtin_record_type(&BuiltinType::Entity.link()).unwrap();
     for name in [Some("Alice"), None] {
-        let content = entity_content(&alice(), "alice", "https://h.example:8443/", name);
+        let content = entity_content(&alice(), "alice", "https://h.example:8443/", name, None);
         entity_type
             .schema
             .validate(&entity_record(content.clone()))
@@ -231,7 +231,13 @@ fn entity_content_is_a_valid_entity_record_with_every_endpoint_template() {
         );
     }
 
-    let content = entity_content(&alice(), "alice", "https://h.example:8443", Some("Alice"));
+    let content = entity_content(
+        &alice(),
+        "alice",
+        "https://h.example:8443",
+        Some("Alice"),
+        None,
+    );
     let b = "https://h.example:8443";
     let record = format!("{b}/api/alice/records/{{entity}}/{{record_id}}");
     let version = format!("{record}/versions/{{version_hash}}");
@@ -266,12 +272,18 @@ fn entity_content_is_a_valid_entity_record_with_every_endpoint_template() {
 
 #[test]
 fn a_new_entity_record_is_public_and_names_the_user() {
-    let body = entity_record_body(&alice(), "alice", "https://h.example:8443");
+    let body = entity_record_body(&alice(), "alice", "https://h.example:8443", None);
     assert_eq!(body["permissions"], json!({"read": "public"}));
     assert_eq!(body["type"], json!(BuiltinType::Entity.link()));
     assert_eq!(
         body["content"],
-        entity_content(&alice(), "alice", "https://h.example:8443", Some("alice"))
+        entity_content(
+            &alice(),
+            "alice",
+            "https://h.example:8443",
+            Some("alice"),
+            None
+        )
     );
 }
 
@@ -282,17 +294,29 @@ fn an_entity_record_is_updated_only_when_its_endpoints_move() {
         "alice",
         "https://old.example",
         Some("Al"),
+        None,
     ));
+    // A server key to publish is a change too.
+    assert!(
+        entity_record_update(
+            &stored,
+            &alice(),
+            "alice",
+            "https://old.example",
+            Some("a2V5")
+        )
+        .is_some()
+    );
     assert_eq!(
-        entity_record_update(&stored, &alice(), "alice", "https://old.example"),
+        entity_record_update(&stored, &alice(), "alice", "https://old.example", None),
         None
     );
-    let update = entity_record_update(&stored, &alice(), "alice", "https://new.example")
+    let update = entity_record_update(&stored, &alice(), "alice", "https://new.example", None)
         .expect("a new version");
     // The profile name the owner gave is kept; the parent is the stored version.
     assert_eq!(
         update["content"],
-        entity_content(&alice(), "alice", "https://new.example", Some("Al"))
+        entity_content(&alice(), "alice", "https://new.example", Some("Al"), None)
     );
     assert_eq!(update["version"]["parent_hash"], json!(stored.version.hash));
 }
@@ -301,7 +325,7 @@ fn an_entity_record_is_updated_only_when_its_endpoints_move() {
 fn discovery_leads_to_the_entity_records_url() {
     let id: RecordId = "0123456789abcdef0123456789abcdef".parse().unwrap();
     let url = entity_record_url("https://h.example:8443", "alice", &alice(), &id);
-    let content = entity_content(&alice(), "alice", "https://h.example:8443", None);
+    let content = entity_content(&alice(), "alice", "https://h.example:8443", None, None);
     let template = content["servers"][0]["endpoints"]["record"]
         .as_str()
         .unwrap();

@@ -66,7 +66,7 @@ fn problem(result: Result<Commit, WriteError>) -> Problem {
 #[track_caller]
 fn link_fault(result: Result<Commit, WriteError>) -> (String, LinkFault) {
     match result {
-        Err(WriteError::InvalidLink { path, fault }) => (path.to_string(), fault),
+        Err(WriteError::InvalidLink { path, fault, .. }) => (path.to_string(), fault),
         other => panic!("should be an invalid link: {other:?}"),
     }
 }

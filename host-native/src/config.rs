@@ -226,6 +226,9 @@ pub struct ServeOptions {
     /// Consent-page sign-in attempts per client address per minute, or `off`.
     #[arg(long, value_parser = parse_per_minute, default_value_t = OrOff(default_limits().sign_in_attempts_per_minute))]
     pub sign_in_rate: OrOff<u32>,
+    /// Notifications one other entity's server may send one user, `PER_SECOND/BURST` or `off`.
+    #[arg(long, value_parser = parse_rate, default_value_t = OrOff(default_limits().notifications_per_entity))]
+    pub notification_rate: OrOff<RateLimit>,
     /// Most nonces one app may hold in the replay window (about 800 signed
     /// requests a second, sustained), or `off`.
     #[arg(long, value_parser = parse_limit::<usize>, default_value_t = OrOff(Some(folio_core::auth::MAX_NONCES_PER_APP)))]
@@ -255,6 +258,34 @@ pub struct ServeOptions {
     /// it is not authenticated.
     #[arg(long, env = "FOLIO_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Development only (two test servers on one machine): let this server
+    /// talk to other servers at loopback and private addresses.
+    #[arg(long)]
+    pub allow_private_peers: bool,
+    /// Development only: let this server talk to other servers over plain
+    /// HTTP (`http://` URLs in their Entity records).
+    #[arg(long)]
+    pub allow_http_peers: bool,
+    /// Development only: resolve another server's host name to this
+    /// address, as /etc/hosts would; the port is used for URLs that name
+    /// none. `NAME=ADDRESS:PORT`, repeatable.
+    #[arg(long, value_name = "NAME=ADDRESS:PORT", value_parser = parse_peer_resolve)]
+    pub peer_resolve: Vec<(String, SocketAddr)>,
+    /// A CA certificate (PEM) to trust for other servers besides the
+    /// public roots: a test CA. Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub peer_ca: Vec<PathBuf>,
+}
+
+/// `NAME=ADDRESS:PORT`, as `--peer-resolve` takes it.
+fn parse_peer_resolve(text: &str) -> Result<(String, SocketAddr), String> {
+    let (name, address) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not NAME=ADDRESS:PORT"))?;
+    let address = address
+        .parse()
+        .map_err(|e| format!("`{address}` is not ADDRESS:PORT: {e}"))?;
+    Ok((name.to_ascii_lowercase(), address))
 }
 
 impl ServeOptions {
@@ -271,6 +302,7 @@ impl ServeOptions {
             unauthenticated_reads_per_address: self.read_rate.0,
             registrations_per_address: self.register_rate.0,
             sign_in_attempts_per_minute: self.sign_in_rate.0,
+            notifications_per_entity: self.notification_rate.0,
         }
     }
 }

@@ -13,7 +13,9 @@ use folio_core::consent::SessionKey;
 use folio_core::events::{
     HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveCommit, LiveSubscriber, StreamsFull, Subscriber,
 };
+use folio_core::federation::{PeerAnswer, PeerFailure, PeerRequest};
 use folio_core::model::{BlobHash, RecordDate, UserName};
+use folio_core::service::Peers;
 use folio_core::service::standing::{Epoch, StandingCache};
 use folio_core::store::Statement;
 use folio_core::{
@@ -312,7 +314,19 @@ impl Jobs for App {
         if let (Some(memo), Some(store)) = (memo, store) {
             memo.remember_outcome(store, &outcome);
         }
+        if outcome
+            .as_ref()
+            .is_ok_and(|done| done.queued_notifications() > 0)
+        {
+            self.outbox.notify_one();
+        }
         Ok(outcome)
+    }
+}
+
+impl Peers for App {
+    async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
+        self.peers.send(request).await
     }
 }
 

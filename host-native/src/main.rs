@@ -14,6 +14,8 @@
 //!   creates them elsewhere (`--emit-sql`, for the worker's D1);
 //!   `config.rs`: the data directory and settings; `tls.rs`: certificates;
 //!   `clock.rs`: time; `logs.rs`: the log; `metrics.rs`: metrics and readiness.
+//! - `peers.rs`: requests to other servers (federation), under core's rules;
+//!   `outbox.rs`: the delivery loop and `folio outbox`.
 //! - `schema_command.rs`: `folio schema`, for people who write types.
 //! - `backup.rs`: `folio backup`; `transfer.rs`: `folio export` and `import`.
 
@@ -30,7 +32,9 @@ mod https;
 mod hub;
 mod logs;
 mod metrics;
+mod outbox;
 mod passwords;
+mod peers;
 mod schema_command;
 mod server;
 mod standings;
@@ -80,6 +84,19 @@ struct Cli {
     command: Option<Command>,
 }
 
+/// `folio outbox …`.
+#[derive(Subcommand)]
+enum OutboxCommand {
+    /// List pending and failed notifications (the default).
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make every failed notification due again, with another day of retries.
+    Retry,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve the API over HTTPS (the default command).
@@ -96,6 +113,12 @@ enum Command {
     /// Check record types, and records against them.
     #[command(subcommand)]
     Schema(schema_command::SchemaCommand),
+    /// Notifications to other entities' servers, pending and failed
+    /// (docs/federation.md §4).
+    Outbox {
+        #[command(subcommand)]
+        command: Option<OutboxCommand>,
+    },
     /// Write one user's store to FILE as a Folio archive (docs/archive.md):
     /// every version of every record in received order, the blobs, the
     /// apps' keys; the password's hash only with --with-credentials.
@@ -459,6 +482,16 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             let shown = (!password_stdin).then_some(password.as_str());
             let out = &mut std::io::stdout();
             print_user(out, json, "Created", &user.name, &user.entity, shown)?;
+        }
+        Command::Outbox { command } => {
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
+            match command.unwrap_or(OutboxCommand::List { json: false }) {
+                OutboxCommand::List { json } => outbox::list(&conn, json)?,
+                OutboxCommand::Retry => {
+                    let retried = outbox::retry_failed(&conn, clock::Clock.now())?;
+                    println!("{retried} failed notification(s) are due again.");
+                }
+            }
         }
         Command::User(UserCommand::List) => {
             let conn = db::open_writer(&data.database(), db::Durability::Full)?;

@@ -54,10 +54,12 @@ pub enum Limit {
     Connections,
     /// `--handshakes-per-second`.
     HandshakePace,
+    /// `--notification-rate`: notifications per other entity's server.
+    NotificationRate,
 }
 
 impl Limit {
-    const ALL: [Limit; 11] = [
+    const ALL: [Limit; 12] = [
         Limit::ReadRate,
         Limit::WriteRate,
         Limit::RegistrationRate,
@@ -69,6 +71,7 @@ impl Limit {
         Limit::CatchUp,
         Limit::Connections,
         Limit::HandshakePace,
+        Limit::NotificationRate,
     ];
 
     fn label(self) -> &'static str {
@@ -84,6 +87,7 @@ impl Limit {
             Limit::CatchUp => "catch_up",
             Limit::Connections => "connections",
             Limit::HandshakePace => "handshake_pace",
+            Limit::NotificationRate => "notification_rate",
         }
     }
 
@@ -94,6 +98,7 @@ impl Limit {
             Rate::Write(_) => Limit::WriteRate,
             Rate::Registration(_) => Limit::RegistrationRate,
             Rate::SignIn(_) => Limit::SignInRate,
+            Rate::Notification(_) => Limit::NotificationRate,
         }
     }
 

@@ -26,6 +26,7 @@ use crate::connections::{
 };
 use crate::hub::Hub;
 use crate::passwords::{PASSWORD_CHECKS_AT_ONCE, PasswordChecks};
+use crate::peers::{PeerClient, PeerOptions};
 use crate::standings::Standings;
 use crate::users::UserCache;
 use crate::writer::Writer;
@@ -54,6 +55,10 @@ pub struct App {
     pub standings: Arc<Standings>,
     /// Stored versions and compiled types, remembered between writes.
     pub memo: Memo,
+    /// Other servers, reached under core's rules (federation).
+    pub peers: PeerClient,
+    /// Wakes the outbox's delivery loop: a write queued notifications.
+    pub outbox: tokio::sync::Notify,
 }
 
 impl App {
@@ -152,6 +157,22 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     )?;
     let readers = db::Readers::open(&data.database(), options.readers, db::READ_TIME_BUDGET)?;
     let (stop, shutdown) = watch::channel(false);
+    let peers = PeerClient::new(PeerOptions {
+        allow_private: options.allow_private_peers,
+        allow_http: options.allow_http_peers,
+        extra_roots: options.peer_ca.clone(),
+        resolve: options.peer_resolve.clone(),
+        ..PeerOptions::default()
+    })
+    .map_err(std::io::Error::other)?;
+    if options.allow_private_peers || options.allow_http_peers || !options.peer_resolve.is_empty() {
+        tracing::warn!(
+            allow_private_peers = options.allow_private_peers,
+            allow_http_peers = options.allow_http_peers,
+            peer_resolve = ?options.peer_resolve,
+            "development settings for other servers are on: never use them in production"
+        );
+    }
     let app = Arc::new(App {
         settings: folio_core::Settings {
             dialect: Dialect::default(),
@@ -179,6 +200,8 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         data: data.clone(),
         standings,
         memo: Memo::new(),
+        peers,
+        outbox: tokio::sync::Notify::new(),
     });
 
     // The nonces the last run stored (of requests dated ahead), and no
@@ -286,6 +309,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     crate::logs::listening(&format!("https://{https_addr}"));
 
     let upkeep = tokio::spawn(upkeep(Arc::clone(&app)));
+    let delivery = tokio::spawn(crate::outbox::deliver(Arc::clone(&app)));
     shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop.send(true);
@@ -294,6 +318,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         let _ = task.await;
     }
     upkeep.abort();
+    delivery.abort();
     // The last handle to the writer goes with the state: it commits what is
     // queued, then stops.
     drop(app);

@@ -12,14 +12,15 @@ use folio_core::apps::{
     Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
     revocation,
 };
+use folio_core::auth::ServerKey;
 use folio_core::builtin::BuiltinType;
 use folio_core::discovery::{entity_record_body, entity_record_update};
 use folio_core::model::{Entity, RecordId, RecordLink, UserName};
 use folio_core::store::{
     Statement, StoresToRemove, app_authorizations_sql, apps_sql, entity_record_sql, held_blobs_sql,
-    insert_app_sql, insert_user_sql, insert_user_with_id_sql, latest_version_sql, read_version,
-    remove_stores_sql, seed_statements, set_password_sql, types_by_name_sql, user_by_name_sql,
-    users_sql,
+    insert_app_sql, insert_server_key_sql, insert_user_sql, insert_user_with_id_sql,
+    latest_version_sql, read_version, remove_stores_sql, seed_statements, server_key_sql,
+    set_password_sql, types_by_name_sql, user_by_name_sql, users_sql,
 };
 use folio_core::write::{RecordKey, WriteRequest};
 use folio_core::{CommitError, Done, Job, RecordWrite, Row, RowError, RowExt, Transaction};
@@ -286,6 +287,13 @@ pub async fn create_user<T: Transaction<Error = DbError>>(
         }
     };
     commit(tx, &seed_statements(id)).await?;
+    let key = ServerKey::from_seed(rand::random());
+    let public_key = key.public_base64();
+    commit(
+        tx,
+        &[insert_server_key_sql(id, &key.seed_base64(), &public_key)],
+    )
+    .await?;
     let user = User {
         id,
         name: name.to_owned(),
@@ -294,7 +302,12 @@ pub async fn create_user<T: Transaction<Error = DbError>>(
     owner_write(
         tx,
         &user,
-        post(&entity_record_body(entity, name, base_url))?,
+        post(&entity_record_body(
+            entity,
+            name,
+            base_url,
+            Some(&public_key),
+        ))?,
     )
     .await?;
     Ok(user)
@@ -315,7 +328,9 @@ fn finish<T>(conn: &Connection, result: Result<T, ProvisionError>) -> Result<T, 
 }
 
 /// Writes a new version of each user's Entity record whose endpoints name
-/// another base URL than `base_url` (PROTOCOL.md §12).
+/// another base URL than `base_url` (PROTOCOL.md §12), or that does not
+/// list the user's server key; a user from before federation gets one
+/// (`docs/federation.md` §2).
 pub async fn update_entity_records(
     conn: &Connection,
     base_url: &str,
@@ -346,7 +361,32 @@ pub async fn point_entity_record<T: Transaction<Error = DbError>>(
     };
     let (record, _) =
         read_version(record, links).map_err(|e| ProvisionError::Invalid(e.to_string()))?;
-    let Some(body) = entity_record_update(&record, &user.entity, &user.name, base_url) else {
+    let key = ServerKey::from_seed(rand::random());
+    commit(
+        tx,
+        &[insert_server_key_sql(
+            user.id,
+            &key.seed_base64(),
+            &key.public_base64(),
+        )],
+    )
+    .await?;
+    let keys = db::fetch(conn, &server_key_sql(user.id))?;
+    let public_key = match keys.first() {
+        Some(row) => row.text(1)?.to_owned(),
+        None => {
+            return Err(ProvisionError::Invalid(
+                "the server key was not stored".into(),
+            ));
+        }
+    };
+    let Some(body) = entity_record_update(
+        &record,
+        &user.entity,
+        &user.name,
+        base_url,
+        Some(&public_key),
+    ) else {
         return Ok(false);
     };
     let request = WriteRequest::put(RecordKey::of(&record), body.to_string().as_bytes())?;

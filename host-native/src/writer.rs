@@ -505,6 +505,7 @@ mod tests {
                 versions: seqs.iter().map(|&seq| (stored.clone(), seq)).collect(),
                 answer: stored,
                 client_id: None,
+                notifications: 0,
             })
         };
         let mut answers = Vec::new();

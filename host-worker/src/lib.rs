@@ -10,6 +10,7 @@
 //! address (`rates`).
 
 mod d1;
+mod peers;
 mod rates;
 mod store;
 

@@ -48,6 +48,10 @@ pub fn configured(env: &Env) -> Limits {
         ),
         registrations_per_address: rate("FOLIO_REGISTER_RATE", defaults.registrations_per_address),
         sign_in_attempts_per_minute: sign_ins,
+        notifications_per_entity: rate(
+            "FOLIO_NOTIFICATION_RATE",
+            defaults.notifications_per_entity,
+        ),
         ..defaults
     }
 }

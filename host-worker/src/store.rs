@@ -12,10 +12,12 @@ use folio_core::events::{
     HEARTBEAT_EVENT, LiveCommit, LiveSubscriber, LiveVersion, OpenStreams, Opened,
     SUBSCRIBER_QUEUE_LEN, StandingChanged, StreamCaps, StreamsFull, Subscriber,
 };
+use folio_core::federation::{PeerAnswer, PeerFailure, PeerRequest};
 use folio_core::fresh::Fresh;
 use folio_core::limits::{Limits, header_section_len};
 use folio_core::model::{BlobHash, RecordDate, UserName};
 use folio_core::problem::default_docs_url;
+use folio_core::service::Peers;
 use folio_core::store::{Statement, user_by_name_sql, users_sql};
 use folio_core::{
     Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate, RateLimits,
@@ -361,6 +363,15 @@ fn random_seed() -> [u8; 32] {
     let mut bytes = [0; 32];
     getrandom::fill(&mut bytes).expect("the Workers runtime gives randomness");
     bytes
+}
+
+impl Peers for UserStore {
+    async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
+        let options = crate::peers::PeerOptions {
+            development: is_dev(&self.env),
+        };
+        crate::peers::send(options, request).await
+    }
 }
 
 impl Host for UserStore {

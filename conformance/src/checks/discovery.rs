@@ -7,7 +7,11 @@ use serde_json::{Value, json};
 use super::{Check, CheckResult, check};
 use crate::client::{Call, Response};
 use crate::context::{Ctx, ensure_listed, type_filter};
-use crate::expect::{self, NOT_IMPLEMENTED, at, ensure, ensure_eq, is_hex, str_at};
+use base64::Engine;
+
+use crate::expect::{
+    self, FORBIDDEN, MISSING_AUTHORIZATION, at, ensure, ensure_eq, is_hex, str_at,
+};
 
 pub fn checks() -> Vec<Check> {
     vec![
@@ -47,7 +51,10 @@ pub fn checks() -> Vec<Check> {
         check!("discovery/entity-record-listed", entity_record_listed),
         check!("discovery/server-info-shape", server_info_shape),
         check!("discovery/server-info-limits", server_info_limits),
-        check!("discovery/new-notification-501", new_notification_501),
+        check!(
+            "discovery/new-notification-refuses-apps",
+            new_notification_refuses_apps
+        ),
     ]
 }
 
@@ -165,10 +172,29 @@ async fn entity_record_lists(ctx: &Ctx) -> CheckResult {
         Some(&json!([])),
         "previous_entities"
     );
+    // The user's server key (docs/federation.md §2): one Ed25519 key.
+    let keys = record
+        .pointer("/content/signing_keys")
+        .and_then(|keys| keys.as_array())
+        .ok_or_else(|| format!("signing_keys is not an array: {record}"))?;
+    ensure!(
+        keys.len() == 1,
+        "signing_keys holds {} keys, not one",
+        keys.len()
+    );
     ensure_eq!(
-        record.pointer("/content/signing_keys"),
-        Some(&json!([])),
-        "signing_keys"
+        keys[0]["algorithm"],
+        json!("ed25519"),
+        "the key's algorithm"
+    );
+    let key = str_at(&keys[0], "/public_key")?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(key)
+        .map_err(|e| format!("the public key is not base64: {e}"))?;
+    ensure!(
+        decoded.len() == 32,
+        "the public key has {} bytes, not 32",
+        decoded.len()
     );
     Ok(())
 }
@@ -253,9 +279,13 @@ async fn server_info_limits(ctx: &Ctx) -> CheckResult {
     Ok(())
 }
 
-async fn new_notification_501(ctx: &Ctx) -> CheckResult {
+/// Only another entity's server sends notifications (docs/federation.md §4):
+/// an app's is forbidden, an unsigned one unauthenticated.
+async fn new_notification_refuses_apps(ctx: &Ctx) -> CheckResult {
     let call = Call::post(ctx.api("/notifications")?)
-        .json(&json!({}))
+        .json(&json!({"versions": []}))
         .signed(&ctx.full);
-    expect::problem_response(&ctx.send(call).await?, NOT_IMPLEMENTED).map(drop)
+    expect::problem_response(&ctx.send(call).await?, FORBIDDEN)?;
+    let call = Call::post(ctx.api("/notifications")?).json(&json!({"versions": []}));
+    expect::problem_response(&ctx.send(call).await?, MISSING_AUTHORIZATION).map(drop)
 }

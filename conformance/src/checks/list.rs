@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::{Check, CheckResult, check};
 use crate::client::{Call, record_id};
 use crate::context::{Ctx, ids, type_filter};
-use crate::expect::{self, INVALID_PARAMETER, ensure, ensure_eq, str_at};
+use crate::expect::{self, INVALID_PARAMETER, PEER_UNREACHABLE, ensure, ensure_eq, str_at};
 
 pub fn checks() -> Vec<Check> {
     vec![
@@ -78,8 +78,12 @@ pub fn checks() -> Vec<Check> {
         ),
         check!("list/proxy-to-own-entity-ignored", proxy_to_self),
         check!(
-            "list/proxy-to-other-entity-invalid-parameter",
+            "list/proxy-to-unreachable-entity-peer-unreachable",
             proxy_to_other
+        ),
+        check!(
+            "list/proxy-to-not-an-entity-invalid-parameter",
+            proxy_to_invalid
         ),
         check!("list/unknown-parameter-ignored", unknown_parameter),
     ]
@@ -652,9 +656,15 @@ async fn proxy_to_self(ctx: &Ctx) -> CheckResult {
     ctx.list(&[("proxy_to", ctx.entity())]).await.map(drop)
 }
 
+/// `proxy_to` asks the entity's server (docs/federation.md §5); a name
+/// under `.invalid` (RFC 2606) has none.
 async fn proxy_to_other(ctx: &Ctx) -> CheckResult {
-    let other = format!("other-{}.example", &record_id()[..8]);
-    expect_list_problem(ctx, &[("proxy_to", &other)], INVALID_PARAMETER).await
+    let other = format!("other-{}.invalid", &record_id()[..8]);
+    expect_list_problem(ctx, &[("proxy_to", &other)], PEER_UNREACHABLE).await
+}
+
+async fn proxy_to_invalid(ctx: &Ctx) -> CheckResult {
+    expect_list_problem(ctx, &[("proxy_to", "not an entity")], INVALID_PARAMETER).await
 }
 
 async fn unknown_parameter(ctx: &Ctx) -> CheckResult {

@@ -126,7 +126,7 @@ impl Dialect {
     }
 
     /// Every listed name must be signable, lowercase, and listed once.
-    fn check_signed_headers(self, list: &str) -> Result<(), Malformed> {
+    pub(super) fn check_signed_headers(self, list: &str) -> Result<(), Malformed> {
         let signable = self.signable_headers();
         for (i, name) in header_names(list).enumerate() {
             if !signable.iter().any(|header| header.lowercase == name) {
@@ -141,7 +141,7 @@ impl Dialect {
 }
 
 /// The names of a `headers` parameter; `""` lists none.
-fn header_names(list: &str) -> impl Iterator<Item = &str> {
+pub(super) fn header_names(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').filter(move |_| !list.is_empty())
 }
 

@@ -6,6 +6,7 @@
 mod bearer;
 mod header;
 mod replay;
+mod server;
 mod sign;
 
 pub use bearer::{BEARER_PARAMETER, BearerToken, MAX_BEARER_LIFETIME_MS};
@@ -15,6 +16,7 @@ pub use replay::{
     Accepted, MAX_NONCES_PER_APP, MAX_REGISTRATION_NONCES, MAX_REMEMBERED_NONCES,
     MEMORY_ONLY_AHEAD_MS, NonceUse, ReplayError, ReplayGuard, nonce_table,
 };
+pub use server::{ServerAuthorization, ServerKey};
 pub use sign::{ClientBearer, ClientSignature};
 
 use base64::Engine;
@@ -158,7 +160,7 @@ impl AppKey {
 
     /// Strict Ed25519 verification: rejects non-canonical signatures and
     /// small-order keys, so a signature has exactly one valid encoding.
-    fn verify(&self, input: &[u8], signature: &Signature) -> Result<(), AuthError> {
+    pub(crate) fn verify(&self, input: &[u8], signature: &Signature) -> Result<(), AuthError> {
         self.0
             .verify_strict(input, signature)
             .map_err(|_| AuthError::InvalidSignature)

@@ -160,6 +160,28 @@ impl RecordSource {
         RecordSource::Resolution,
     ];
 
+    /// How strongly the source holds a record, highest first: `self`,
+    /// `resolution`, `notification`, `notification_unknown`,
+    /// `subscription`, `proxy`. When two apply, the higher wins.
+    pub fn priority(self) -> u8 {
+        match self {
+            RecordSource::Own => 5,
+            RecordSource::Resolution => 4,
+            RecordSource::Notification => 3,
+            RecordSource::NotificationUnknown => 2,
+            RecordSource::Subscription => 1,
+            RecordSource::Proxy => 0,
+        }
+    }
+
+    /// The higher of two sources.
+    pub fn max(self, other: RecordSource) -> RecordSource {
+        match self.priority() >= other.priority() {
+            true => self,
+            false => other,
+        }
+    }
+
     /// The wire name, as `source` and the `sources` parameter write it.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -28,7 +28,7 @@ pub use page::{
 };
 pub use params::{
     Bound, DEFAULT_PAGE_SIZE, Direction, EVENTS_LOOKBACK_MS, EventsQuery, IncludeLinks, ListQuery,
-    PAGE_SIZES, QueryError, Sort, SortProperty, SortValue, VersionsQuery,
+    PAGE_SIZES, QueryError, Sort, SortProperty, SortValue, VersionsQuery, proxy_to,
 };
 pub use query_string::{QueryStringError, decode_query_string};
 

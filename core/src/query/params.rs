@@ -125,6 +125,22 @@ pub struct ListQuery {
     pub include_deleted: bool,
     /// Only records from these sources (`None`: all). Unknown values match nothing.
     pub sources: Option<Vec<RecordSource>>,
+    /// Another entity whose server answers the list (`proxy_to`,
+    /// `docs/federation.md` §5); `None` for this store, also when
+    /// `proxy_to` names the store's own entity.
+    pub proxy_to: Option<Entity>,
+}
+
+/// The `proxy_to` of a request: another entity than `user`, if it names one.
+pub fn proxy_to(params: &[(String, String)], user: &Entity) -> Result<Option<Entity>, QueryError> {
+    match (Params { params }).single("proxy_to")? {
+        None => Ok(None),
+        Some(text) if text == user.as_str() => Ok(None),
+        Some(text) => text
+            .parse()
+            .map(Some)
+            .map_err(|_| invalid("proxy_to", "is not an entity")),
+    }
 }
 
 /// An events request (`GET …/events`).
@@ -199,8 +215,8 @@ fn invalid(name: &'static str, reason: &'static str) -> QueryError {
 
 impl ListQuery {
     /// Reads a list request's parameters. `user` is the store's own entity:
-    /// `proxy_to` naming it is ignored, any other value is refused until
-    /// federation exists. Unknown parameters are ignored.
+    /// `proxy_to` naming it is ignored (see [`proxy_to`]). Unknown
+    /// parameters are ignored.
     pub fn from_params(params: &[(String, String)], user: &Entity) -> Result<Self, QueryError> {
         let params = Params { params };
         let sort = match params.single("sort")? {
@@ -235,11 +251,7 @@ impl ListQuery {
                 .filter_map(|name| name.parse().ok())
                 .collect()
         });
-        match params.single("proxy_to")? {
-            None => {}
-            Some(text) if text == user.as_str() => {}
-            Some(_) => return Err(invalid("proxy_to", "can only name this store's own entity")),
-        }
+        let proxy_to = proxy_to(params.params, user)?;
         Ok(ListQuery {
             sort,
             min,
@@ -251,6 +263,7 @@ impl ListQuery {
             include_links,
             include_deleted: params.include_deleted()?,
             sources,
+            proxy_to,
         })
     }
 }

@@ -11,6 +11,7 @@ use crate::model::{Record, RecordDate, RecordId};
 use crate::problem::{Problem, ProblemType};
 use crate::store::{app_authorizations_sql, app_key_sql, read_version};
 
+use super::federation::{Federation, Trouble};
 use super::standing::Standing;
 use super::store::{RowExt, version_row};
 use super::{Context, Failure, Host, Rate, User};
@@ -41,6 +42,21 @@ impl Caller {
             signed_content_sha256: None,
         }
     }
+}
+
+/// A stored Entity record younger than this is not discovered again when a
+/// signature fails its keys: a forged signature must not make this server
+/// ask the entity's server again and again.
+const REDISCOVER_AFTER_MS: i64 = 60_000;
+
+/// The id under which the replay guard keeps a server's nonces: one per
+/// entity, apart from every app's (whose ids are random).
+fn server_nonce_id(entity: &crate::model::Entity) -> RecordId {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("server nonces of {entity}"));
+    let mut bytes = [0; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    RecordId::from_bytes(bytes)
 }
 
 /// The `Retry-After` of an app refused for holding its share of the replay
@@ -85,6 +101,9 @@ impl<H: Host> Context<'_, '_, H> {
         if let Some(value) = request.headers.header("authorization") {
             let value = std::str::from_utf8(value)
                 .map_err(|_| auth(&AuthError::Malformed(Malformed::Syntax { at: 0 })))?;
+            if dialect.is_server_authorization(value) {
+                return self.verify_server(user, value, body_sha256).await;
+            }
             let header = dialect.parse_authorization(value).map_err(|e| auth(&e))?;
             let now = self.request.now;
             check_timestamp(header.ts_ms, now).map_err(|e| auth(&e))?;
@@ -134,6 +153,89 @@ impl<H: Host> Context<'_, '_, H> {
             });
         }
         Ok(Caller::anonymous())
+    }
+
+    /// Another entity's server, signing for that entity
+    /// (`docs/federation.md` §2): verified with a key the entity's Entity
+    /// record lists, found by discovery (again, if the stored record is not
+    /// fresh and its keys fail: the entity may have a new key).
+    async fn verify_server(
+        &self,
+        user: &User,
+        value: &str,
+        body_sha256: Option<&[u8; 32]>,
+    ) -> Result<Caller, Failure> {
+        let request = &self.request;
+        let header = self
+            .host
+            .settings()
+            .dialect
+            .parse_server_authorization(value)
+            .map_err(|e| auth(&e))?;
+        check_timestamp(header.ts_ms, request.now).map_err(|e| auth(&e))?;
+        let federation = Federation {
+            host: self.host,
+            user,
+            now: request.now,
+            fresh: &request.fresh,
+        };
+        let unknown = |trouble: Trouble| -> Failure {
+            match trouble {
+                Trouble::Failure(failure) => failure,
+                trouble => Problem::new(ProblemType::UnknownServer)
+                    .with_detail(format!("{}: {trouble}", header.entity))
+                    .into(),
+            }
+        };
+        let signed = request.signed();
+        let mut remote = federation
+            .entity(&header.entity, false)
+            .await
+            .map_err(unknown)?;
+        let known_for = remote
+            .record
+            .version
+            .received_at
+            .map_or(i64::MAX, |at| request.now.unix_millis() - at.unix_millis());
+        if header
+            .verify(&remote.keys, &signed, request.headers)
+            .is_err()
+            && known_for > REDISCOVER_AFTER_MS
+        {
+            remote = federation
+                .entity(&header.entity, true)
+                .await
+                .map_err(unknown)?;
+        }
+        if remote.keys.is_empty() {
+            return Err(Problem::new(ProblemType::UnknownServer)
+                .with_detail(format!(
+                    "{}'s Entity record lists no signing key",
+                    header.entity
+                ))
+                .into());
+        }
+        header
+            .verify(&remote.keys, &signed, request.headers)
+            .map_err(|e| auth(&e))?;
+        let signed_content_sha256 = header
+            .signed_content_sha256(request.headers)
+            .map_err(|e| auth(&e))?;
+        if let Some(digest) = body_sha256 {
+            check_body_digest(signed_content_sha256, digest).map_err(|e| auth(&e))?;
+        }
+        let nonces = server_nonce_id(&header.entity);
+        self.check_replay(user, nonces, header.nonce, header.ts_ms, false)
+            .await?;
+        Ok(Caller {
+            access: Access::Server {
+                entity: header.entity.clone(),
+            },
+            app: None,
+            authorization: None,
+            bearer_expiry: None,
+            signed_content_sha256,
+        })
     }
 
     /// The caller of a read; unauthenticated reads count against their

@@ -16,6 +16,7 @@ use super::standing::{Epoch, StandingCache};
 
 use crate::blob::{LengthMismatch, Received, UploadMeter};
 use crate::events::{STREAM_CAP_RETRY_AFTER_SECS, StreamsFull};
+use crate::federation::{PeerAnswer, PeerFailure, PeerRequest};
 
 use super::store::Row;
 use super::writes::{Job, JobOutcome};
@@ -53,6 +54,8 @@ pub enum Rate<'a> {
     Registration(Option<IpAddr>),
     /// A consent-page sign-in attempt from an address.
     SignIn(Option<IpAddr>),
+    /// A notification from another entity's server (federation).
+    Notification(&'a Entity),
 }
 
 /// A request over its rate: the problem and the seconds to wait.
@@ -183,7 +186,7 @@ impl fmt::Display for Note<'_> {
 /// A host of the service: its settings and log, and the capabilities
 /// below. Each capability is a small trait of its own, so that a reader
 /// (or a fake host in a test) can take them one at a time.
-pub trait Host: Store + Jobs + Bodies + Blobs + Streams + Guards + Secrets {
+pub trait Host: Store + Jobs + Bodies + Blobs + Streams + Guards + Secrets + Peers {
     fn settings(&self) -> &Settings;
 
     /// Logs an unexpected failure (answered `server/500-internal`).
@@ -357,4 +360,15 @@ pub trait Secrets {
     /// [`hash_password`](crate::consent::hash_password) and `salt`; `None`
     /// if it could not be made.
     async fn hash_password(&self, password: String, salt: [u8; 16]) -> Option<String>;
+}
+
+/// Other servers (federation, `docs/federation.md`).
+#[allow(async_fn_in_trait)]
+pub trait Peers {
+    /// Sends `request` and reads its answer whole, under the rules of
+    /// [`crate::federation::peer`]: only to addresses
+    /// [`address_allowed`](crate::federation::address_allowed) allows, within
+    /// the timeouts, at most `max_answer_bytes` of body, and never
+    /// following a redirect (a 3xx comes back as an answer).
+    async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerFailure>;
 }

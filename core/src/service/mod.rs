@@ -56,6 +56,7 @@ mod blobs;
 mod consent;
 mod console;
 mod events;
+mod federation;
 mod host;
 pub mod memo;
 mod rates;
@@ -66,8 +67,9 @@ pub mod upkeep;
 pub mod writes;
 
 pub use auth::Caller;
+pub use federation::{DELIVERY_ROUND_ROWS, DeliveryRound, deliver_due};
 pub use host::{
-    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate,
+    Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Peers, Rate,
     STORAGE_FULL_RETRY_AFTER_SECS, Secrets, Settings, Store, Streams, UploadFailure, User,
     WriteFailure,
 };
@@ -263,14 +265,14 @@ impl From<Limited> for Failure {
 }
 
 impl Failure {
-    fn with(mut self, name: &'static str, value: String) -> Self {
+    pub(crate) fn with(mut self, name: &'static str, value: String) -> Self {
         self.headers.push((name, value));
         self
     }
 
     /// The host's storage is full: `server/503-unavailable` with a
     /// `Retry-After`, and `error` in the host's log.
-    fn storage_full(error: impl fmt::Display) -> Self {
+    pub(crate) fn storage_full(error: impl fmt::Display) -> Self {
         let problem = Problem::new(ProblemType::Unavailable)
             .with_detail("the server's storage is full; nothing was stored, retry later");
         Failure {
@@ -417,8 +419,8 @@ async fn dispatch<'r, H: Host>(
         (Endpoint::Console { page, .. }, Some(user)) => {
             Ok(console::console(&cx, &user, page, take(body)?).await)
         }
-        (Endpoint::NewNotification { .. }, Some(_)) => {
-            Err(Problem::new(ProblemType::NotImplemented).into())
+        (Endpoint::NewNotification { .. }, Some(user)) => {
+            federation::new_notification(&cx, &user, take(body)?).await
         }
         (Endpoint::ServerInfo { .. }, Some(_)) => Ok(Reply::json(
             200,

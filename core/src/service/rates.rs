@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use crate::limits::{Limits, RateLimit};
 use serde::{Deserialize, Serialize};
 
-use crate::model::{RecordDate, RecordId};
+use crate::model::{Entity, RecordDate, RecordId};
 use crate::problem::{Problem, ProblemType};
 
 use super::{Limited, Rate};
@@ -73,6 +73,7 @@ pub struct RateLimits {
     reads: Option<Buckets<Option<IpAddr>>>,
     registrations: Option<Buckets<Option<IpAddr>>>,
     sign_ins: Option<Buckets<Option<IpAddr>>>,
+    notifications: Option<Buckets<Entity>>,
 }
 
 impl RateLimits {
@@ -103,6 +104,10 @@ impl RateLimits {
                     "sign-in attempts from this address; wait a minute",
                 )
             }),
+            notifications: per_second(
+                rates.notifications_per_entity,
+                "notifications from this entity's server",
+            ),
         }
     }
 
@@ -115,6 +120,10 @@ impl RateLimits {
             Rate::AnonymousRead(peer) => check(&mut self.reads, peer, now),
             Rate::Registration(peer) => check(&mut self.registrations, peer, now),
             Rate::SignIn(peer) => check(&mut self.sign_ins, peer, now),
+            Rate::Notification(entity) => self
+                .notifications
+                .as_mut()
+                .map_or(Ok(()), |b| b.check(entity.clone(), now)),
         }
     }
 
@@ -122,6 +131,9 @@ impl RateLimits {
     pub fn forget_idle(&mut self, now: RecordDate) {
         let now = now.unix_ticks();
         if let Some(b) = &mut self.writes {
+            b.forget_idle(now);
+        }
+        if let Some(b) = &mut self.notifications {
             b.forget_idle(now);
         }
         for b in [&mut self.reads, &mut self.registrations, &mut self.sign_ins]
@@ -190,7 +202,7 @@ impl AddressRate {
                 peer,
                 limits.sign_in_attempts_per_minute.is_some(),
             ),
-            Rate::Write(_) => return None,
+            Rate::Write(_) | Rate::Notification(_) => return None,
         };
         on.then_some(AddressRate {
             kind,

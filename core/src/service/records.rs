@@ -10,7 +10,7 @@ use crate::http::check_json_content_type;
 use crate::limits::check_body_len;
 use crate::model::VersionHash;
 use crate::problem::{Problem, ProblemType};
-use crate::query::{IncludeLinks, ListQuery, VersionsQuery};
+use crate::query::{IncludeLinks, ListQuery, VersionsQuery, proxy_to};
 use crate::register::{
     OfferedKey, RegistrationRequest, key_header_value, offered_key, registration_access,
     verify_registration,
@@ -18,10 +18,11 @@ use crate::register::{
 use crate::respond::{self, JsonAnswer, VersionRow};
 use crate::route::{Method, RecordPath};
 use crate::store::{WriteOrigin, latest_version_sql, list_sql, read_version, version_sql};
-use crate::write::{RecordKey, WriteRequest};
+use crate::write::{RecordKey, WriteError, WriteRequest};
 
+use super::federation::{Federation, MAX_RESOLUTIONS_PER_WRITE, Trouble, proxy, write_failure};
 use super::store::version_row;
-use super::writes::{Done, Job, RecordWrite, RegistrationJob};
+use super::writes::{Done, Job, RecordWrite, Refused, RegistrationJob};
 use super::{
     BodyError, Caller, Context, Failure, Host, Note, Outcome, Rate, Reply, User, WriteFailure,
 };
@@ -75,6 +76,9 @@ pub(super) async fn put_or_delete<H: Host>(
 pub(super) async fn list<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Outcome<H::Stream> {
     let caller = cx.reader(user).await?;
     let query = ListQuery::from_params(&cx.params, &user.entity).map_err(|e| Problem::from(&e))?;
+    if let Some(entity) = &query.proxy_to {
+        return proxy(cx, user, &caller, entity, None).await;
+    }
     let statement = list_sql(user.id, &query, &caller.access).statement;
     let rows = cx.versions(&statement).await?;
     let answer = respond::list_page(&query, &cx.params, rows, &user.entity, &caller.access)?;
@@ -87,6 +91,9 @@ pub(super) async fn get<H: Host>(
     record: &RecordPath,
 ) -> Outcome<H::Stream> {
     let caller = cx.reader(user).await?;
+    if let Some(entity) = proxy_to(&cx.params, &user.entity).map_err(|e| Problem::from(&e))? {
+        return proxy(cx, user, &caller, &entity, Some(record)).await;
+    }
     let row = cx.latest(user, record).await?;
     let include = IncludeLinks::from_request(&cx.params, None);
     let answer = respond::one_record(row, include, &user.entity, &caller.access)??;
@@ -293,13 +300,51 @@ impl<H: Host> Context<'_, '_, H> {
 
     /// A write failure's problem: busy is `server/503-unavailable`.
     pub(super) fn write_failure(&self, failure: &WriteFailure) -> Failure {
-        match failure {
-            WriteFailure::Busy => Failure::from(
-                Problem::new(ProblemType::Unavailable).with_detail("too many writes are waiting"),
-            )
-            .with("retry-after", "1".to_owned()),
-            WriteFailure::StorageFull(error) => Failure::storage_full(error),
-            WriteFailure::Failed(_) => Failure::internal(failure),
+        write_failure(failure)
+    }
+
+    /// Runs a record write; when it fails only because the store lacks
+    /// another entity's entity, record or version that a link names, that
+    /// is fetched from its server and the write runs again, at most
+    /// [`MAX_RESOLUTIONS_PER_WRITE`] times (`docs/federation.md` §3). A
+    /// link that still does not resolve is `record/400-invalid-link`, its
+    /// detail saying what the other server answered.
+    async fn run_resolving(&self, user: &User, job: Job) -> Result<Done, Failure> {
+        let federation = Federation {
+            host: self.host,
+            user,
+            now: self.request.now,
+            fresh: &self.request.fresh,
+        };
+        let mut resolutions = 0;
+        loop {
+            let refused = match self.host.run(job.clone()).await {
+                Err(failure) => return Err(self.write_failure(&failure)),
+                Ok(Ok(done)) => return Ok(done),
+                Ok(Err(refused)) => refused,
+            };
+            let Refused::Write(WriteError::InvalidLink {
+                unresolved: Some(unresolved),
+                ..
+            }) = &refused
+            else {
+                return Err(Problem::from(&refused).into());
+            };
+            if resolutions == MAX_RESOLUTIONS_PER_WRITE {
+                return Err(Problem::from(&refused).into());
+            }
+            resolutions += 1;
+            if let Err(trouble) = federation.resolve(unresolved).await {
+                if let Trouble::Failure(failure) = trouble {
+                    return Err(failure);
+                }
+                let problem = Problem::from(&refused);
+                let detail = match problem.detail.as_deref() {
+                    Some(detail) => format!("{detail} ({trouble})"),
+                    None => trouble.to_string(),
+                };
+                return Err(problem.with_detail(detail).into());
+            }
         }
     }
 
@@ -335,13 +380,11 @@ impl<H: Host> Context<'_, '_, H> {
             },
             fresh_id: self.request.fresh.record_id(),
         };
-        let Done::Written(written) = self
-            .run(Job::Writes {
-                user: user.clone(),
-                writes: vec![write],
-            })
-            .await?
-        else {
+        let job = Job::Writes {
+            user: user.clone(),
+            writes: vec![write],
+        };
+        let Done::Written(written) = self.run_resolving(user, job).await? else {
             return Err(Failure::internal("a record write stored no version"));
         };
         let answer = respond::written(

@@ -17,13 +17,15 @@ use std::sync::Arc;
 use crate::access::Access;
 use crate::apps::{ServerKeys, server_public_key};
 use crate::events::LiveVersion;
-use crate::model::{ClientId, ReceivedRecord, Record, RecordDate, RecordId, VersionHash};
+use crate::federation::recipients;
+use crate::model::{ClientId, Entity, ReceivedRecord, Record, RecordDate, RecordId, VersionHash};
 use crate::query::{IndexEntry, index_entries};
 use crate::register::{Registration, RegistrationError, RegistrationPlan, registration_access};
 use crate::store::{
-    NeedRow, NeedRows, Statement, StoredDataError, WRITE_ATTEMPTS, WriteOrigin,
+    NeedRow, NeedRows, Replaces, Statement, StoredDataError, WRITE_ATTEMPTS, WriteOrigin,
     app_credentials_sql, app_key_sql, event_seq_sql, last_received_at_sql, latest_hash_sql,
-    need_sql, read_links, read_record, read_version, version_sql, version_statements_replacing,
+    need_sql, queue_notification_sql, read_links, read_record, read_version, version_sql,
+    version_statements_replacing,
 };
 use crate::write::{
     Commit, Need, RecordKey, Step, Supplied, Write, WriteContext, WriteError, WriteRequest,
@@ -135,6 +137,15 @@ impl Job {
 }
 
 impl Done {
+    /// How many notifications the job queued in the outbox.
+    pub fn queued_notifications(&self) -> usize {
+        match self {
+            Done::Written(written) => written.notifications,
+            Done::Registered(registered) => registered.written.notifications,
+            Done::Ran => 0,
+        }
+    }
+
     /// Whether committing this may have changed an app's standing
     /// ([`standing`](super::standing)): a registration (an app's key row),
     /// plain statements (which may touch anything), or a version of an App
@@ -185,6 +196,9 @@ pub struct Written {
     pub answer: Stored,
     /// The client that wrote, for subscribers that skip their own writes.
     pub client_id: Option<ClientId>,
+    /// How many notifications the job queued in the outbox (federation):
+    /// the host wakes its delivery loop when there are some.
+    pub notifications: usize,
 }
 
 /// A registration's App record, and the server's key for the app.
@@ -438,7 +452,12 @@ struct PendingVersion {
     /// index changes by the difference alone
     /// ([`version_statements_replacing`]).
     replaced: Option<Arc<[IndexEntry]>>,
+    /// Its record's first stored version: it replaces nothing.
+    first: bool,
     origin: WriteOrigin,
+    /// The entities to notify of it (federation): queued in the outbox in
+    /// the same commit.
+    recipients: Vec<Entity>,
 }
 
 /// A job's first answer: a replay's stored version, or the first version
@@ -550,11 +569,14 @@ impl<'u> Pending<'u> {
             self.last_received_at = self.last_received_at.max(Some(received_at));
             let replaced =
                 (version.record.version.parent_hash).and_then(|parent| self.entries_of(&parent));
+            let recipients = recipients(&self.user.entity, version.record.record(), &version.links);
             self.versions.push(PendingVersion {
                 entries: index_entries(&version.links),
                 replaced,
+                first: version.replaces.is_none(),
                 record: version.record,
                 origin: job.origin,
+                recipients,
             });
         }
         Ok(Ok(Answered::Stored))
@@ -650,6 +672,7 @@ impl<'u> Pending<'u> {
                     versions: Vec::new(),
                     answer: *stored,
                     client_id: None,
+                    notifications: 0,
                 }));
             }
             Answered::Replay(stored) => *stored,
@@ -663,15 +686,35 @@ impl<'u> Pending<'u> {
             .versions
             .iter()
             .flat_map(|version| {
+                let replaces = match (version.first, version.replaced.as_deref()) {
+                    (true, _) => Replaces::Nothing,
+                    (false, Some(entries)) => Replaces::Read(entries),
+                    (false, None) => Replaces::Unread,
+                };
                 version_statements_replacing(
                     self.user.id,
                     &version.record,
                     &version.entries,
-                    version.replaced.as_deref(),
+                    replaces,
                     version.origin,
                 )
             })
             .collect();
+        let notifications = statements.len();
+        statements.extend(self.versions.iter().flat_map(|version| {
+            let record = version.record.record();
+            let queued_at = version.record.version_received_at().unix_millis();
+            version.recipients.iter().map(move |recipient| {
+                queue_notification_sql(
+                    self.user.id,
+                    recipient,
+                    &record.id,
+                    &record.version.hash,
+                    queued_at,
+                )
+            })
+        }));
+        let notifications = statements.len() - notifications;
         statements.extend(self.extra);
         statements.push(event_seq_sql(self.user.id));
         let rows = match tx.commit(&statements).await {
@@ -696,6 +739,7 @@ impl<'u> Pending<'u> {
             versions,
             answer,
             client_id: self.client_id,
+            notifications,
         }))
     }
 }
@@ -936,6 +980,7 @@ impl Job {
                         versions: Vec::new(),
                         answer: *stored,
                         client_id: None,
+                        notifications: 0,
                     },
                 )))));
             }

@@ -54,6 +54,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "versions_by_record_hash",
         sql: include_str!("sql/0007_versions_by_record_hash.sql"),
     },
+    Migration {
+        version: 8,
+        name: "federation",
+        sql: include_str!("sql/0008_federation.sql"),
+    },
 ];
 
 impl Migration {

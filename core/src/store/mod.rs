@@ -12,6 +12,7 @@ mod console;
 mod list;
 mod literal;
 mod migrations;
+mod outbox;
 mod read;
 mod users;
 mod version;
@@ -24,6 +25,11 @@ pub use console::{
 pub use list::{ListSql, list_sql};
 pub use literal::LiteralSqlError;
 pub use migrations::{MIGRATIONS, Migration};
+pub use outbox::{
+    OUTBOX_COLUMNS, delivered_sql, due_notifications_sql, failed_attempt_sql,
+    insert_server_key_sql, knows_entity_sql, next_due_sql, outbox_sql, queue_notification_sql,
+    retry_failed_sql, server_key_sql,
+};
 pub use read::{
     event_log_bounds_sql, events_sql, latest_hash_sql, latest_version_sql, linked_sql,
     prune_events_sql, seed_statements, version_sql, versions_sql,
@@ -37,8 +43,8 @@ pub use users::{
     user_row_id, users_sql,
 };
 pub use version::{
-    StoredDataError, WriteOrigin, entries_json, read_links, read_record, read_version, stored_json,
-    version_statements, version_statements_replacing,
+    Replaces, StoredDataError, WriteOrigin, entries_json, read_links, read_record, read_version,
+    stored_json, version_statements, version_statements_replacing,
 };
 pub use write::{
     NeedRow, NeedRows, WRITE_ATTEMPTS, commit_statements, last_received_at_sql, need_sql,

@@ -394,6 +394,8 @@ pub fn remove_stores_sql(stores: StoresToRemove) -> Vec<Statement> {
     })];
     // Children before the rows they reference.
     for table in [
+        "outbox",
+        "server_keys",
         "link_index",
         "records",
         "versions",

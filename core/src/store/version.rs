@@ -29,14 +29,31 @@ pub fn version_statements(
     entries: &[IndexEntry],
     origin: WriteOrigin,
 ) -> Vec<Statement> {
-    version_statements_replacing(user_id, record, entries, None, origin)
+    let replaces = match record.version.parent_hash {
+        None => Replaces::Nothing,
+        Some(_) => Replaces::Unread,
+    };
+    version_statements_replacing(user_id, record, entries, replaces, origin)
 }
 
-/// [`version_statements`], given the index entries (its `links`, as
-/// stored) of the version this one replaces when the writer read them: the
-/// link index then changes by what differs between the two, known before
-/// the statements run, and an update that keeps its links writes no link
-/// statement. `None`: the store reads them.
+/// What a new version replaces in the store.
+#[derive(Debug, Clone, Copy)]
+pub enum Replaces<'a> {
+    /// Nothing: it is its record's first stored version (its first
+    /// version, or, for a record received from another server, the oldest
+    /// the receiver could fetch).
+    Nothing,
+    /// Its parent, the record's latest, whose index entries (its `links`,
+    /// as stored) the writer read.
+    Read(&'a [IndexEntry]),
+    /// Its parent, whose index entries the store reads.
+    Unread,
+}
+
+/// [`version_statements`], given what the version replaces. With its
+/// parent's index entries ([`Replaces::Read`]), the link index changes by
+/// what differs between the two, known before the statements run, and an
+/// update that keeps its links writes no link statement.
 ///
 /// Sound whenever the version commits: the link index holds its record's
 /// latest version's entries, and the one-child index lets a version
@@ -45,7 +62,7 @@ pub fn version_statements_replacing(
     user_id: i64,
     record: &ReceivedRecord,
     entries: &[IndexEntry],
-    replaced: Option<&[IndexEntry]>,
+    replaces: Replaces<'_>,
     origin: WriteOrigin,
 ) -> Vec<Statement> {
     let version_received_at = record.version_received_at().unix_ticks();
@@ -58,7 +75,7 @@ pub fn version_statements_replacing(
 
     let mut statements = Vec::with_capacity(6);
 
-    let first = record.version.parent_hash.is_none();
+    let first = matches!(replaces, Replaces::Nothing);
 
     // The version names its record's row: a new record takes the row after
     // the last (the one SQLite would give it), which its `records` row
@@ -131,10 +148,10 @@ pub fn version_statements_replacing(
     // removes its parent's it no longer has. A first version's record is
     // new (one first version per record, by the records' unique key): it
     // has none to remove.
-    let (removed, added) = match (&record.version.parent_hash, replaced) {
-        (None, _) => (Vec::new(), stored_difference(entries, &[])),
+    let (removed, added) = match (record.version.parent_hash, replaces) {
+        (None, _) | (_, Replaces::Nothing) => (Vec::new(), stored_difference(entries, &[])),
         // The parent's entries are known: only the difference is written.
-        (Some(_), Some(replaced)) => (
+        (Some(_), Replaces::Read(replaced)) => (
             stored_difference(replaced, entries),
             stored_difference(entries, replaced),
         ),
@@ -145,7 +162,7 @@ pub fn version_statements_replacing(
         // JSON is read once: the `NOT IN` list is built once per
         // statement, where a correlated `NOT EXISTS` read the new entries
         // again for every old one.
-        (Some(parent), None) => {
+        (Some(parent), Replaces::Unread) => {
             let mut b = Binder::default();
             let user = b.bind(user_id);
             let row = record_row(&mut b, &user, author, &record_id);

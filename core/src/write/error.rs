@@ -5,7 +5,7 @@ use std::fmt;
 
 use super::MAX_RECORDS_PER_WRITE;
 use super::needs::RecordKey;
-use crate::model::{LinkPath, RecordId, VersionHash};
+use crate::model::{Entity, LinkPath, RecordId, VersionHash, VersionLink};
 use crate::problem::{Problem, ProblemType};
 use crate::schema::{SchemaError, Violation};
 
@@ -60,9 +60,15 @@ pub enum WriteError {
     /// replay of the version stored under it (`record/409-id-conflict`).
     #[error("a record with id {0} already exists")]
     IdConflict(RecordId),
-    /// A link does not resolve (`record/400-invalid-link`).
+    /// A link does not resolve (`record/400-invalid-link`). `unresolved`
+    /// names what the store lacks, when another server might hold it
+    /// (federation resolves it, then runs the write again).
     #[error("{path}: {fault}")]
-    InvalidLink { path: LinkPath, fault: LinkFault },
+    InvalidLink {
+        path: LinkPath,
+        fault: LinkFault,
+        unresolved: Option<Box<Unresolved>>,
+    },
     /// A Type record's schema does not compile (`record/400-invalid-schema`).
     #[error("{0}")]
     InvalidSchema(SchemaError),
@@ -73,6 +79,16 @@ pub enum WriteError {
     /// (`request/400-invalid-body`, PROTOCOL.md §4).
     #[error("the deletion would delete more than {MAX_RECORDS_PER_WRITE} records")]
     CascadeTooLarge,
+    /// A received version's parent is not in the store: the receiver
+    /// fetches it from the author's server first
+    /// (`federation/502-invalid-peer-answer` if it still lacks it).
+    #[error("the parent version {parent} is not stored here")]
+    MissingParent { parent: VersionHash },
+    /// A received version cannot be stored as it is: the record is this
+    /// user's own or built-in, or its version has another author
+    /// (`federation/502-invalid-peer-answer`).
+    #[error("{0}")]
+    NotReceivable(String),
     /// A stored version the write depends on cannot be read with its type
     /// (`server/500-internal`): versions are immutable and were validated
     /// when stored, so the store is inconsistent.
@@ -82,6 +98,15 @@ pub enum WriteError {
     /// (`server/500-internal`).
     #[error("the write was driven out of order: {0}")]
     HostContract(&'static str),
+}
+
+/// What a link names that the store does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unresolved {
+    Entity(Entity),
+    /// A record, by its latest version.
+    Record(RecordKey),
+    Version(VersionLink),
 }
 
 /// Why a link does not resolve.
@@ -148,6 +173,9 @@ impl WriteError {
             WriteError::InvalidLink { .. } => ProblemType::InvalidLink,
             WriteError::InvalidSchema(_) => ProblemType::InvalidSchema,
             WriteError::SchemaViolation(_) => ProblemType::SchemaViolation,
+            WriteError::MissingParent { .. } | WriteError::NotReceivable(_) => {
+                ProblemType::InvalidPeerAnswer
+            }
             WriteError::StoredRecordUnusable { .. } | WriteError::HostContract(_) => {
                 ProblemType::Internal
             }
@@ -196,6 +224,9 @@ mod tests {
             WriteError::InvalidLink { .. } => "record/400-invalid-link",
             WriteError::InvalidSchema(_) => "record/400-invalid-schema",
             WriteError::SchemaViolation(_) => "record/400-schema-violation",
+            WriteError::MissingParent { .. } | WriteError::NotReceivable(_) => {
+                "federation/502-invalid-peer-answer"
+            }
             WriteError::StoredRecordUnusable { .. } | WriteError::HostContract(_) => {
                 "server/500-internal"
             }
@@ -222,9 +253,14 @@ mod tests {
                 latest: VersionHash::from_bytes([0xb; 32]),
             },
             WriteError::IdConflict(key.record_id),
+            WriteError::MissingParent {
+                parent: VersionHash::from_bytes([0xc; 32]),
+            },
+            WriteError::NotReceivable("own record".into()),
             WriteError::InvalidLink {
                 path: "$['to']".parse().expect("a link path"),
                 fault: LinkFault::RecordNotFound,
+                unresolved: None,
             },
             WriteError::InvalidSchema(SchemaError {
                 path: "$".into(),
@@ -246,7 +282,7 @@ mod tests {
     #[test]
     fn each_write_error_maps_to_its_documented_problem_type() {
         let errors = every_variant();
-        assert_eq!(errors.len(), 19, "one sample per variant");
+        assert_eq!(errors.len(), 21, "one sample per variant");
         for error in errors {
             let problem = Problem::from(&error);
             assert_eq!(problem.kind, error.problem_type(), "{error:?}");

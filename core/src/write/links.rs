@@ -1,7 +1,7 @@
 //! The store checks of a new version (PROTOCOL.md §4): every link must
 //! resolve for the writer, or the write fails naming the link's path.
 
-use super::error::{LinkFault, WriteError};
+use super::error::{LinkFault, Unresolved, WriteError};
 use super::needs::{Asker, RecordKey};
 use crate::access::Access;
 use crate::model::{Link, LinkPath, Record};
@@ -16,30 +16,40 @@ pub(super) fn check_links(
     validated: &Validated,
 ) -> Option<Result<(), WriteError>> {
     let mut first_fault: Option<WriteError> = None;
-    let mut fault = |path: &LinkPath, fault: LinkFault| {
+    let mut missing = |path: &LinkPath, fault: LinkFault, unresolved: Option<Unresolved>| {
+        let unresolved = unresolved.map(Box::new);
         first_fault.get_or_insert_with(|| WriteError::InvalidLink {
             path: path.clone(),
             fault,
+            unresolved,
         });
     };
+    macro_rules! fault {
+        ($path:expr, $fault:expr) => {
+            missing($path, $fault, None)
+        };
+    }
 
     // The checks name entities without paths; the links carry them.
     for found in &validated.links {
         if let Link::Entity(link) = &found.link
             && ask.entity_known(&link.entity) == Some(false)
         {
-            fault(&found.path, LinkFault::UnknownEntity);
+            let unresolved = Unresolved::Entity(link.entity.clone());
+            missing(&found.path, LinkFault::UnknownEntity, Some(unresolved));
         }
     }
     for check in &validated.checks.records {
         let key = RecordKey::new(check.link.entity.clone(), check.link.record_id);
         if let Some(target) = ask.latest(&key) {
             // A record the writer cannot read is reported as missing, so
-            // that a failed link tells nothing about it.
+            // that a failed link tells nothing about it. One the store does
+            // not hold at all may be on its author's server.
+            let unresolved = target.is_none().then(|| Unresolved::Record(key.clone()));
             match target.filter(|r| !r.is_tombstone() && access.can_read(r)) {
-                None => fault(&check.path, LinkFault::RecordNotFound),
+                None => missing(&check.path, LinkFault::RecordNotFound, unresolved),
                 Some(r) if !of_types(r, check.record_types.as_deref()) => {
-                    fault(&check.path, LinkFault::WrongRecordType);
+                    fault!(&check.path, LinkFault::WrongRecordType);
                 }
                 Some(_) => {}
             }
@@ -47,9 +57,12 @@ pub(super) fn check_links(
     }
     for check in &validated.checks.versions {
         match ask.linked_version(&check.link) {
-            Some(None) => fault(&check.path, LinkFault::VersionNotFound),
+            Some(None) => {
+                let unresolved = Some(Unresolved::Version(check.link.clone()));
+                missing(&check.path, LinkFault::VersionNotFound, unresolved);
+            }
             Some(Some(r)) if !of_types(r, check.record_types.as_deref()) => {
-                fault(&check.path, LinkFault::WrongRecordType);
+                fault!(&check.path, LinkFault::WrongRecordType);
             }
             _ => {}
         }
@@ -73,15 +86,15 @@ pub(super) fn check_links(
             continue;
         };
         match facts.filter(|_| available) {
-            None => fault(&check.path, LinkFault::BlobUnavailable),
+            None => fault!(&check.path, LinkFault::BlobUnavailable),
             Some(facts) => {
                 if let Some(stated) = check.size.filter(|&size| size != facts.size) {
                     let actual = facts.size;
-                    fault(&check.path, LinkFault::BlobSizeMismatch { stated, actual });
+                    fault!(&check.path, LinkFault::BlobSizeMismatch { stated, actual });
                 }
                 if let Some(max) = check.max_size.filter(|&max| facts.size > max) {
                     let actual = facts.size;
-                    fault(&check.path, LinkFault::BlobTooLarge { max, actual });
+                    fault!(&check.path, LinkFault::BlobTooLarge { max, actual });
                 }
             }
         }

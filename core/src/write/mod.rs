@@ -37,7 +37,7 @@ mod needs;
 mod phases;
 mod request;
 
-pub use error::{LinkFault, WriteError};
+pub use error::{LinkFault, Unresolved, WriteError};
 pub use memo::TypeMemo;
 pub use needs::{BlobFacts, MAX_BLOB_LINKERS, Need, RecordKey, Supplied};
 pub use phases::new_record_permissions;
@@ -171,6 +171,9 @@ impl Write {
         let key = match &request.operation {
             Operation::Create(create) => {
                 RecordKey::new(context.user.clone(), create.id.unwrap_or(context.fresh_id))
+            }
+            Operation::Receive(receive) => {
+                RecordKey::new(receive.record.author.entity.clone(), receive.record.id)
             }
             Operation::Update(target, _) | Operation::Delete(target, _) => RecordKey::new(
                 target

@@ -4,10 +4,10 @@
 
 use super::build::{self, Fields, Stamp, Types};
 use super::cascade::{Cascade, stored_tombstone};
-use super::error::{LinkFault, WriteError};
+use super::error::{LinkFault, Unresolved, WriteError};
 use super::links;
 use super::needs::{Asker, Fetched, Need, RecordKey};
-use super::request::{Create, Operation, Update};
+use super::request::{Create, Operation, Receive, Update};
 use super::{Commit, NewVersion, WriteContext};
 use crate::access::{is_own_entity_record, is_type};
 use crate::builtin::BuiltinType;
@@ -74,6 +74,7 @@ impl Env {
         match phase {
             Phase::Start => match &self.operation {
                 Operation::Create(create) => self.start_create(create),
+                Operation::Receive(receive) => self.receive(types, receive),
                 _ => self.start_existing(),
             },
             Phase::Replay {
@@ -104,6 +105,7 @@ impl Env {
             Operation::Create(create) => create.created_at,
             Operation::Update(_, update) => update.created_at,
             Operation::Delete(_, delete) => delete.created_at,
+            Operation::Receive(receive) => Some(receive.record.version.created_at),
         };
         Stamp {
             author: EntityLink::new(self.context.user.clone()),
@@ -201,7 +203,7 @@ impl Env {
         let (parent_hash, replayable) = match &self.operation {
             Operation::Update(_, update) => (update.parent_hash, update.replayable_parent()),
             Operation::Delete(_, delete) => (delete.parent_hash, delete.replayable_parent()),
-            Operation::Create(_) => (None, None),
+            Operation::Create(_) | Operation::Receive(_) => (None, None),
         };
         let not_a_replay = if latest.is_tombstone() {
             WriteError::Deleted(self.key.clone())
@@ -253,7 +255,9 @@ impl Env {
                     Err(error) => fail(error),
                 }
             }
-            Operation::Create(_) => fail(WriteError::HostContract("a create past its start")),
+            Operation::Create(_) | Operation::Receive(_) => {
+                fail(WriteError::HostContract("a create past its start"))
+            }
         }
     }
 
@@ -357,12 +361,16 @@ impl Env {
             };
             return Advance::Ask(phase, ask.into_missing());
         };
+        let unresolved = type_record
+            .is_none()
+            .then(|| Box::new(Unresolved::Version(candidate.type_link.clone())));
         let record_type = match types.get(&candidate.type_link, type_record) {
             Ok(record_type) => record_type,
             Err(reason) => {
                 return fail(WriteError::InvalidLink {
                     path: type_path(),
                     fault: LinkFault::NotAType(reason),
+                    unresolved,
                 });
             }
         };
@@ -432,6 +440,97 @@ impl Env {
         }
         let cascade = Cascade::new(written, self.key.clone());
         Advance::Next(Phase::Cascade(Box::new(cascade)))
+    }
+}
+
+impl Env {
+    /// A version another server's entity wrote: stored if it continues the
+    /// chain the store holds and its type validates it.
+    fn receive(&self, types: &mut Types, receive: &Receive) -> Advance {
+        let record = &receive.record;
+        if self.key.is_builtin() {
+            return fail(WriteError::NotReceivable(
+                "built-in records are never received".into(),
+            ));
+        }
+        if record.author.entity == self.context.user {
+            return fail(WriteError::NotReceivable(format!(
+                "{} is this user's own entity",
+                record.author.entity
+            )));
+        }
+        if record.version.author != record.author {
+            return fail(WriteError::NotReceivable(format!(
+                "version {} is by {}, not the record's author",
+                record.version.hash, record.version.author.entity
+            )));
+        }
+        let mut ask = self.ask();
+        let latest = ask.latest(&self.key);
+        let stored = ask.version(&self.key, &record.version.hash);
+        let type_record = ask.linked_version(&record.type_link);
+        let parent = match (record.version.parent_hash, latest) {
+            (Some(parent), Some(Some(latest))) if latest.version.hash != parent => {
+                Some(ask.version(&self.key, &parent))
+            }
+            _ => None,
+        };
+        if ask.has_missing() {
+            return Advance::Ask(Phase::Start, ask.into_missing());
+        }
+        if let Some(stored) = stored.flatten() {
+            return Advance::Done(Ok(Commit::Replay(Box::new(stored.clone()))));
+        }
+        let latest = latest.flatten();
+        let replaces = match (record.version.parent_hash, latest) {
+            (None, None) => None,
+            (Some(parent), Some(latest)) if latest.version.hash == parent => Some(parent),
+            (Some(_), None) if receive.chain_start => None,
+            (Some(parent), None) => return fail(WriteError::MissingParent { parent }),
+            // The parent is stored but has another child: the chains forked.
+            (Some(_), Some(latest)) if parent.flatten().flatten().is_some() => {
+                return fail(WriteError::VersionConflict {
+                    latest: latest.version.hash,
+                });
+            }
+            // Versions between the latest and this one are missing.
+            (Some(parent), Some(_)) => return fail(WriteError::MissingParent { parent }),
+            (None, Some(latest)) => {
+                return fail(WriteError::VersionConflict {
+                    latest: latest.version.hash,
+                });
+            }
+        };
+        let unresolved = type_record
+            .is_none_or(|t| t.is_none())
+            .then(|| Box::new(Unresolved::Version(record.type_link.clone())));
+        let record_type = match types.get(&record.type_link, type_record.flatten()) {
+            Ok(record_type) => record_type,
+            Err(reason) => {
+                return fail(WriteError::InvalidLink {
+                    path: type_path(),
+                    fault: LinkFault::NotAType(reason),
+                    unresolved,
+                });
+            }
+        };
+        let links = match record_type.schema.validate(record) {
+            Ok(validated) => validated.links,
+            Err(violation) => return fail(WriteError::SchemaViolation(violation)),
+        };
+        let mut received = record.clone();
+        received.source = latest.map_or(receive.source, |l| l.source.max(receive.source));
+        received.received_at = latest.and_then(|l| l.received_at);
+        received.version.received_at = None;
+        let at = RecordDate::received_after(self.context.now, self.context.last_received_at);
+        Advance::Done(Ok(Commit::Store {
+            written: Box::new(NewVersion {
+                record: ReceivedRecord::stamp(received, at),
+                links,
+                replaces,
+            }),
+            cascaded: Vec::new(),
+        }))
     }
 }
 

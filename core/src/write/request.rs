@@ -10,7 +10,8 @@ use serde::Deserialize;
 use super::error::WriteError;
 use super::needs::RecordKey;
 use crate::model::{
-    Content, DeletionAction, Entity, Permissions, RecordDate, RecordId, VersionHash, VersionLink,
+    Content, DeletionAction, Entity, Permissions, Record, RecordDate, RecordId, RecordSource,
+    VersionHash, VersionLink,
 };
 
 /// A parsed write request, ready for [`Write::new`](super::Write::new).
@@ -25,6 +26,18 @@ pub(super) enum Operation {
     Create(Create),
     Update(Target, Update),
     Delete(Target, Delete),
+    /// A version another server's entity wrote, fetched from its server
+    /// and checked (federation).
+    Receive(Box<Receive>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Receive {
+    pub(super) record: Record,
+    pub(super) source: RecordSource,
+    /// The oldest version the receiver could fetch: stored without its
+    /// parent when the store holds no version of the record.
+    pub(super) chain_start: bool,
 }
 
 /// The record an update or deletion addresses. A POST body may leave out
@@ -104,6 +117,30 @@ impl WriteRequest {
             operation,
             include_links,
         })
+    }
+
+    /// A version of another entity's record, as its author's server served
+    /// it (its hash and author checked by
+    /// [`check_record`](crate::federation::check_record)), to store with
+    /// `source`. It is stored if its type validates it and it continues the
+    /// chain the store holds: its parent is the record's latest version, or
+    /// it is the first and the store holds none. One already stored is a
+    /// replay. Its links are not resolved: they may name what the user
+    /// cannot see.
+    ///
+    /// `chain_start`: the oldest version the receiver could fetch; stored
+    /// without its parent when the store holds no version of the record
+    /// (a resolved record's latest version, or a chain longer than the
+    /// receiver fetches).
+    pub fn receive(record: Record, source: RecordSource, chain_start: bool) -> Self {
+        Self {
+            operation: Operation::Receive(Box::new(Receive {
+                record,
+                source,
+                chain_start,
+            })),
+            include_links: None,
+        }
     }
 
     /// `PUT /api/{user}/records/{entity}/{record_id}`.

@@ -200,6 +200,8 @@ pub enum RateKey {
     Write(RecordId),
     Registration(Option<IpAddr>),
     SignIn(Option<IpAddr>),
+    /// A notification from another entity's server (whose name is left out).
+    Notification,
 }
 
 impl From<Rate<'_>> for RateKey {
@@ -209,6 +211,7 @@ impl From<Rate<'_>> for RateKey {
             Rate::Write(app) => RateKey::Write(*app),
             Rate::Registration(peer) => RateKey::Registration(peer),
             Rate::SignIn(peer) => RateKey::SignIn(peer),
+            Rate::Notification(_) => RateKey::Notification,
         }
     }
 }
@@ -941,4 +944,17 @@ pub fn header<'r, S>(reply: &'r Reply<S>, name: &str) -> &'r str {
     reply
         .header(name)
         .unwrap_or_else(|| panic!("no `{name}` header in {:?}", reply.headers))
+}
+
+/// The fake host reaches no other server.
+impl<S: Backend> folio_core::service::Peers for Fake<S> {
+    async fn send(
+        &self,
+        request: folio_core::federation::PeerRequest,
+    ) -> Result<folio_core::federation::PeerAnswer, folio_core::federation::PeerFailure> {
+        Err(folio_core::federation::PeerFailure::Unreachable(format!(
+            "the fake host reaches no other server ({})",
+            request.url
+        )))
+    }
 }

@@ -238,7 +238,13 @@ impl FakeHost {
         };
         let mut host = Fake::over(&config, store);
         let user = &host.store.user;
-        let content = entity_content(&user.entity, USER, &host.settings.base_url, Some(USER));
+        let content = entity_content(
+            &user.entity,
+            USER,
+            &host.settings.base_url,
+            Some(USER),
+            None,
+        );
         host.store.entity_record = Some(host.owner_post(json!({
             "type": BuiltinType::Entity.link(),
             "permissions": {"read": "public"},

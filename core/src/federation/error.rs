@@ -1,0 +1,104 @@
+//! What core makes of another server's failure or answer.
+
+use std::fmt;
+
+use super::peer::PeerFailure;
+use crate::model::{Entity, VersionHash};
+use crate::problem::{Problem, ProblemType};
+
+/// Why core could not use what another server answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerError {
+    /// The exchange failed before there was an answer to judge.
+    Failed(PeerFailure),
+    /// The peer answered with a status core did not expect.
+    Status { url: String, status: u16 },
+    /// The record asked is not there, or not readable by who asked.
+    NotFound { url: String },
+    /// The answer is not what the protocol allows.
+    Invalid(String),
+    /// A record served under an author the server does not host.
+    WrongAuthor { expected: Entity, found: Entity },
+    /// A version whose content does not hash to its hash.
+    WrongHash {
+        claimed: VersionHash,
+        computed: VersionHash,
+    },
+}
+
+impl PeerError {
+    pub(super) fn status(url: &str, status: u16) -> Self {
+        match status {
+            404 | 410 => PeerError::NotFound {
+                url: url.to_owned(),
+            },
+            300..=399 => PeerError::Failed(PeerFailure::Redirected {
+                location: url.to_owned(),
+            }),
+            _ => PeerError::Status {
+                url: url.to_owned(),
+                status,
+            },
+        }
+    }
+
+    /// Whether trying again later may succeed: the peer was unreachable,
+    /// timed out, or failed on its side.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            PeerError::Failed(failure) => {
+                matches!(failure, PeerFailure::Unreachable(_) | PeerFailure::TimedOut)
+            }
+            PeerError::Status { status, .. } => *status == 429 || *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// The problem type a client sees for this failure.
+    pub fn problem_type(&self) -> ProblemType {
+        match self {
+            PeerError::Failed(PeerFailure::Unreachable(_) | PeerFailure::TimedOut) => {
+                ProblemType::PeerUnreachable
+            }
+            PeerError::Status { status, .. } if *status == 429 || *status >= 500 => {
+                ProblemType::PeerUnreachable
+            }
+            PeerError::Failed(_) => ProblemType::PeerRefused,
+            PeerError::NotFound { .. } => ProblemType::RecordNotFound,
+            PeerError::Status { .. }
+            | PeerError::Invalid(_)
+            | PeerError::WrongAuthor { .. }
+            | PeerError::WrongHash { .. } => ProblemType::InvalidPeerAnswer,
+        }
+    }
+}
+
+impl From<PeerFailure> for PeerError {
+    fn from(failure: PeerFailure) -> Self {
+        PeerError::Failed(failure)
+    }
+}
+
+impl fmt::Display for PeerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerError::Failed(failure) => failure.fmt(f),
+            PeerError::Status { url, status } => write!(f, "{url} answered {status}"),
+            PeerError::NotFound { url } => write!(f, "{url} has no such record for this server"),
+            PeerError::Invalid(reason) => f.write_str(reason),
+            PeerError::WrongAuthor { expected, found } => {
+                write!(f, "{expected}'s server served a record authored by {found}")
+            }
+            PeerError::WrongHash { claimed, computed } => write!(
+                f,
+                "a version claims hash {claimed} but its content hashes to {computed}"
+            ),
+        }
+    }
+}
+
+impl From<&PeerError> for Problem {
+    fn from(error: &PeerError) -> Self {
+        Problem::new(error.problem_type()).with_detail(error.to_string())
+    }
+}

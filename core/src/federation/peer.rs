@@ -1,0 +1,222 @@
+//! Requests to other servers: what core asks a host to send, what comes
+//! back, and the rules a host applies while sending (PROTOCOL.md §4,
+//! `docs/federation.md` "Talking to peers").
+//!
+//! Core decides every request (its URL, its headers, its body, how many
+//! bytes of answer it accepts) and judges every answer. The host owns the
+//! socket: it resolves the name, refuses an address that
+//! [`address_allowed`] refuses, connects within [`PEER_CONNECT_TIMEOUT_MS`],
+//! gives up on the whole exchange after [`PEER_EXCHANGE_TIMEOUT_MS`], stops
+//! reading an answer as soon as it passes [`PeerRequest::max_answer_bytes`],
+//! and never follows a redirect: a 3xx comes back as an answer, which core
+//! refuses ([`PeerFailure::Redirected`]). Every URL core asks comes from
+//! an Entity record, so a server that moves updates that record instead.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// How long a host waits for a peer's TCP and TLS handshake.
+pub const PEER_CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// How long a host waits for a whole exchange with a peer: connection,
+/// request, and every byte of the answer.
+pub const PEER_EXCHANGE_TIMEOUT_MS: u64 = 15_000;
+/// The largest answer core accepts to a discovery `HEAD` or a notification.
+pub const SMALL_ANSWER_BYTES: usize = 64 * 1024;
+
+/// The methods core sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerMethod {
+    Head,
+    Get,
+    Post,
+}
+
+impl PeerMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeerMethod::Head => "HEAD",
+            PeerMethod::Get => "GET",
+            PeerMethod::Post => "POST",
+        }
+    }
+}
+
+/// A request for a host to send to another server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerRequest {
+    pub method: PeerMethod,
+    /// An absolute `https` URL (`http` only where the host allows plain
+    /// HTTP between local test servers).
+    pub url: String,
+    /// Lowercase names.
+    pub headers: Vec<(&'static str, String)>,
+    /// A JSON body, for a POST.
+    pub body: Option<Vec<u8>>,
+    /// The most bytes of answer body to read; more is [`PeerFailure::TooLarge`].
+    pub max_answer_bytes: usize,
+}
+
+/// A peer's answer, read whole.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PeerAnswer {
+    pub status: u16,
+    /// Lowercase names, in the order received; a name may repeat.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl PeerAnswer {
+    /// The first value of header `lowercase_name`.
+    pub fn header(&self, lowercase_name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(name, _)| name == lowercase_name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// Every value of header `lowercase_name`.
+    pub fn headers_named<'a>(&'a self, lowercase_name: &'a str) -> impl Iterator<Item = &'a str> {
+        self.headers
+            .iter()
+            .filter(move |(name, _)| name == lowercase_name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// Why an exchange with a peer failed before core could judge an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerFailure {
+    /// The URL is not one core may ask (not https, no host, a port the
+    /// host refuses).
+    BadUrl(String),
+    /// Every address of the name is one [`address_allowed`] refuses.
+    ForbiddenAddress(IpAddr),
+    /// The name did not resolve, the connection or TLS failed, or the peer
+    /// closed early.
+    Unreachable(String),
+    /// The exchange took longer than [`PEER_EXCHANGE_TIMEOUT_MS`].
+    TimedOut,
+    /// The answer's body was longer than the request allowed.
+    TooLarge { max: usize },
+    /// A redirect, which core never follows.
+    Redirected { location: String },
+}
+
+impl fmt::Display for PeerFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerFailure::BadUrl(reason) => write!(f, "not a URL this server asks: {reason}"),
+            PeerFailure::ForbiddenAddress(ip) => {
+                write!(
+                    f,
+                    "the peer's address {ip} is loopback, private or reserved"
+                )
+            }
+            PeerFailure::Unreachable(reason) => write!(f, "the peer is unreachable: {reason}"),
+            PeerFailure::TimedOut => write!(
+                f,
+                "the peer did not answer within {PEER_EXCHANGE_TIMEOUT_MS} ms"
+            ),
+            PeerFailure::TooLarge { max } => {
+                write!(f, "the peer's answer is longer than {max} bytes")
+            }
+            PeerFailure::Redirected { location } => {
+                write!(
+                    f,
+                    "the peer redirects to {location}; redirects are not followed"
+                )
+            }
+        }
+    }
+}
+
+/// Whether a host may connect to `ip` for a peer: a public unicast
+/// address, or any address when `allow_private` (a development setting:
+/// two test servers on loopback). Refused otherwise: loopback,
+/// unspecified, private (RFC 1918, unique local), link-local, shared
+/// (RFC 6598), documentation, benchmarking, multicast, broadcast and
+/// reserved ranges, and IPv4-mapped or -compatible forms of them.
+pub fn address_allowed(ip: IpAddr, allow_private: bool) -> bool {
+    allow_private
+        || match ip {
+            IpAddr::V4(v4) => public_v4(v4),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => public_v4(v4),
+                None => public_v6(v6),
+            },
+        }
+}
+
+fn public_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, c, _] = ip.octets();
+    !(ip.is_unspecified()
+        || ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_broadcast()
+        || ip.is_documentation()
+        || ip.is_multicast()
+        || a == 0
+        || (a == 100 && (64..128).contains(&b)) // shared address space, RFC 6598
+        || (a == 192 && b == 0 && c == 0) // IETF protocol assignments
+        || (a == 198 && (18..20).contains(&b)) // benchmarking, RFC 2544
+        || a >= 240) // reserved
+}
+
+fn public_v6(ip: Ipv6Addr) -> bool {
+    let first = ip.segments()[0];
+    !(ip.is_unspecified()
+        || ip.is_loopback()
+        || ip.is_multicast()
+        || (first & 0xfe00) == 0xfc00 // unique local
+        || (first & 0xffc0) == 0xfe80 // link-local
+        || (first == 0x2001 && ip.segments()[1] == 0x0db8) // documentation
+        || (first == 0 && ip.segments()[..6].iter().all(|&s| s == 0)) // IPv4-compatible
+        || first == 0x0064 && ip.segments()[1] == 0xff9b) // NAT64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_public_unicast_addresses_are_allowed() {
+        for refused in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+            "198.18.0.1",
+            "192.0.2.1",
+            "::1",
+            "::",
+            "fc00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "2001:db8::1",
+            "64:ff9b::a00:1",
+        ] {
+            let ip: IpAddr = refused.parse().unwrap();
+            assert!(!address_allowed(ip, false), "{refused} must be refused");
+            assert!(
+                address_allowed(ip, true),
+                "{refused} is allowed in development"
+            );
+        }
+        for allowed in [
+            "1.1.1.1",
+            "93.184.216.34",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+        ] {
+            let ip: IpAddr = allowed.parse().unwrap();
+            assert!(address_allowed(ip, false), "{allowed} must be allowed");
+        }
+    }
+}

@@ -1,0 +1,804 @@
+//! Federation in the service (`docs/federation.md`): finding other
+//! entities' servers, fetching and storing what they serve, receiving
+//! notifications, answering `proxy_to`, and delivering the outbox.
+//!
+//! Everything here runs for one user of this server, whose server key
+//! signs every request sent ([`Federation`]). What another server answers
+//! is checked by [`crate::federation`] before anything of it is stored,
+//! and stored through the same write jobs as the user's own records
+//! ([`WriteRequest::receive`]), so a received version is validated against
+//! its type, indexed and sent to the user's event streams like any other.
+
+use std::fmt;
+
+use crate::access::Access;
+use crate::auth::ServerKey;
+use crate::builtin::SYSTEM_ENTITY;
+use crate::federation::entity::{discovery_request, entity_record_location, entity_record_request};
+use crate::federation::notify::{MAX_NOTIFICATION_BYTES, MAX_NOTIFIED_VERSIONS, retry_at};
+use crate::federation::{
+    Expected, Notification, PeerAnswer, PeerError, PeerFailure, PeerMethod, PeerRequest,
+    RECORD_ANSWER_BYTES, RemoteEntity, SMALL_ANSWER_BYTES, Signer, proxied_list, read_record,
+    record_of_answer,
+};
+use crate::fresh::Fresh;
+use crate::model::{Entity, Record, RecordDate, RecordId, RecordSource, VersionHash, VersionLink};
+use crate::problem::{Problem, ProblemType};
+use crate::store::{
+    Statement, WriteOrigin, delivered_sql, due_notifications_sql, entity_record_sql,
+    failed_attempt_sql, knows_entity_sql, latest_version_sql, next_due_sql, read_version,
+    server_key_sql, version_sql,
+};
+use crate::write::{Unresolved, WriteError, WriteRequest};
+
+use sha2::{Digest, Sha256};
+
+use super::store::{Row, RowError, RowExt, version_row};
+use super::writes::{Job, RecordWrite, Refused};
+use super::{Caller, Context, Failure, Host, Outcome, Rate, Reply, User, WriteFailure};
+use crate::route::RecordPath;
+
+/// The most versions fetched back from one received version towards one
+/// the store holds (`docs/federation.md` §6).
+pub const MAX_PARENTS_FETCHED: usize = 64;
+/// The most links resolved for one write, or for storing one received
+/// version (its type, that type's own links).
+pub const MAX_RESOLUTIONS_PER_WRITE: usize = 8;
+
+/// Why federation could not do what it was asked.
+#[derive(Debug)]
+pub(crate) enum Trouble {
+    /// Another server failed, or answered what cannot be used.
+    Peer(PeerError),
+    /// The store refused what was fetched.
+    Refused(WriteError),
+    /// This server failed.
+    Failure(Failure),
+}
+
+impl From<PeerError> for Trouble {
+    fn from(error: PeerError) -> Self {
+        Trouble::Peer(error)
+    }
+}
+
+impl From<Failure> for Trouble {
+    fn from(failure: Failure) -> Self {
+        Trouble::Failure(failure)
+    }
+}
+
+impl fmt::Display for Trouble {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Trouble::Peer(error) => error.fmt(f),
+            Trouble::Refused(error) => error.fmt(f),
+            Trouble::Failure(failure) => match &failure.problem.detail {
+                Some(detail) => write!(f, "{}: {detail}", failure.problem.kind.title()),
+                None => f.write_str(failure.problem.kind.title()),
+            },
+        }
+    }
+}
+
+impl Trouble {
+    /// The failure a client sees.
+    pub(crate) fn into_failure(self) -> Failure {
+        match self {
+            Trouble::Peer(error) => Problem::from(&error).into(),
+            Trouble::Refused(error) => Problem::from(&error).into(),
+            Trouble::Failure(failure) => failure,
+        }
+    }
+
+    /// Whether trying again later may succeed.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            Trouble::Peer(error) => error.is_transient(),
+            Trouble::Refused(_) => false,
+            Trouble::Failure(_) => true,
+        }
+    }
+}
+
+/// A write failure's problem: busy is `server/503-unavailable`.
+pub(super) fn write_failure(failure: &WriteFailure) -> Failure {
+    match failure {
+        WriteFailure::Busy => Failure::from(
+            Problem::new(ProblemType::Unavailable).with_detail("too many writes are waiting"),
+        )
+        .with("retry-after", "1".to_owned()),
+        WriteFailure::StorageFull(error) => Failure::storage_full(error),
+        WriteFailure::Failed(_) => Failure::internal(failure),
+    }
+}
+
+/// Where an entity's records are.
+enum Author {
+    /// A user of this server: read from their store.
+    Local(User),
+    /// Another server's entity.
+    Remote(Box<RemoteEntity>),
+}
+
+/// One user's server, talking to other servers at `now`.
+pub(crate) struct Federation<'a, H: Host> {
+    pub host: &'a H,
+    pub user: &'a User,
+    pub now: RecordDate,
+    pub fresh: &'a Fresh,
+}
+
+impl<H: Host> Federation<'_, H> {
+    /// The user's server key.
+    async fn key(&self) -> Result<ServerKey, Failure> {
+        let rows = self
+            .host
+            .fetch(&server_key_sql(self.user.id))
+            .await
+            .map_err(Failure::internal)?;
+        let row = rows.first().ok_or_else(|| {
+            Failure::internal(format!("user {} has no server key", self.user.name))
+        })?;
+        ServerKey::from_base64(row.text(0)?)
+            .ok_or_else(|| Failure::internal("a stored server key does not decode"))
+    }
+
+    /// Sends a request; a redirect is refused, never followed.
+    async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerError> {
+        let answer = self.host.send(request).await?;
+        if (300..400).contains(&answer.status) {
+            let location = answer.header("location").unwrap_or_default().to_owned();
+            return Err(PeerFailure::Redirected { location }.into());
+        }
+        Ok(answer)
+    }
+
+    /// Sends a request signed as the user.
+    async fn send_signed(
+        &self,
+        method: PeerMethod,
+        url: &str,
+        body: Option<Vec<u8>>,
+        max_answer_bytes: usize,
+    ) -> Result<PeerAnswer, Trouble> {
+        let key = self.key().await?;
+        let signer = Signer {
+            dialect: self.host.settings().dialect,
+            entity: &self.user.entity,
+            key: &key,
+            now_ms: self.now.unix_millis(),
+            fresh: self.fresh,
+        };
+        let request = signer.request(method, url, body, max_answer_bytes)?;
+        Ok(self.send(request).await?)
+    }
+
+    /// `entity`'s server, as its Entity record describes it: the one the
+    /// store holds, else (or with `rediscover`) found by discovery and
+    /// stored with `source: "resolution"`.
+    pub(crate) async fn entity(
+        &self,
+        entity: &Entity,
+        rediscover: bool,
+    ) -> Result<RemoteEntity, Trouble> {
+        if !rediscover
+            && let Some(record) = self.stored_entity_record(entity).await?
+            && let Ok(remote) = RemoteEntity::from_record(entity, record)
+        {
+            return Ok(remote);
+        }
+        let asked = discovery_request(entity);
+        let url = asked.url.clone();
+        let answer = self.send(asked).await?;
+        let location = entity_record_location(self.host.settings().dialect, &url, &answer)?;
+        let answer = self.send(entity_record_request(&location)).await?;
+        let mut record = record_of_answer(&location, &answer)?;
+        // Received now, whatever its server says.
+        record.version.received_at = Some(self.now);
+        let remote = RemoteEntity::from_record(entity, record)?;
+        match self
+            .store(vec![remote.record.clone()], RecordSource::Resolution, true)
+            .await
+        {
+            // A record whose chain differs from the stored one (the entity
+            // started its Entity record again) is used, not stored.
+            Ok(()) | Err(Trouble::Refused(WriteError::VersionConflict { .. })) => Ok(remote),
+            Err(trouble) => Err(trouble),
+        }
+    }
+
+    /// The Entity record the user's store holds for `entity`.
+    async fn stored_entity_record(&self, entity: &Entity) -> Result<Option<Record>, Failure> {
+        let rows = self
+            .host
+            .fetch(&entity_record_sql(self.user.id, entity))
+            .await
+            .map_err(Failure::internal)?;
+        match rows.first() {
+            None => Ok(None),
+            Some(row) => {
+                let (record, links) = version_row(row)?;
+                Ok(Some(read_version(&record, &links)?.0))
+            }
+        }
+    }
+
+    /// Stores versions of one record received from its author's server,
+    /// oldest first, in one job: all or none.
+    async fn store(
+        &self,
+        versions: Vec<Record>,
+        source: RecordSource,
+        chain_start: bool,
+    ) -> Result<(), Trouble> {
+        let access = Access::Owner {
+            entity: self.user.entity.clone(),
+        };
+        let writes = versions
+            .into_iter()
+            .enumerate()
+            .map(|(i, record)| RecordWrite {
+                request: WriteRequest::receive(record, source, chain_start && i == 0),
+                access: access.clone(),
+                origin: WriteOrigin::default(),
+                fresh_id: self.fresh.record_id(),
+            })
+            .collect();
+        let job = Job::Writes {
+            user: self.user.clone(),
+            writes,
+        };
+        match self.host.run(job).await {
+            Err(failure) => Err(write_failure(&failure).into()),
+            Ok(Err(Refused::Write(error))) => Err(Trouble::Refused(error)),
+            Ok(Err(refused)) => Err(Failure::internal(refused).into()),
+            Ok(Ok(_)) => Ok(()),
+        }
+    }
+
+    /// Where `entity`'s records are: a user of this server's store, or
+    /// another server.
+    async fn author(&self, entity: &Entity) -> Result<Author, Trouble> {
+        let users = self.host.users().await.map_err(Failure::internal)?;
+        match users.into_iter().find(|user| user.entity == *entity) {
+            Some(user) => Ok(Author::Local(user)),
+            None => Ok(Author::Remote(Box::new(self.entity(entity, false).await?))),
+        }
+    }
+
+    /// Version `hash` of `author`'s record `id`, from the author's store.
+    async fn fetch_version(
+        &self,
+        author: &Author,
+        id: &RecordId,
+        hash: &VersionHash,
+    ) -> Result<Record, Trouble> {
+        let remote = match author {
+            Author::Remote(remote) => remote,
+            Author::Local(owner) => {
+                let statement = version_sql(owner.id, &owner.entity, id, hash);
+                return self.local_record(owner, statement).await;
+            }
+        };
+        let url = remote.version_url(&remote.entity, id, hash);
+        let answer = self
+            .send_signed(PeerMethod::Get, &url, None, RECORD_ANSWER_BYTES)
+            .await?;
+        let expected = Expected {
+            author: &remote.entity,
+            id,
+            hash: Some(hash),
+        };
+        Ok(read_record(&url, &answer, expected)?)
+    }
+
+    /// A record of `owner`, another user of this server, read from their
+    /// store as this user's entity may read it.
+    async fn local_record(&self, owner: &User, statement: Statement) -> Result<Record, Trouble> {
+        let rows = self
+            .host
+            .fetch(&statement)
+            .await
+            .map_err(Failure::internal)?;
+        let reader = Access::Server {
+            entity: self.user.entity.clone(),
+        };
+        let found = match rows.first() {
+            Some(row) => {
+                let (record, links) = version_row(row).map_err(Failure::from)?;
+                Some(read_version(&record, &links).map_err(Failure::from)?.0)
+            }
+            None => None,
+        };
+        found
+            .filter(|record| record.author.entity == owner.entity && reader.can_read(record))
+            .ok_or_else(|| {
+                Trouble::Peer(PeerError::NotFound {
+                    url: format!("{} (a user of this server)", owner.entity),
+                })
+            })
+    }
+
+    /// The latest version of `author`'s record `id`, from the author's store.
+    async fn fetch_latest(&self, author: &Author, id: &RecordId) -> Result<Record, Trouble> {
+        let remote = match author {
+            Author::Remote(remote) => remote,
+            Author::Local(owner) => {
+                let statement = latest_version_sql(owner.id, &owner.entity, id);
+                return self.local_record(owner, statement).await;
+            }
+        };
+        let url = remote.record_url(&remote.entity, id);
+        let answer = self
+            .send_signed(PeerMethod::Get, &url, None, RECORD_ANSWER_BYTES)
+            .await?;
+        let expected = Expected {
+            author: &remote.entity,
+            id,
+            hash: None,
+        };
+        Ok(read_record(&url, &answer, expected)?)
+    }
+
+    /// Receives the version `link` names from its author's server, with
+    /// what the store lacks to hold it (§4 of the design).
+    pub(crate) async fn receive(
+        &self,
+        link: &VersionLink,
+        source: RecordSource,
+    ) -> Result<(), Trouble> {
+        let author = self.author(&link.entity).await?;
+        let record = self
+            .fetch_version(&author, &link.record_id, &link.version_hash)
+            .await?;
+        self.store_chain(&author, record, source).await
+    }
+
+    /// Stores `record`, fetching the versions between it and the latest
+    /// the store holds, and resolving its type, as the store asks.
+    async fn store_chain(
+        &self,
+        author: &Author,
+        record: Record,
+        source: RecordSource,
+    ) -> Result<(), Trouble> {
+        let id = record.id;
+        let mut chain = vec![record];
+        let mut chain_start = false;
+        let mut resolutions = 0;
+        loop {
+            match self.store(chain.clone(), source, chain_start).await {
+                Err(Trouble::Refused(WriteError::MissingParent { parent })) => {
+                    if chain.len() > MAX_PARENTS_FETCHED {
+                        chain_start = true;
+                        continue;
+                    }
+                    let older = self.fetch_version(author, &id, &parent).await?;
+                    chain.insert(0, older);
+                }
+                Err(Trouble::Refused(WriteError::InvalidLink {
+                    unresolved: Some(unresolved),
+                    ..
+                })) if resolutions < MAX_RESOLUTIONS_PER_WRITE => {
+                    resolutions += 1;
+                    Box::pin(self.resolve(&unresolved)).await?;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// Fetches from its author's server, checks and stores what a link
+    /// names that the store lacks: an entity's Entity record, a record's
+    /// latest version, or a version. Only another entity's can be.
+    pub(crate) async fn resolve(&self, unresolved: &Unresolved) -> Result<(), Trouble> {
+        let foreign = |entity: &Entity| {
+            (*entity != self.user.entity && entity.as_str() != SYSTEM_ENTITY)
+                .then_some(())
+                .ok_or_else(|| {
+                    Trouble::Peer(PeerError::NotFound {
+                        url: format!("{entity}: not another server's"),
+                    })
+                })
+        };
+        match unresolved {
+            Unresolved::Entity(entity) => {
+                foreign(entity)?;
+                self.entity(entity, false).await.map(drop)
+            }
+            Unresolved::Record(key) => {
+                foreign(&key.entity)?;
+                let author = self.author(&key.entity).await?;
+                let record = self.fetch_latest(&author, &key.record_id).await?;
+                self.store_chain(&author, record, RecordSource::Resolution)
+                    .await
+            }
+            Unresolved::Version(link) => {
+                foreign(&link.entity)?;
+                let author = self.author(&link.entity).await?;
+                let record = self
+                    .fetch_version(&author, &link.record_id, &link.version_hash)
+                    .await?;
+                self.store_chain(&author, record, RecordSource::Resolution)
+                    .await
+            }
+        }
+    }
+
+    /// Sends `versions` of the user's records to `recipient`'s server.
+    pub(crate) async fn notify(
+        &self,
+        recipient: &Entity,
+        versions: Vec<VersionLink>,
+    ) -> Result<(), Trouble> {
+        let remote = self.entity(recipient, false).await?;
+        let body = Notification { versions }.to_json();
+        let url = remote.endpoints.new_notification.clone();
+        let answer = self
+            .send_signed(PeerMethod::Post, &url, Some(body), SMALL_ANSWER_BYTES)
+            .await?;
+        match answer.status {
+            200..=299 => Ok(()),
+            status => {
+                let detail = serde_json::from_slice::<serde_json::Value>(&answer.body)
+                    .ok()
+                    .and_then(|problem| problem.get("detail")?.as_str().map(str::to_owned));
+                Err(match detail {
+                    Some(detail) if (400..500).contains(&status) && status != 429 => {
+                        PeerError::Invalid(format!("{url} refused the notification: {detail}"))
+                    }
+                    _ => PeerError::Status { url, status },
+                }
+                .into())
+            }
+        }
+    }
+}
+
+/// `POST …/notifications`: another entity's server announces versions of
+/// its entity's records (`docs/federation.md` §4). Each is fetched from
+/// that server and checked before it is stored; the answer comes once
+/// every one is stored (or was already).
+pub(super) async fn new_notification<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    body: H::Body,
+) -> Outcome<H::Stream> {
+    let body = cx
+        .json_body_within(body, Some(MAX_NOTIFICATION_BYTES as u64))
+        .await?;
+    let caller = cx
+        .authenticate(user, Some(&Sha256::digest(&body).into()))
+        .await?;
+    let sender = match caller.access {
+        Access::Server { entity } => entity,
+        Access::Anonymous => {
+            return Err(Problem::new(ProblemType::MissingAuthorization)
+                .with_detail("a notification is signed by the sending entity's server")
+                .into());
+        }
+        Access::Owner { .. } | Access::App { .. } => {
+            return Err(Problem::new(ProblemType::Forbidden)
+                .with_detail("only another entity's server sends notifications, not an app")
+                .into());
+        }
+    };
+    cx.rate(Rate::Notification(&sender)).await?;
+    let notification = Notification::parse(&body, &sender).map_err(|e| Problem::from(&e))?;
+    let knows = cx
+        .fetch(&knows_entity_sql(user.id, &user.entity, &sender))
+        .await?;
+    let source = match knows.is_empty() {
+        true => RecordSource::NotificationUnknown,
+        false => RecordSource::Notification,
+    };
+    let federation = Federation {
+        host: cx.host,
+        user,
+        now: cx.request.now,
+        fresh: &cx.request.fresh,
+    };
+    for link in &notification.versions {
+        federation
+            .receive(link, source)
+            .await
+            .map_err(Trouble::into_failure)?;
+    }
+    let received = notification.versions.len();
+    Ok(Reply::json(200, format!("{{\"received\":{received}}}")))
+}
+
+/// The most outbox rows one delivery round reads.
+pub const DELIVERY_ROUND_ROWS: i64 = 500;
+
+/// What one delivery round did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeliveryRound {
+    /// Notifications accepted by their recipients' servers.
+    pub delivered: usize,
+    /// Notifications that failed and are due again later.
+    pub retried: usize,
+    /// Notifications given up.
+    pub failed: usize,
+    /// One line per failed request: the recipient and why.
+    pub errors: Vec<String>,
+    /// When the next notification is due (Unix milliseconds), if any is
+    /// pending: the host wakes the loop then, or sooner when a write
+    /// queues one.
+    pub next_due_ms: Option<i64>,
+}
+
+/// One pending notification, as the outbox holds it.
+#[derive(Debug, Clone)]
+struct Queued {
+    id: i64,
+    user_id: i64,
+    recipient: Entity,
+    record_id: RecordId,
+    version_hash: VersionHash,
+    queued_at_ms: i64,
+    attempts: u32,
+}
+
+/// Sends the notifications due at `now` (`docs/federation.md` §4): for
+/// each recipient of each user, its versions in requests of at most
+/// [`MAX_NOTIFIED_VERSIONS`], oldest first; a recipient that is a user of
+/// this server receives them in-process. A delivered notification leaves
+/// the outbox; a failed one is due again after its backoff, or is given
+/// up after [`GIVE_UP_AFTER_MS`](crate::federation::notify::GIVE_UP_AFTER_MS)
+/// (at once when retrying cannot help). Both hosts run it from their
+/// delivery loop, with `fresh` drawn for the round.
+pub async fn deliver_due<H: Host>(
+    host: &H,
+    now: RecordDate,
+    fresh: &Fresh,
+) -> Result<DeliveryRound, String> {
+    let now_ms = now.unix_millis();
+    let rows = host
+        .fetch(&due_notifications_sql(now_ms, DELIVERY_ROUND_ROWS))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut queued = Vec::with_capacity(rows.len());
+    for row in &rows {
+        queued.push(queued_row(row).map_err(|e| format!("an outbox row: {e}"))?);
+    }
+    // Each recipient of each user once, in the order their first
+    // notification came due; their versions in queued order.
+    let mut groups: Vec<((i64, Entity), Vec<Queued>)> = Vec::new();
+    for item in queued {
+        let key = (item.user_id, item.recipient.clone());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, items)) => items.push(item),
+            None => groups.push((key, vec![item])),
+        }
+    }
+    let users = host.users().await.map_err(|e| e.to_string())?;
+    let mut round = DeliveryRound::default();
+    let mut statements = Vec::new();
+    for ((user_id, recipient), mut items) in groups {
+        items.sort_by_key(|item| item.id);
+        let Some(user) = users.iter().find(|user| user.id == user_id) else {
+            continue;
+        };
+        for batch in items.chunks(MAX_NOTIFIED_VERSIONS) {
+            // The user's own records: the user authored every version queued.
+            let links: Vec<VersionLink> = batch
+                .iter()
+                .map(|item| VersionLink {
+                    entity: user.entity.clone(),
+                    original_entity: None,
+                    record_id: item.record_id,
+                    version_hash: item.version_hash,
+                })
+                .collect();
+            let outcome = match users.iter().find(|local| local.entity == recipient) {
+                Some(local) => deliver_locally(host, user, local, &links, now, fresh).await,
+                None => {
+                    let federation = Federation {
+                        host,
+                        user,
+                        now,
+                        fresh,
+                    };
+                    federation.notify(&recipient, links).await
+                }
+            };
+            match outcome {
+                Ok(()) => {
+                    round.delivered += batch.len();
+                    statements.extend(batch.iter().map(|item| delivered_sql(item.id)));
+                }
+                Err(trouble) => {
+                    let error = format!("{recipient}: {trouble}");
+                    let transient = trouble.is_transient();
+                    for item in batch {
+                        let jitter = f64::from(fresh.bytes::<1>()[0]) / 255.0;
+                        let due = transient
+                            .then(|| retry_at(item.attempts + 1, item.queued_at_ms, now_ms, jitter))
+                            .flatten();
+                        match due {
+                            Some(_) => round.retried += 1,
+                            None => round.failed += 1,
+                        }
+                        statements.push(failed_attempt_sql(item.id, due, now_ms, &error));
+                    }
+                    round.errors.push(error);
+                }
+            }
+        }
+    }
+    if !statements.is_empty() {
+        match host.run(Job::Statements(statements)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(refused)) => return Err(refused.to_string()),
+            Err(failure) => return Err(failure.to_string()),
+        }
+    }
+    let rows = host
+        .fetch(&next_due_sql())
+        .await
+        .map_err(|e| e.to_string())?;
+    round.next_due_ms = match rows.first() {
+        Some(row) => row.optional_integer(0).map_err(|e| e.to_string())?,
+        None => None,
+    };
+    Ok(round)
+}
+
+/// Delivers versions of `author`'s records to `recipient`, another user of
+/// this server: what receiving them over HTTP would do, without the HTTP.
+async fn deliver_locally<H: Host>(
+    host: &H,
+    author: &User,
+    recipient: &User,
+    links: &[VersionLink],
+    now: RecordDate,
+    fresh: &Fresh,
+) -> Result<(), Trouble> {
+    let knows = host
+        .fetch(&knows_entity_sql(
+            recipient.id,
+            &recipient.entity,
+            &author.entity,
+        ))
+        .await
+        .map_err(Failure::internal)?;
+    let source = match knows.is_empty() {
+        true => RecordSource::NotificationUnknown,
+        false => RecordSource::Notification,
+    };
+    let federation = Federation {
+        host,
+        user: recipient,
+        now,
+        fresh,
+    };
+    for link in links {
+        federation.receive(link, source).await?;
+    }
+    Ok(())
+}
+
+fn queued_row(row: &Row) -> Result<Queued, RowError> {
+    let parse = |column: usize, expected: &'static str| RowError { column, expected };
+    let recipient = row.text(2)?.parse().map_err(|_| parse(2, "an entity"))?;
+    let record_id = row.text(3)?.parse().map_err(|_| parse(3, "a record id"))?;
+    let version_hash = row
+        .text(4)?
+        .parse()
+        .map_err(|_| parse(4, "a version hash"))?;
+    Ok(Queued {
+        id: row.integer(0)?,
+        user_id: row.integer(1)?,
+        record_id,
+        version_hash,
+        recipient,
+        queued_at_ms: row.integer(5)?,
+        attempts: u32::try_from(row.integer(7)?).unwrap_or(u32::MAX),
+    })
+}
+
+/// A read with `proxy_to` (`docs/federation.md` §5): answered by
+/// `entity`'s server, asked as the user; `record` for a single record,
+/// else the list with the request's other parameters. Only the user's own
+/// callers (the owner, an authorized app) may proxy, and an app sees only
+/// what its grant covers; nothing is stored.
+pub(super) async fn proxy<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    caller: &Caller,
+    entity: &Entity,
+    record: Option<&RecordPath>,
+) -> Outcome<H::Stream> {
+    match &caller.access {
+        Access::Owner { .. } | Access::App { .. } => {}
+        Access::Anonymous => {
+            return Err(Problem::new(ProblemType::MissingAuthorization)
+                .with_detail("`proxy_to` asks another server as the user: sign the request")
+                .into());
+        }
+        Access::Server { .. } => {
+            return Err(Problem::new(ProblemType::Forbidden)
+                .with_detail("a server's request is not proxied further")
+                .into());
+        }
+    }
+    let federation = Federation {
+        host: cx.host,
+        user,
+        now: cx.request.now,
+        fresh: &cx.request.fresh,
+    };
+    let remote = federation
+        .entity(entity, false)
+        .await
+        .map_err(Trouble::into_failure)?;
+    let query: Vec<&str> = cx
+        .request
+        .target
+        .split_once('?')
+        .map_or("", |(_, query)| query)
+        .split('&')
+        .filter(|pair| !pair.is_empty() && !pair.starts_with("proxy_to="))
+        .collect();
+    let with_query = |url: String| match query.is_empty() {
+        true => url,
+        false => format!("{url}?{}", query.join("&")),
+    };
+    let proxied = |mut record: Record| {
+        record.source = RecordSource::Proxy;
+        record
+    };
+    let body = match record {
+        Some(path) => {
+            let url = with_query(remote.record_url(&path.entity, &path.record_id));
+            let answer = federation
+                .send_signed(PeerMethod::Get, &url, None, RECORD_ANSWER_BYTES)
+                .await
+                .map_err(Trouble::into_failure)?;
+            let expected = Expected {
+                author: &path.entity,
+                id: &path.record_id,
+                hash: None,
+            };
+            let record = read_record(&url, &answer, expected)
+                .map_err(|e| Failure::from(Problem::from(&e)))?;
+            if !caller.access.can_read(&record) {
+                return Err(Problem::new(ProblemType::RecordNotFound).into());
+            }
+            serde_json::json!({"record": proxied(record), "linked_records": []})
+        }
+        None => {
+            let url = with_query(remote.endpoints.records.clone());
+            let answer = federation
+                .send_signed(PeerMethod::Get, &url, None, PROXIED_LIST_BYTES)
+                .await
+                .map_err(Trouble::into_failure)?;
+            let (records, next_page) =
+                proxied_list(&url, &answer).map_err(|e| Failure::from(Problem::from(&e)))?;
+            let records: Vec<Record> = records
+                .into_iter()
+                .filter(|record| caller.access.can_read(record))
+                .collect();
+            let page_size = records.len();
+            let mut body = serde_json::json!({
+                "records": records,
+                "linked_records": [],
+                "page_size": page_size,
+            });
+            if let Some(next) = next_page {
+                let separator = if next.contains('?') { "&" } else { "?" };
+                body["next_page"] = format!("{next}{separator}proxy_to={entity}").into();
+            }
+            body
+        }
+    };
+    Ok(Reply::json(200, body.to_string()))
+}
+
+/// The largest list answer accepted from another server for `proxy_to`:
+/// 200 records of the 1 MiB body limit would not fit; lists of that size
+/// are refused (`federation/502-peer-refused`) and the client pages with a
+/// smaller `page_size`.
+pub const PROXIED_LIST_BYTES: usize = 8 * 1024 * 1024;

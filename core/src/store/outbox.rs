@@ -1,0 +1,142 @@
+//! The statements of federation: users' server keys and the outbox of
+//! notifications (schema 8, `docs/federation.md`).
+
+use super::{Binder, Statement};
+use crate::model::{Entity, RecordId, VersionHash};
+
+/// `seed, public_key` of the user's server key, if it has one.
+pub fn server_key_sql(user_id: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT seed, public_key FROM server_keys WHERE user_id = {}",
+        b.bind(user_id)
+    );
+    b.finish(sql)
+}
+
+/// Gives the user the server key `seed` / `public_key` (base64), unless it
+/// has one already.
+pub fn insert_server_key_sql(user_id: i64, seed: &str, public_key: &str) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "INSERT OR IGNORE INTO server_keys (user_id, seed, public_key) VALUES ({}, {}, {})",
+        b.bind(user_id),
+        b.bind(seed),
+        b.bind(public_key)
+    );
+    b.finish(sql)
+}
+
+/// Queues a notification of version `hash` of the user's record `record_id`
+/// for `recipient`, due at once; a second one of the same is ignored.
+pub fn queue_notification_sql(
+    user_id: i64,
+    recipient: &Entity,
+    record_id: &RecordId,
+    hash: &VersionHash,
+    now_ms: i64,
+) -> Statement {
+    let mut b = Binder::default();
+    let now = b.bind(now_ms);
+    let sql = format!(
+        "INSERT OR IGNORE INTO outbox (user_id, recipient, record_id, version_hash, queued_at, \
+         due_at) VALUES ({}, {}, {}, {}, {now}, {now})",
+        b.bind(user_id),
+        b.bind(recipient.as_str()),
+        b.bind(record_id.to_string()),
+        b.bind(hash.to_string()),
+    );
+    b.finish(sql)
+}
+
+/// The columns [`due_notifications_sql`] and [`outbox_sql`] read, in order.
+pub const OUTBOX_COLUMNS: &str = "o.id, o.user_id, o.recipient, o.record_id, o.version_hash, \
+     o.queued_at, o.due_at, o.attempts, o.last_error, o.failed_at";
+
+/// Up to `limit` notifications due at `now_ms`, by recipient then in the
+/// order their versions were queued, so that one recipient's are sent
+/// together and oldest first.
+pub fn due_notifications_sql(now_ms: i64, limit: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT {OUTBOX_COLUMNS} FROM outbox o INDEXED BY outbox_due \
+         WHERE o.failed_at IS NULL AND o.due_at <= {} ORDER BY o.due_at, o.id LIMIT {}",
+        b.bind(now_ms),
+        b.bind(limit)
+    );
+    b.finish(sql)
+}
+
+/// When the next notification is due, if any is pending.
+pub fn next_due_sql() -> Statement {
+    Binder::default().finish(
+        "SELECT MIN(due_at) FROM outbox INDEXED BY outbox_due WHERE failed_at IS NULL".to_owned(),
+    )
+}
+
+/// Every notification still pending or failed for good, oldest first (for
+/// `folio outbox`): at most `limit`.
+pub fn outbox_sql(limit: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT {OUTBOX_COLUMNS}, u.name FROM outbox o JOIN users u ON u.id = o.user_id \
+         ORDER BY o.id LIMIT {}",
+        b.bind(limit)
+    );
+    b.finish(sql)
+}
+
+/// Forgets a delivered notification.
+pub fn delivered_sql(id: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!("DELETE FROM outbox WHERE id = {}", b.bind(id));
+    b.finish(sql)
+}
+
+/// Records a failed attempt: tried again at `due_at_ms`, or, with `None`,
+/// given up at `now_ms`.
+pub fn failed_attempt_sql(id: i64, due_at_ms: Option<i64>, now_ms: i64, error: &str) -> Statement {
+    let mut b = Binder::default();
+    let (id, error) = (b.bind(id), b.bind(error));
+    let sql = match due_at_ms {
+        Some(due) => format!(
+            "UPDATE outbox SET attempts = attempts + 1, due_at = {}, last_error = {error} \
+             WHERE id = {id}",
+            b.bind(due)
+        ),
+        None => format!(
+            "UPDATE outbox SET attempts = attempts + 1, failed_at = {}, last_error = {error} \
+             WHERE id = {id}",
+            b.bind(now_ms)
+        ),
+    };
+    b.finish(sql)
+}
+
+/// Makes every failed notification due again at `now_ms` (`folio outbox
+/// retry`), with a fresh day of retries.
+pub fn retry_failed_sql(now_ms: i64) -> Statement {
+    let mut b = Binder::default();
+    let now = b.bind(now_ms);
+    let sql = format!(
+        "UPDATE outbox SET failed_at = NULL, due_at = {now}, queued_at = {now}, attempts = 0 \
+         WHERE failed_at IS NOT NULL"
+    );
+    b.finish(sql)
+}
+
+/// One row if the user ever linked `entity` in a record of their own (in
+/// its permissions or content): the user knows that entity, whose
+/// notifications are then `notification` rather than
+/// `notification_unknown` (`docs/federation.md` §4).
+pub fn knows_entity_sql(user_id: i64, user: &Entity, entity: &Entity) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT 1 FROM link_index l JOIN records r ON r.row = l.record_row \
+         WHERE l.user_id = {} AND l.key = {} AND r.author = {} LIMIT 1",
+        b.bind(user_id),
+        b.bind(crate::query::entity_key(entity)),
+        b.bind(user.as_str()),
+    );
+    b.finish(sql)
+}

@@ -1,0 +1,114 @@
+//! Requests to other servers from the edge (federation,
+//! `docs/federation.md` §6), under core's rules: the runtime's `fetch`
+//! with redirects returned as answers (`manual`), the exchange bounded by
+//! [`PEER_EXCHANGE_TIMEOUT_MS`], and the answer read chunk by chunk up to
+//! its limit.
+//!
+//! The edge resolves names itself and never reaches private networks from
+//! Cloudflare's network; a literal address in a URL is still checked with
+//! core's [`address_allowed`]. In the dev environment (`FOLIO_DEV=1`,
+//! `wrangler dev` on one machine) plain HTTP and loopback addresses are
+//! allowed, so that two local test servers can talk.
+
+use std::time::Duration;
+
+use folio_core::federation::{
+    PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod, PeerRequest, address_allowed,
+};
+use futures_util::future::{Either, select};
+use futures_util::{StreamExt, pin_mut};
+use worker::{Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Url};
+
+/// What the edge allows beyond the rules.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PeerOptions {
+    /// Plain HTTP and loopback or private addresses: the dev environment.
+    pub development: bool,
+}
+
+/// Sends `request` and reads its answer whole, under core's rules.
+pub async fn send(options: PeerOptions, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
+    let exchange = exchange(options, request);
+    let timeout = Delay::from(Duration::from_millis(PEER_EXCHANGE_TIMEOUT_MS));
+    pin_mut!(exchange);
+    match select(exchange, timeout).await {
+        Either::Left((answer, _)) => answer,
+        Either::Right(((), _)) => Err(PeerFailure::TimedOut),
+    }
+}
+
+async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
+    let url = Url::parse(&request.url).map_err(|e| PeerFailure::BadUrl(e.to_string()))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if options.development => {}
+        scheme => return Err(PeerFailure::BadUrl(format!("{scheme} is not https"))),
+    }
+    let literal = match url.host() {
+        None => return Err(PeerFailure::BadUrl("no host".into())),
+        Some(worker::url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
+        Some(worker::url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
+        Some(worker::url::Host::Domain(_)) => None,
+    };
+    if let Some(ip) = literal.filter(|&ip| !address_allowed(ip, options.development)) {
+        return Err(PeerFailure::ForbiddenAddress(ip));
+    }
+    let headers = Headers::new();
+    for (name, value) in &request.headers {
+        headers
+            .set(name, value)
+            .map_err(|e| PeerFailure::BadUrl(format!("header {name}: {e}")))?;
+    }
+    headers
+        .set("user-agent", concat!("folio/", env!("CARGO_PKG_VERSION")))
+        .map_err(|e| PeerFailure::BadUrl(e.to_string()))?;
+    let mut init = RequestInit::new();
+    init.with_method(match request.method {
+        PeerMethod::Head => Method::Head,
+        PeerMethod::Get => Method::Get,
+        PeerMethod::Post => Method::Post,
+    })
+    .with_headers(headers)
+    .with_redirect(RequestRedirect::Manual);
+    if let Some(body) = request.body {
+        init.with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
+    }
+    let outgoing = Request::new_with_init(url.as_str(), &init)
+        .map_err(|e| PeerFailure::BadUrl(e.to_string()))?;
+    let mut response = Fetch::Request(outgoing)
+        .send()
+        .await
+        .map_err(|e| PeerFailure::Unreachable(e.to_string()))?;
+    let max = request.max_answer_bytes;
+    let declared = response
+        .headers()
+        .get("content-length")
+        .ok()
+        .flatten()
+        .and_then(|length| length.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > max) && request.method != PeerMethod::Head {
+        return Err(PeerFailure::TooLarge { max });
+    }
+    let headers = response
+        .headers()
+        .entries()
+        .map(|(name, value)| (name.to_ascii_lowercase(), value))
+        .collect();
+    let mut body = Vec::new();
+    if request.method != PeerMethod::Head
+        && let Ok(mut stream) = response.stream()
+    {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| PeerFailure::Unreachable(e.to_string()))?;
+            if body.len() + chunk.len() > max {
+                return Err(PeerFailure::TooLarge { max });
+            }
+            body.extend_from_slice(&chunk);
+        }
+    }
+    Ok(PeerAnswer {
+        status: response.status_code(),
+        headers,
+        body,
+    })
+}
