@@ -346,12 +346,15 @@ fn the_consent_page_of_an_unknown_user_is_an_html_404_page_not_problem_json() {
 }
 
 #[test]
-fn notifications_are_501_not_implemented() {
+fn an_unsigned_notification_is_unauthenticated() {
     let host = MemoryHost::new();
-    let call = Call::post("/api/alice/notifications");
-    let reply = send(&host, &call, Body::of("{}"));
-    problem(&reply, "server/501-not-implemented", "not_implemented");
-    assert_eq!(host.bodies().discarded, 1);
+    let call = Call::post("/api/alice/notifications").header("content-type", "application/json");
+    let reply = send(&host, &call, Body::of("{\"versions\": []}"));
+    problem(
+        &reply,
+        "auth/401-missing-authorization",
+        "missing_authorization",
+    );
 }
 
 #[test]
