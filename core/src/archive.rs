@@ -32,11 +32,12 @@ use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::auth::ServerKey;
 use crate::model::{BlobHash, Entity, ReceivedRecord, Record, RecordDate, RecordId, UserName};
 use crate::query::IndexEntry;
 use crate::store::{
-    Binder, Statement, WriteOrigin, insert_app_sql, insert_user_with_id_sql, user_row_id,
-    version_statements,
+    Binder, Statement, WriteOrigin, insert_app_sql, insert_server_key_sql, insert_user_with_id_sql,
+    user_row_id, version_statements,
 };
 
 /// The format this module writes and reads.
@@ -73,6 +74,11 @@ pub struct Header {
     /// with credentials; without it the imported user cannot sign in until
     /// `folio user passwd`.
     pub password_hash: Option<String>,
+    /// The seed of the user's server key (federation), only in an archive
+    /// made with credentials: the user keeps the key other servers know
+    /// them by. Without it the new server makes a new key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_key: Option<String>,
     pub exported_at: RecordDate,
 }
 
@@ -391,6 +397,17 @@ impl ArchiveReader {
                     header.password_hash.as_deref(),
                     header.created_at,
                 ));
+                if let Some(seed) = &header.server_key {
+                    let key = ServerKey::from_base64(seed).ok_or(ArchiveError::Malformed {
+                        line,
+                        reason: "the server key is not a base64 Ed25519 seed".into(),
+                    })?;
+                    step.statements.push(insert_server_key_sql(
+                        self.user_id,
+                        seed,
+                        &key.public_base64(),
+                    ));
+                }
                 self.part = Part::Versions;
             }
             (Part::Header, _) => return Err(order("the header")),
@@ -638,6 +655,7 @@ mod tests {
             entity: "localhost".parse().unwrap(),
             created_at: RecordDate::from_unix_ticks(1).unwrap(),
             password_hash: None,
+            server_key: None,
             exported_at: RecordDate::from_unix_ticks(2).unwrap(),
         };
         let (mut writer, mut out) = ArchiveWriter::start(header);

@@ -18,7 +18,7 @@ use folio_core::archive::{
     export_versions_sql,
 };
 use folio_core::model::{BlobHash, RecordDate, RecordId};
-use folio_core::store::{LiteralSqlError, Statement, read_version};
+use folio_core::store::{LiteralSqlError, Statement, read_version, server_key_sql};
 use rusqlite::Connection;
 
 use crate::clock::Clock;
@@ -152,12 +152,21 @@ fn write_archive(
         .into_iter()
         .next()
         .ok_or_else(|| TransferError::NoUser(name.to_owned()))?;
+    let server_key = match with_credentials {
+        true => db::query(conn, &server_key_sql(user_id), |row| {
+            row.get::<_, String>(0)
+        })?
+        .into_iter()
+        .next(),
+        false => None,
+    };
     let header = Header {
         format: ARCHIVE_FORMAT,
         user: name.to_owned(),
         entity: entity.parse().map_err(|e| stored(&e))?,
         created_at: RecordDate::from_unix_ticks(created_at).map_err(|e| stored(&e))?,
         password_hash: password_hash.filter(|_| with_credentials),
+        server_key,
         exported_at: Clock.now(),
     };
     let (mut writer, line) = ArchiveWriter::start(header);

@@ -134,7 +134,15 @@ pub struct UserStore {
     writing: Mutex<()>,
     streams: RefCell<Vec<Live>>,
     next_stream: Cell<u64>,
+    /// The user whose outbox this object delivers (federation): known once
+    /// a job queued a notification, and kept in the object's storage
+    /// ([`OUTBOX_USER_KEY`]) for the alarms after an eviction.
+    outbox_user: Cell<Option<i64>>,
 }
+
+/// Where the object's storage keeps the id of the user whose outbox it
+/// delivers.
+const OUTBOX_USER_KEY: &str = "outbox_user";
 
 /// A reply body on the edge.
 pub enum EdgeStream {
@@ -186,10 +194,68 @@ impl UserStore {
             .map_err(write_failure)?;
         if let Ok(done) = &mut outcome {
             self.publish(done.take_live_versions());
+            if done.queued_notifications() > 0
+                && let Some(user) = job.user_id()
+            {
+                self.deliver_soon(user).await;
+            }
         }
         Ok(outcome)
     }
+
+    /// Wakes the object at once to deliver `user`'s outbox (its alarm).
+    async fn deliver_soon(&self, user: i64) {
+        let storage = self.state.storage();
+        if self.outbox_user.replace(Some(user)) != Some(user)
+            && let Err(error) = storage.put(OUTBOX_USER_KEY, user).await
+        {
+            worker::console_error!("could not keep the outbox's user: {error}");
+        }
+        self.wake_at(js_sys::Date::now() as i64).await;
+    }
+
+    /// Sets the object's alarm to `at_ms` (Unix milliseconds) unless it is
+    /// due sooner already.
+    async fn wake_at(&self, at_ms: i64) {
+        let storage = self.state.storage();
+        let due = storage.get_alarm().await.ok().flatten();
+        if due.is_none_or(|due| due > at_ms) {
+            let offset = at_ms.saturating_sub(js_sys::Date::now() as i64).max(0);
+            if let Err(error) = storage.set_alarm(offset).await {
+                worker::console_error!("could not set the alarm: {error}");
+            }
+        }
+    }
+
+    /// Delivers the due notifications of this object's user, if it has
+    /// any; when the next one is due.
+    async fn deliver(&self) -> Option<i64> {
+        let user = match self.outbox_user.get() {
+            Some(user) => user,
+            None => {
+                let stored: Option<i64> = self.state.storage().get(OUTBOX_USER_KEY).await.ok()?;
+                self.outbox_user.set(stored);
+                stored?
+            }
+        };
+        let fresh = Fresh::from_seed(random_seed());
+        match folio_core::service::deliver_due(self, now(), &fresh, Some(user)).await {
+            Ok(round) => {
+                for error in &round.errors {
+                    worker::console_warn!("a notification was not delivered: {error}");
+                }
+                round.next_due_ms
+            }
+            Err(error) => {
+                worker::console_error!("the outbox could not be read: {error}");
+                Some(js_sys::Date::now() as i64 + OUTBOX_RETRY_MS)
+            }
+        }
+    }
 }
+
+/// When the outbox could not be read, the next try.
+const OUTBOX_RETRY_MS: i64 = 5_000;
 
 impl DurableObject for UserStore {
     fn new(state: State, env: Env) -> Self {
@@ -230,6 +296,7 @@ impl DurableObject for UserStore {
             writing: Mutex::new(()),
             streams: RefCell::new(Vec::new()),
             next_stream: Cell::new(0),
+            outbox_user: Cell::new(None),
         }
     }
 
@@ -274,8 +341,10 @@ impl DurableObject for UserStore {
             streams.retain(Live::is_open);
             !streams.is_empty()
         };
-        if again {
-            self.state.storage().set_alarm(HEARTBEAT_MS).await?;
+        let next_delivery = self.deliver().await;
+        let heartbeat = again.then(|| js_sys::Date::now() as i64 + HEARTBEAT_MS);
+        if let Some(at) = [heartbeat, next_delivery].into_iter().flatten().min() {
+            self.wake_at(at).await;
         }
         Response::empty()
     }

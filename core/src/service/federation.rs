@@ -548,15 +548,18 @@ struct Queued {
 /// the outbox; a failed one is due again after its backoff, or is given
 /// up after [`GIVE_UP_AFTER_MS`](crate::federation::notify::GIVE_UP_AFTER_MS)
 /// (at once when retrying cannot help). Both hosts run it from their
-/// delivery loop, with `fresh` drawn for the round.
+/// delivery loop, with `fresh` drawn for the round: natively for every
+/// user (`user` is `None`), on the edge in each user's object for that
+/// user alone.
 pub async fn deliver_due<H: Host>(
     host: &H,
     now: RecordDate,
     fresh: &Fresh,
+    user: Option<i64>,
 ) -> Result<DeliveryRound, String> {
     let now_ms = now.unix_millis();
     let rows = host
-        .fetch(&due_notifications_sql(now_ms, DELIVERY_ROUND_ROWS))
+        .fetch(&due_notifications_sql(now_ms, DELIVERY_ROUND_ROWS, user))
         .await
         .map_err(|e| e.to_string())?;
     let mut queued = Vec::with_capacity(rows.len());
@@ -636,7 +639,7 @@ pub async fn deliver_due<H: Host>(
         }
     }
     let rows = host
-        .fetch(&next_due_sql())
+        .fetch(&next_due_sql(user))
         .await
         .map_err(|e| e.to_string())?;
     round.next_due_ms = match rows.first() {

@@ -53,25 +53,35 @@ pub fn queue_notification_sql(
 pub const OUTBOX_COLUMNS: &str = "o.id, o.user_id, o.recipient, o.record_id, o.version_hash, \
      o.queued_at, o.due_at, o.attempts, o.last_error, o.failed_at";
 
-/// Up to `limit` notifications due at `now_ms`, by recipient then in the
-/// order their versions were queued, so that one recipient's are sent
-/// together and oldest first.
-pub fn due_notifications_sql(now_ms: i64, limit: i64) -> Statement {
+/// Up to `limit` notifications due at `now_ms`, of every user or of
+/// `user` alone, in the order they came due.
+pub fn due_notifications_sql(now_ms: i64, limit: i64, user: Option<i64>) -> Statement {
     let mut b = Binder::default();
+    let now = b.bind(now_ms);
+    let of_user = match user {
+        Some(user) => format!(" AND o.user_id = {}", b.bind(user)),
+        None => String::new(),
+    };
     let sql = format!(
         "SELECT {OUTBOX_COLUMNS} FROM outbox o INDEXED BY outbox_due \
-         WHERE o.failed_at IS NULL AND o.due_at <= {} ORDER BY o.due_at, o.id LIMIT {}",
-        b.bind(now_ms),
+         WHERE o.failed_at IS NULL AND o.due_at <= {now}{of_user} ORDER BY o.due_at, o.id \
+         LIMIT {}",
         b.bind(limit)
     );
     b.finish(sql)
 }
 
-/// When the next notification is due, if any is pending.
-pub fn next_due_sql() -> Statement {
-    Binder::default().finish(
-        "SELECT MIN(due_at) FROM outbox INDEXED BY outbox_due WHERE failed_at IS NULL".to_owned(),
-    )
+/// When the next notification (of every user, or of `user`) is due, if
+/// any is pending.
+pub fn next_due_sql(user: Option<i64>) -> Statement {
+    let mut b = Binder::default();
+    let of_user = match user {
+        Some(user) => format!(" AND user_id = {}", b.bind(user)),
+        None => String::new(),
+    };
+    b.finish(format!(
+        "SELECT MIN(due_at) FROM outbox INDEXED BY outbox_due WHERE failed_at IS NULL{of_user}"
+    ))
 }
 
 /// Every notification still pending or failed for good, oldest first (for

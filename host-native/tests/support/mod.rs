@@ -157,13 +157,25 @@ impl Server {
 
     /// [`Server::start`] with `env` set for the server (`FOLIO_LOG`, …).
     pub fn start_with_env(data: &Path, port: u16, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let base_url = format!("https://localhost:{port}");
+        Server::start_at(data, port, &base_url, extra, env)
+    }
+
+    /// [`Server::start_with_env`] with its base URL.
+    pub fn start_at(
+        data: &Path,
+        port: u16,
+        base_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let http_port = free_port();
         let mut child = Command::new(FOLIO)
             .arg("--data-dir")
             .arg(data)
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--http-listen", &format!("127.0.0.1:{http_port}")])
-            .args(["--base-url", &format!("https://localhost:{port}")])
+            .args(["--base-url", base_url])
             .args(extra)
             .env_remove("RUST_LOG")
             .env_remove("FOLIO_LOG")
