@@ -55,8 +55,9 @@ pub struct PeerOptions {
     /// added to the built-in webpki roots.
     pub extra_roots: Vec<PathBuf>,
     /// Test-only name overrides: host name -> socket address (the port is
-    /// used when the URL has no explicit port). Their addresses are checked
-    /// like any other.
+    /// used when the URL has no explicit port). The operator named these
+    /// addresses: they are used as given, loopback included, while every
+    /// other name and literal address is still checked.
     pub resolve: Vec<(String, SocketAddr)>,
     /// For the TCP and TLS handshakes.
     pub connect_timeout: Duration,
@@ -305,8 +306,8 @@ impl fmt::Display for RefusedAddress {
 
 impl StdError for RefusedAddress {}
 
-/// Resolves through the overrides or the system, and keeps only the
-/// addresses a peer may have. An address with port 0 (from the system)
+/// Resolves through the overrides (used as given) or the system, keeping
+/// only the addresses a peer may have. An address with port 0 (from the system)
 /// gets the URL's port; an override's port is kept unless the URL names one.
 struct CheckingResolver {
     overrides: HashMap<String, SocketAddr>,
@@ -319,10 +320,11 @@ impl Resolve for CheckingResolver {
         let overridden = self.overrides.get(&host).copied();
         let allow_private = self.allow_private;
         Box::pin(async move {
-            let found: Vec<SocketAddr> = match overridden {
-                Some(address) => vec![address],
-                None => tokio::net::lookup_host((host.as_str(), 0)).await?.collect(),
-            };
+            if let Some(address) = overridden {
+                return Ok(Box::new(std::iter::once(address)) as Addrs);
+            }
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let (allowed, refused): (Vec<SocketAddr>, Vec<SocketAddr>) = found
                 .into_iter()
                 .partition(|address| address_allowed(address.ip(), allow_private));
@@ -440,14 +442,17 @@ mod tests {
                 "::ffff:127.0.0.1".parse().unwrap(),
             ),
             (format!("http://[::1]:{port}/"), "::1".parse().unwrap()),
-            // Names, through the resolver: an override here, the system's
-            // resolver for `localhost` below.
-            (format!("http://local.test:{port}/"), loopback),
-            ("http://local.test/".into(), loopback),
         ] {
             let failure = public_only.send(get(url.clone(), 100)).await.unwrap_err();
             assert_eq!(failure, PeerFailure::ForbiddenAddress(refused), "{url}");
         }
+        // A name the operator resolved with `--peer-resolve` goes where it
+        // says; any other name through the system's resolver is checked.
+        let answer = public_only
+            .send(get("http://local.test/".into(), 100))
+            .await
+            .unwrap();
+        assert_eq!(answer.status, 200);
         match public_only
             .send(get(format!("http://localhost:{port}/"), 100))
             .await

@@ -221,7 +221,6 @@ async fn alice_and_bob_share_records_across_two_servers() {
             key.display().to_string(),
             "--peer-ca".into(),
             ca.pem.display().to_string(),
-            "--allow-private-peers".into(),
         ];
         for rule in &resolve {
             extra.push("--peer-resolve".into());

@@ -7,8 +7,9 @@
 //! The edge resolves names itself and never reaches private networks from
 //! Cloudflare's network; a literal address in a URL is still checked with
 //! core's [`address_allowed`]. In the dev environment (`FOLIO_DEV=1`,
-//! `wrangler dev` on one machine) plain HTTP and loopback addresses are
-//! allowed, so that two local test servers can talk.
+//! `wrangler dev` on one machine) plain HTTP is allowed, and with
+//! `FOLIO_ALLOW_PRIVATE_PEERS=1` loopback and private addresses too, so
+//! that two local test servers can talk.
 
 use std::time::Duration;
 
@@ -22,8 +23,10 @@ use worker::{Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirec
 /// What the edge allows beyond the rules.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PeerOptions {
-    /// Plain HTTP and loopback or private addresses: the dev environment.
-    pub development: bool,
+    /// Plain HTTP URLs: the dev environment.
+    pub allow_http: bool,
+    /// Loopback and private addresses.
+    pub allow_private: bool,
 }
 
 /// Sends `request` and reads its answer whole, under core's rules.
@@ -41,7 +44,7 @@ async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnsw
     let url = Url::parse(&request.url).map_err(|e| PeerFailure::BadUrl(e.to_string()))?;
     match url.scheme() {
         "https" => {}
-        "http" if options.development => {}
+        "http" if options.allow_http => {}
         scheme => return Err(PeerFailure::BadUrl(format!("{scheme} is not https"))),
     }
     let literal = match url.host() {
@@ -50,7 +53,7 @@ async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnsw
         Some(worker::url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
         Some(worker::url::Host::Domain(_)) => None,
     };
-    if let Some(ip) = literal.filter(|&ip| !address_allowed(ip, options.development)) {
+    if let Some(ip) = literal.filter(|&ip| !address_allowed(ip, options.allow_private)) {
         return Err(PeerFailure::ForbiddenAddress(ip));
     }
     let headers = Headers::new();

@@ -437,7 +437,12 @@ fn random_seed() -> [u8; 32] {
 impl Peers for UserStore {
     async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
         let options = crate::peers::PeerOptions {
-            development: is_dev(&self.env),
+            allow_http: is_dev(&self.env),
+            allow_private: is_dev(&self.env)
+                && self
+                    .env
+                    .var("FOLIO_ALLOW_PRIVATE_PEERS")
+                    .is_ok_and(|v| v.to_string() == "1"),
         };
         crate::peers::send(options, request).await
     }
