@@ -275,6 +275,13 @@ pub struct ServeOptions {
     /// public roots: a test CA. Repeatable.
     #[arg(long, value_name = "FILE")]
     pub peer_ca: Vec<PathBuf>,
+    /// Milliseconds before a failed notification is tried again the first
+    /// time; each next wait doubles, up to `--outbox-max-retry-ms`.
+    #[arg(long, default_value_t = folio_core::federation::notify::FIRST_RETRY_DELAY_MS, value_parser = clap::value_parser!(i64).range(1..))]
+    pub outbox_first_retry_ms: i64,
+    /// The longest wait between two attempts of a notification, in milliseconds.
+    #[arg(long, default_value_t = folio_core::federation::notify::MAX_RETRY_DELAY_MS, value_parser = clap::value_parser!(i64).range(1..))]
+    pub outbox_max_retry_ms: i64,
 }
 
 /// `NAME=ADDRESS:PORT`, as `--peer-resolve` takes it.

@@ -23,7 +23,7 @@ pub async fn deliver(app: Arc<App>) {
     loop {
         let now = app.clock.now();
         let fresh = Fresh::from_seed(rand::random());
-        let sleep = match deliver_due(&*app, now, &fresh, None).await {
+        let sleep = match deliver_due(&*app, now, &fresh, None, &app.outbox_retry).await {
             Ok(round) => {
                 if round.delivered + round.retried + round.failed > 0 {
                     tracing::info!(

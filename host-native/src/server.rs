@@ -59,6 +59,8 @@ pub struct App {
     pub peers: PeerClient,
     /// Wakes the outbox's delivery loop: a write queued notifications.
     pub outbox: tokio::sync::Notify,
+    /// When failed deliveries are tried again.
+    pub outbox_retry: folio_core::federation::RetryPolicy,
 }
 
 impl App {
@@ -202,6 +204,11 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         memo: Memo::new(),
         peers,
         outbox: tokio::sync::Notify::new(),
+        outbox_retry: folio_core::federation::RetryPolicy {
+            first_delay_ms: options.outbox_first_retry_ms,
+            max_delay_ms: options.outbox_max_retry_ms,
+            ..Default::default()
+        },
     });
 
     // The nonces the last run stored (of requests dated ahead), and no

@@ -73,9 +73,26 @@ struct Side {
     entity: &'static str,
     app: App,
     http: Http,
+    /// How its server was started, to start it again.
+    base_url: String,
+    args: Vec<String>,
 }
 
 impl Side {
+    /// Starts the server again on its data, port and settings (after a
+    /// [`Server::kill`]).
+    fn restart(&mut self) {
+        self.server.kill();
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        self.server = Server::start_at(
+            &self.server.data.clone(),
+            self.server.port,
+            &self.base_url,
+            &args,
+            &[("RUST_LOG", "info")],
+        );
+    }
+
     fn key(&self) -> AppKey {
         self.app.key()
     }
@@ -184,65 +201,123 @@ const CONVERSATION_TYPE: &str = "7583995c51cf44ad972fdc123105e1dc";
 const MESSAGE_TYPE: &str = "153b3cb3a2f0494e950599de1cc13ef3";
 const POST_TYPE: &str = "875d6b82645e4833a3f0dca3fb79d69d";
 
+/// Alice at `alice.test` (base URL `https://a.test`) and Bob at `bob.test`
+/// (`https://b.test`), each on a server of their own on loopback, with
+/// certificates of one test CA. Alice's server reaches Bob's at
+/// `bob_port` when given (a proxy in front of it), else at Bob's own port.
+struct Pair {
+    alice: Side,
+    bob: Side,
+}
+
+impl Pair {
+    fn start(name: &str, bob_port: impl FnOnce(u16) -> Option<u16>) -> Pair {
+        let dir = scratch(name);
+        let ca = TestCa::new(&dir);
+        let (port_a, port_b) = (free_port(), free_port());
+        let bob_seen_at = bob_port(port_b).unwrap_or(port_b);
+        let resolve_a = [
+            format!("alice.test=127.0.0.1:{port_a}"),
+            format!("a.test=127.0.0.1:{port_a}"),
+            format!("bob.test=127.0.0.1:{bob_seen_at}"),
+            format!("b.test=127.0.0.1:{bob_seen_at}"),
+        ];
+        let resolve_b = [
+            format!("alice.test=127.0.0.1:{port_a}"),
+            format!("a.test=127.0.0.1:{port_a}"),
+            format!("bob.test=127.0.0.1:{port_b}"),
+            format!("b.test=127.0.0.1:{port_b}"),
+        ];
+        let start = |name: &'static str,
+                     entity: &'static str,
+                     host: &str,
+                     port: u16,
+                     resolve: &[String]| {
+            let data = dir.join(name);
+            std::fs::create_dir_all(&data).expect("a data directory");
+            let base_url = format!("https://{host}");
+            folio(
+                &data,
+                &[
+                    "user",
+                    "add",
+                    name,
+                    "--entity",
+                    entity,
+                    "--base-url",
+                    &base_url,
+                    "--json",
+                ],
+            );
+            let app = add_app(&data, name, &["--full-access"]);
+            let (cert, key) = ca.certificate(&dir, name, &[host, entity, "localhost"]);
+            let mut args: Vec<String> = vec![
+                "--tls-cert".into(),
+                cert.display().to_string(),
+                "--tls-key".into(),
+                key.display().to_string(),
+                "--peer-ca".into(),
+                ca.pem.display().to_string(),
+                // Failed deliveries are tried again within a second or two.
+                "--outbox-first-retry-ms".into(),
+                "500".into(),
+                "--outbox-max-retry-ms".into(),
+                "2000".into(),
+            ];
+            for rule in resolve {
+                args.push("--peer-resolve".into());
+                args.push(rule.clone());
+            }
+            let extra: Vec<&str> = args.iter().map(String::as_str).collect();
+            let server = Server::start_at(&data, port, &base_url, &extra, &[("RUST_LOG", "info")]);
+            let trust = TrustOptions {
+                ca_cert: Some(ca.pem.display().to_string()),
+                insecure: false,
+            };
+            let http = Http::new(&trust).expect("an HTTP client");
+            Side {
+                server,
+                user: name,
+                entity,
+                app,
+                http,
+                base_url,
+                args,
+            }
+        };
+        Pair {
+            alice: start("alice", "alice.test", "a.test", port_a, &resolve_a),
+            bob: start("bob", "bob.test", "b.test", port_b, &resolve_b),
+        }
+    }
+
+    /// Alice publishes the real apps' conversation, message and post
+    /// types; their version links by type id.
+    async fn publish_types(&self) -> std::collections::HashMap<&'static str, Value> {
+        let mut types = std::collections::HashMap::new();
+        for (file, id) in [
+            ("conversation.json", CONVERSATION_TYPE),
+            ("message.json", MESSAGE_TYPE),
+            ("post.json", POST_TYPE),
+        ] {
+            let record = self
+                .alice
+                .create(real_type(file, id, self.alice.entity))
+                .await;
+            types.insert(id, version_link(&record));
+        }
+        types
+    }
+
+    /// The permissions of a record between Alice and Bob.
+    fn both(&self) -> Value {
+        json!([{"entity": self.alice.entity}, {"entity": self.bob.entity}])
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alice_and_bob_share_records_across_two_servers() {
-    let dir = scratch("federation-two-servers");
-    let ca = TestCa::new(&dir);
-    let (port_a, port_b) = (free_port(), free_port());
-    let resolve = [
-        format!("alice.test=127.0.0.1:{port_a}"),
-        format!("a.test=127.0.0.1:{port_a}"),
-        format!("bob.test=127.0.0.1:{port_b}"),
-        format!("b.test=127.0.0.1:{port_b}"),
-    ];
-    let start = |name: &'static str, entity: &'static str, host: &str, port: u16| {
-        let data = dir.join(name);
-        std::fs::create_dir_all(&data).expect("a data directory");
-        let base_url = format!("https://{host}");
-        folio(
-            &data,
-            &[
-                "user",
-                "add",
-                name,
-                "--entity",
-                entity,
-                "--base-url",
-                &base_url,
-                "--json",
-            ],
-        );
-        let app = add_app(&data, name, &["--full-access"]);
-        let (cert, key) = ca.certificate(&dir, name, &[host, entity, "localhost"]);
-        let mut extra: Vec<String> = vec![
-            "--tls-cert".into(),
-            cert.display().to_string(),
-            "--tls-key".into(),
-            key.display().to_string(),
-            "--peer-ca".into(),
-            ca.pem.display().to_string(),
-        ];
-        for rule in &resolve {
-            extra.push("--peer-resolve".into());
-            extra.push(rule.clone());
-        }
-        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-        let server = Server::start_at(&data, port, &base_url, &extra, &[("RUST_LOG", "info")]);
-        let trust = TrustOptions {
-            ca_cert: Some(ca.pem.display().to_string()),
-            insecure: false,
-        };
-        let http = Http::new(&trust).expect("an HTTP client");
-        Side {
-            server,
-            user: name,
-            entity,
-            app,
-            http,
-        }
-    };
-    let alice = start("alice", "alice.test", "a.test", port_a);
-    let bob = start("bob", "bob.test", "b.test", port_b);
+    let Pair { alice, bob } = Pair::start("federation-two-servers", |_| None);
 
     // Bob's app watches Bob's store from the start.
     let key = bob.key();
@@ -250,19 +325,13 @@ async fn alice_and_bob_share_records_across_two_servers() {
     let mut bob_events = EventStream::new(bob.http.open(&events).await.expect("an event stream"));
 
     // Alice publishes the real apps' types, under her entity.
-    let mut types = std::collections::HashMap::new();
-    for (file, id) in [
-        ("conversation.json", CONVERSATION_TYPE),
-        ("message.json", MESSAGE_TYPE),
-        ("post.json", POST_TYPE),
-    ] {
-        let record = alice.create(real_type(file, id, alice.entity)).await;
-        types.insert(id, version_link(&record));
-    }
+    let pair = Pair { alice, bob };
+    let types = pair.publish_types().await;
+    let both = pair.both();
+    let Pair { alice, bob } = pair;
 
     // A conversation between Alice and Bob: Alice's server resolves Bob's
     // entity, and notifies Bob's server.
-    let both = json!([{"entity": alice.entity}, {"entity": bob.entity}]);
     let conversation = alice
         .create(json!({
             "type": types[CONVERSATION_TYPE],
@@ -462,4 +531,200 @@ async fn alice_and_bob_share_records_across_two_servers() {
         let out = folio(&side.server.data, &["outbox", "list", "--json"]);
         assert_eq!(out.trim(), "", "{}'s outbox: {out}", side.entity);
     }
+}
+
+/// What the proxy in front of Bob's server does with a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Mode {
+    /// Carries it to Bob's server.
+    Pass = 0,
+    /// Accepts it and never answers: a slow peer.
+    Hold = 1,
+    /// Answers bytes that are no TLS and closes: a peer answering garbage.
+    Garbage = 2,
+}
+
+/// A TCP proxy on a port of its own, in front of `target`.
+struct Proxy {
+    port: u16,
+    mode: std::sync::Arc<std::sync::atomic::AtomicU8>,
+}
+
+impl Proxy {
+    fn start(target: u16) -> Proxy {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a proxy port");
+        let port = listener.local_addr().expect("an address").port();
+        listener.set_nonblocking(true).expect("non-blocking");
+        let mode = std::sync::Arc::new(AtomicU8::new(Mode::Pass as u8));
+        let switch = std::sync::Arc::clone(&mode);
+        tokio::spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    continue;
+                };
+                let mode = switch.load(Ordering::Relaxed);
+                tokio::spawn(async move {
+                    use tokio::io::AsyncWriteExt;
+                    match mode {
+                        m if m == Mode::Hold as u8 => {
+                            tokio::time::sleep(Duration::from_secs(120)).await;
+                        }
+                        m if m == Mode::Garbage as u8 => {
+                            let _ = inbound
+                                .write_all(b"HTTP/1.1 200 OK\r\n\r\n\x00\xffgarbage")
+                                .await;
+                            let _ = inbound.shutdown().await;
+                        }
+                        _ => {
+                            if let Ok(mut outbound) =
+                                tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                            {
+                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound)
+                                    .await;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Proxy { port, mode }
+    }
+
+    fn set(&self, mode: Mode) {
+        self.mode
+            .store(mode as u8, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// How many events Bob's store logged for versions of Alice's records, and
+/// how many such versions it holds: equal when each arrived exactly once.
+fn bob_events_and_versions(bob: &Side) -> (i64, i64) {
+    let conn =
+        rusqlite::Connection::open(bob.server.data.join("folio.db")).expect("Bob's database");
+    conn.busy_timeout(Duration::from_secs(10))
+        .expect("a busy timeout");
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |row| row.get(0)).expect(sql) };
+    (
+        count(
+            "SELECT COUNT(*) FROM events e JOIN records r ON r.row = e.record_row \
+             WHERE r.author = 'alice.test'",
+        ),
+        count("SELECT COUNT(*) FROM versions WHERE author = 'alice.test'"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_survive_a_killed_sender_a_receiver_down_a_minute_and_bad_peers() {
+    let mut proxy = None;
+    let Pair { mut alice, mut bob } = Pair::start("federation-faults", |bob_port| {
+        let started = Proxy::start(bob_port);
+        let port = started.port;
+        proxy = Some(started);
+        Some(port)
+    });
+    let proxy = proxy.expect("the proxy");
+    let pair = Pair { alice, bob };
+    let types = pair.publish_types().await;
+    let both = pair.both();
+    Pair { alice, bob } = pair;
+    let conversation = alice
+        .create(json!({
+            "type": types[CONVERSATION_TYPE],
+            "permissions": {"read": both, "write": []},
+            "content": {},
+        }))
+        .await;
+    let mut sent: Vec<Value> = Vec::new();
+    let write = |text: String| {
+        json!({
+            "type": types[MESSAGE_TYPE],
+            "permissions": {"read": both},
+            "content": {"conversation": record_link(&conversation), "text": text},
+        })
+    };
+
+    // 1. The sender is killed while it delivers: 40 messages written at
+    // once, SIGKILL as soon as the last is acknowledged, a restart.
+    let creates = (0..40).map(|i| alice.create(write(format!("before the crash {i}"))));
+    sent.extend(futures_util::future::join_all(creates).await);
+    alice.server.kill();
+    alice.restart();
+    for message in &sent {
+        bob.wait_for(
+            alice.entity,
+            message["id"].as_str().unwrap(),
+            message["version"]["hash"].as_str().unwrap(),
+        )
+        .await;
+    }
+
+    // 2. The receiver is down for a minute.
+    bob.server.kill();
+    for i in 0..10 {
+        sent.push(alice.create(write(format!("while Bob is down {i}"))).await);
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    bob.restart();
+
+    // 3. A slow peer: connections to Bob's server are held, unanswered,
+    // past the exchange timeout (15 s), then it answers again.
+    proxy.set(Mode::Hold);
+    for i in 0..5 {
+        sent.push(alice.create(write(format!("to a slow peer {i}"))).await);
+    }
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    proxy.set(Mode::Pass);
+
+    // 4. A peer answering garbage, then properly.
+    proxy.set(Mode::Garbage);
+    for i in 0..5 {
+        sent.push(alice.create(write(format!("to a garbled peer {i}"))).await);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    proxy.set(Mode::Pass);
+
+    // Every message arrives, once, with the same hash on both sides.
+    for message in &sent {
+        bob.wait_for(
+            alice.entity,
+            message["id"].as_str().unwrap(),
+            message["version"]["hash"].as_str().unwrap(),
+        )
+        .await;
+    }
+    let conversation_id = conversation["id"].as_str().unwrap();
+    let key = bob.key();
+    let filter = format!(
+        "$['content']['conversation']={}+{conversation_id}",
+        alice.entity
+    );
+    let mut url = bob.url("/records");
+    url.query_pairs_mut()
+        .append_pair("filter", &filter)
+        .append_pair("page_size", "200");
+    let listed = bob.send(Call::get(url).signed(&key)).await;
+    let listed = listed["records"].as_array().unwrap();
+    assert_eq!(listed.len(), sent.len(), "every message, once");
+    for message in &sent {
+        let id = message["id"].as_str().unwrap();
+        assert_eq!(
+            bob.version_hashes(alice.entity, id).await,
+            [message["version"]["hash"].as_str().unwrap()]
+        );
+    }
+    let (events, versions) = bob_events_and_versions(&bob);
+    assert_eq!(
+        events, versions,
+        "one event per version received: none twice"
+    );
+    let out = folio(&alice.server.data, &["outbox", "list", "--json"]);
+    assert_eq!(out.trim(), "", "Alice's outbox: {out}");
+    let log = alice.server.log_lines().join("\n");
+    assert!(
+        log.contains("a notification was not delivered"),
+        "the failures were logged"
+    );
 }

@@ -239,7 +239,8 @@ impl UserStore {
             }
         };
         let fresh = Fresh::from_seed(random_seed());
-        match folio_core::service::deliver_due(self, now(), &fresh, Some(user)).await {
+        let retry = folio_core::federation::RetryPolicy::default();
+        match folio_core::service::deliver_due(self, now(), &fresh, Some(user), &retry).await {
             Ok(round) => {
                 for error in &round.errors {
                     worker::console_warn!("a notification was not delivered: {error}");

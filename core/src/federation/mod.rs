@@ -22,7 +22,7 @@ pub use fetch::{
     Expected, RECORD_ANSWER_BYTES, Signer, check_record, proxied_list, read_record,
     record_of_answer,
 };
-pub use notify::{Notification, NotificationError, recipients, retry_at};
+pub use notify::{Notification, NotificationError, RetryPolicy, recipients, retry_at};
 
 pub use peer::{
     PEER_CONNECT_TIMEOUT_MS, PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod,

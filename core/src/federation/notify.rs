@@ -129,18 +129,58 @@ impl From<&NotificationError> for crate::problem::Problem {
     }
 }
 
-/// When to try a delivery again after its `attempts`-th failure (1 for
-/// the first), at `now_ms`, for a version queued at `queued_at_ms`: `None`
-/// once it has failed for [`GIVE_UP_AFTER_MS`]. `jitter` (0 to 1) spreads
-/// retries of many deliveries that failed together.
-pub fn retry_at(attempts: u32, queued_at_ms: i64, now_ms: i64, jitter: f64) -> Option<i64> {
-    if now_ms.saturating_sub(queued_at_ms) >= GIVE_UP_AFTER_MS {
-        return None;
+/// When failed deliveries are tried again: after
+/// [`first_delay_ms`](Self::first_delay_ms), then twice as long each time
+/// up to [`max_delay_ms`](Self::max_delay_ms), until a delivery has failed
+/// for [`give_up_after_ms`](Self::give_up_after_ms). The default is the
+/// protocol's ([`FIRST_RETRY_DELAY_MS`], [`MAX_RETRY_DELAY_MS`],
+/// [`GIVE_UP_AFTER_MS`]); tests shorten the delays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub first_delay_ms: i64,
+    pub max_delay_ms: i64,
+    pub give_up_after_ms: i64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            first_delay_ms: FIRST_RETRY_DELAY_MS,
+            max_delay_ms: MAX_RETRY_DELAY_MS,
+            give_up_after_ms: GIVE_UP_AFTER_MS,
+        }
     }
-    let doublings = attempts.saturating_sub(1).min(20);
-    let delay = (FIRST_RETRY_DELAY_MS << doublings).min(MAX_RETRY_DELAY_MS);
-    let spread = (delay as f64 * 0.2 * jitter.clamp(0.0, 1.0)) as i64;
-    Some(now_ms + delay + spread)
+}
+
+impl RetryPolicy {
+    /// When to try a delivery again after its `attempts`-th failure (1 for
+    /// the first), at `now_ms`, for a version queued at `queued_at_ms`:
+    /// `None` once it has failed for long enough. `jitter` (0 to 1) spreads
+    /// the retries of deliveries that failed together by up to a fifth.
+    pub fn retry_at(
+        &self,
+        attempts: u32,
+        queued_at_ms: i64,
+        now_ms: i64,
+        jitter: f64,
+    ) -> Option<i64> {
+        if now_ms.saturating_sub(queued_at_ms) >= self.give_up_after_ms {
+            return None;
+        }
+        let doublings = attempts.saturating_sub(1).min(20);
+        let delay = self
+            .first_delay_ms
+            .saturating_mul(1 << doublings)
+            .min(self.max_delay_ms)
+            .max(1);
+        let spread = (delay as f64 * 0.2 * jitter.clamp(0.0, 1.0)) as i64;
+        Some(now_ms + delay + spread)
+    }
+}
+
+/// [`RetryPolicy::retry_at`] of the default policy.
+pub fn retry_at(attempts: u32, queued_at_ms: i64, now_ms: i64, jitter: f64) -> Option<i64> {
+    RetryPolicy::default().retry_at(attempts, queued_at_ms, now_ms, jitter)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::access::Access;
 use crate::auth::ServerKey;
 use crate::builtin::SYSTEM_ENTITY;
 use crate::federation::entity::{discovery_request, entity_record_location, entity_record_request};
-use crate::federation::notify::{MAX_NOTIFICATION_BYTES, MAX_NOTIFIED_VERSIONS, retry_at};
+use crate::federation::notify::{MAX_NOTIFICATION_BYTES, MAX_NOTIFIED_VERSIONS, RetryPolicy};
 use crate::federation::{
     Expected, Notification, PeerAnswer, PeerError, PeerFailure, PeerMethod, PeerRequest,
     RECORD_ANSWER_BYTES, RemoteEntity, SMALL_ANSWER_BYTES, Signer, proxied_list, read_record,
@@ -556,6 +556,7 @@ pub async fn deliver_due<H: Host>(
     now: RecordDate,
     fresh: &Fresh,
     user: Option<i64>,
+    retry: &RetryPolicy,
 ) -> Result<DeliveryRound, String> {
     let now_ms = now.unix_millis();
     let rows = host
@@ -618,7 +619,9 @@ pub async fn deliver_due<H: Host>(
                     for item in batch {
                         let jitter = f64::from(fresh.bytes::<1>()[0]) / 255.0;
                         let due = transient
-                            .then(|| retry_at(item.attempts + 1, item.queued_at_ms, now_ms, jitter))
+                            .then(|| {
+                                retry.retry_at(item.attempts + 1, item.queued_at_ms, now_ms, jitter)
+                            })
                             .flatten();
                         match due {
                             Some(_) => round.retried += 1,
