@@ -43,10 +43,13 @@ pub const DEFAULT_UNAUTHENTICATED_READS_PER_ADDRESS: RateLimit = RateLimit {
 /// App registrations per client address (PROTOCOL.md §10): each stores two
 /// records, so a stranger may not register apps faster than this.
 /// Notifications one other entity's server may send to one user
-/// (federation, `docs/federation.md` §6): 10 a second with bursts of 50.
+/// (federation, `docs/federation.md` §6): as many as one app's writes, 100
+/// a second with bursts of 200 (a server sends one request per batch of up
+/// to 100 versions, so this is a flood's bound, not a busy
+/// conversation's).
 pub const DEFAULT_NOTIFICATIONS_PER_ENTITY: RateLimit = RateLimit {
-    per_second: 10,
-    burst: 50,
+    per_second: 100,
+    burst: 200,
 };
 pub const DEFAULT_REGISTRATIONS_PER_ADDRESS: RateLimit = RateLimit {
     per_second: 10,

@@ -365,7 +365,7 @@ fn server_info_lists_every_limit_in_force() {
                 "request_header_bytes": 16_384,
                 "writes_per_app": {"per_second": 100, "burst": 200},
                 "unauthenticated_reads_per_address": {"per_second": 300, "burst": 300},
-                "notifications_per_entity": {"per_second": 10, "burst": 50}
+                "notifications_per_entity": {"per_second": 100, "burst": 200}
             }
         })
     );

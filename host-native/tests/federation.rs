@@ -50,6 +50,15 @@ impl TestCa {
         }
     }
 
+    /// An HTTP client that trusts the CA.
+    fn client(&self) -> Http {
+        let trust = TrustOptions {
+            ca_cert: Some(self.pem.display().to_string()),
+            insecure: false,
+        };
+        Http::new(&trust).expect("an HTTP client")
+    }
+
     /// A certificate for `names`, written as `{stem}.pem` and `{stem}.key`.
     fn certificate(&self, dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf) {
         let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
@@ -68,7 +77,10 @@ impl TestCa {
 
 /// One side: a server, its user and an app with full access.
 struct Side {
-    server: Server,
+    /// The native server, or `None` for the worker in `wrangler dev`.
+    server: Option<Server>,
+    /// Where the side's app reaches its server.
+    port: u16,
     user: &'static str,
     entity: &'static str,
     app: App,
@@ -82,15 +94,32 @@ impl Side {
     /// Starts the server again on its data, port and settings (after a
     /// [`Server::kill`]).
     fn restart(&mut self) {
-        self.server.kill();
+        self.native_mut().kill();
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        self.server = Server::start_at(
-            &self.server.data.clone(),
-            self.server.port,
+        let (data, port) = (self.native().data.clone(), self.port);
+        self.server = Some(Server::start_at(
+            &data,
+            port,
             &self.base_url,
             &args,
             &[("RUST_LOG", "info")],
-        );
+        ));
+    }
+
+    fn native(&self) -> &Server {
+        self.server.as_ref().expect("a native server")
+    }
+
+    fn native_mut(&mut self) -> &mut Server {
+        self.server.as_mut().expect("a native server")
+    }
+
+    /// What the side's server logged, for a failure's message.
+    fn log(&self) -> String {
+        match &self.server {
+            Some(server) => server.log_lines().join("\n"),
+            None => "(the worker logs to its wrangler.log)".to_owned(),
+        }
     }
 
     fn key(&self) -> AppKey {
@@ -102,7 +131,7 @@ impl Side {
     fn url(&self, path: &str) -> Url {
         Url::parse(&format!(
             "https://localhost:{}/api/{}{path}",
-            self.server.port, self.user
+            self.port, self.user
         ))
         .expect("a URL")
     }
@@ -165,7 +194,7 @@ impl Side {
                 Instant::now() < deadline,
                 "{} never received {entity}/{id} version {hash}; its log:\n{}",
                 self.entity,
-                self.server.log_lines().join("\n")
+                self.log()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -201,6 +230,96 @@ const CONVERSATION_TYPE: &str = "7583995c51cf44ad972fdc123105e1dc";
 const MESSAGE_TYPE: &str = "153b3cb3a2f0494e950599de1cc13ef3";
 const POST_TYPE: &str = "875d6b82645e4833a3f0dca3fb79d69d";
 
+/// `alice` publishes the real apps' conversation, message and post types;
+/// their version links by type id.
+async fn publish_types(alice: &Side) -> std::collections::HashMap<&'static str, Value> {
+    let mut types = std::collections::HashMap::new();
+    for (file, id) in [
+        ("conversation.json", CONVERSATION_TYPE),
+        ("message.json", MESSAGE_TYPE),
+        ("post.json", POST_TYPE),
+    ] {
+        let record = alice.create(real_type(file, id, alice.entity)).await;
+        types.insert(id, version_link(&record));
+    }
+    types
+}
+
+/// A user of a test server: its `{user}` name, entity, and the host of its
+/// base URL.
+struct NativeUser {
+    name: &'static str,
+    entity: &'static str,
+    host: &'static str,
+}
+
+impl NativeUser {
+    const ALICE: NativeUser = NativeUser {
+        name: "alice",
+        entity: "alice.test",
+        host: "a.test",
+    };
+    const BOB: NativeUser = NativeUser {
+        name: "bob",
+        entity: "bob.test",
+        host: "b.test",
+    };
+}
+
+/// `folio serve` for `user` on `port`, with a certificate of `ca` for its
+/// names, trusting `ca` for other servers, and `resolve` as its
+/// `--peer-resolve` rules; failed deliveries are tried again within a
+/// second or two.
+fn start_native(dir: &Path, ca: &TestCa, user: NativeUser, port: u16, resolve: &[String]) -> Side {
+    let NativeUser { name, entity, host } = user;
+    let data = dir.join(name);
+    std::fs::create_dir_all(&data).expect("a data directory");
+    let base_url = format!("https://{host}");
+    folio(
+        &data,
+        &[
+            "user",
+            "add",
+            name,
+            "--entity",
+            entity,
+            "--base-url",
+            &base_url,
+            "--json",
+        ],
+    );
+    let app = add_app(&data, name, &["--full-access"]);
+    let (cert, key) = ca.certificate(dir, name, &[host, entity, "localhost"]);
+    let mut args: Vec<String> = vec![
+        "--tls-cert".into(),
+        cert.display().to_string(),
+        "--tls-key".into(),
+        key.display().to_string(),
+        "--peer-ca".into(),
+        ca.pem.display().to_string(),
+        "--outbox-first-retry-ms".into(),
+        "500".into(),
+        "--outbox-max-retry-ms".into(),
+        "2000".into(),
+    ];
+    for rule in resolve {
+        args.push("--peer-resolve".into());
+        args.push(rule.clone());
+    }
+    let extra: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start_at(&data, port, &base_url, &extra, &[("RUST_LOG", "info")]);
+    Side {
+        server: Some(server),
+        port,
+        user: name,
+        entity,
+        app,
+        http: ca.client(),
+        base_url,
+        args,
+    }
+}
+
 /// Alice at `alice.test` (base URL `https://a.test`) and Bob at `bob.test`
 /// (`https://b.test`), each on a server of their own on loopback, with
 /// certificates of one test CA. Alice's server reaches Bob's at
@@ -228,107 +347,30 @@ impl Pair {
             format!("bob.test=127.0.0.1:{port_b}"),
             format!("b.test=127.0.0.1:{port_b}"),
         ];
-        let start = |name: &'static str,
-                     entity: &'static str,
-                     host: &str,
-                     port: u16,
-                     resolve: &[String]| {
-            let data = dir.join(name);
-            std::fs::create_dir_all(&data).expect("a data directory");
-            let base_url = format!("https://{host}");
-            folio(
-                &data,
-                &[
-                    "user",
-                    "add",
-                    name,
-                    "--entity",
-                    entity,
-                    "--base-url",
-                    &base_url,
-                    "--json",
-                ],
-            );
-            let app = add_app(&data, name, &["--full-access"]);
-            let (cert, key) = ca.certificate(&dir, name, &[host, entity, "localhost"]);
-            let mut args: Vec<String> = vec![
-                "--tls-cert".into(),
-                cert.display().to_string(),
-                "--tls-key".into(),
-                key.display().to_string(),
-                "--peer-ca".into(),
-                ca.pem.display().to_string(),
-                // Failed deliveries are tried again within a second or two.
-                "--outbox-first-retry-ms".into(),
-                "500".into(),
-                "--outbox-max-retry-ms".into(),
-                "2000".into(),
-            ];
-            for rule in resolve {
-                args.push("--peer-resolve".into());
-                args.push(rule.clone());
-            }
-            let extra: Vec<&str> = args.iter().map(String::as_str).collect();
-            let server = Server::start_at(&data, port, &base_url, &extra, &[("RUST_LOG", "info")]);
-            let trust = TrustOptions {
-                ca_cert: Some(ca.pem.display().to_string()),
-                insecure: false,
-            };
-            let http = Http::new(&trust).expect("an HTTP client");
-            Side {
-                server,
-                user: name,
-                entity,
-                app,
-                http,
-                base_url,
-                args,
-            }
-        };
         Pair {
-            alice: start("alice", "alice.test", "a.test", port_a, &resolve_a),
-            bob: start("bob", "bob.test", "b.test", port_b, &resolve_b),
+            alice: start_native(&dir, &ca, NativeUser::ALICE, port_a, &resolve_a),
+            bob: start_native(&dir, &ca, NativeUser::BOB, port_b, &resolve_b),
         }
-    }
-
-    /// Alice publishes the real apps' conversation, message and post
-    /// types; their version links by type id.
-    async fn publish_types(&self) -> std::collections::HashMap<&'static str, Value> {
-        let mut types = std::collections::HashMap::new();
-        for (file, id) in [
-            ("conversation.json", CONVERSATION_TYPE),
-            ("message.json", MESSAGE_TYPE),
-            ("post.json", POST_TYPE),
-        ] {
-            let record = self
-                .alice
-                .create(real_type(file, id, self.alice.entity))
-                .await;
-            types.insert(id, version_link(&record));
-        }
-        types
-    }
-
-    /// The permissions of a record between Alice and Bob.
-    fn both(&self) -> Value {
-        json!([{"entity": self.alice.entity}, {"entity": self.bob.entity}])
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alice_and_bob_share_records_across_two_servers() {
     let Pair { alice, bob } = Pair::start("federation-two-servers", |_| None);
+    share(&alice, &bob).await;
+}
 
+/// The flow of the acceptance: a conversation, messages, live events, a
+/// reply, an edit and a deletion, a mention, `proxy_to`, identical hashes.
+async fn share(alice: &Side, bob: &Side) {
     // Bob's app watches Bob's store from the start.
     let key = bob.key();
     let events = Call::get(bob.url("/events")).signed(&key);
     let mut bob_events = EventStream::new(bob.http.open(&events).await.expect("an event stream"));
 
     // Alice publishes the real apps' types, under her entity.
-    let pair = Pair { alice, bob };
-    let types = pair.publish_types().await;
-    let both = pair.both();
-    let Pair { alice, bob } = pair;
+    let types = publish_types(alice).await;
+    let both = json!([{"entity": alice.entity}, {"entity": bob.entity}]);
 
     // A conversation between Alice and Bob: Alice's server resolves Bob's
     // entity, and notifies Bob's server.
@@ -527,9 +569,11 @@ async fn alice_and_bob_share_records_across_two_servers() {
         assert_eq!(theirs, ours, "the versions of {author}/{id}");
     }
     // Nothing is left to deliver.
-    for side in [&alice, &bob] {
-        let out = folio(&side.server.data, &["outbox", "list", "--json"]);
-        assert_eq!(out.trim(), "", "{}'s outbox: {out}", side.entity);
+    for side in [alice, bob] {
+        if let Some(server) = &side.server {
+            let out = folio(&server.data, &["outbox", "list", "--json"]);
+            assert_eq!(out.trim(), "", "{}'s outbox: {out}", side.entity);
+        }
     }
 }
 
@@ -603,7 +647,7 @@ impl Proxy {
 /// how many such versions it holds: equal when each arrived exactly once.
 fn bob_events_and_versions(bob: &Side) -> (i64, i64) {
     let conn =
-        rusqlite::Connection::open(bob.server.data.join("folio.db")).expect("Bob's database");
+        rusqlite::Connection::open(bob.native().data.join("folio.db")).expect("Bob's database");
     conn.busy_timeout(Duration::from_secs(10))
         .expect("a busy timeout");
     let count = |sql: &str| -> i64 { conn.query_row(sql, [], |row| row.get(0)).expect(sql) };
@@ -626,10 +670,8 @@ async fn deliveries_survive_a_killed_sender_a_receiver_down_a_minute_and_bad_pee
         Some(port)
     });
     let proxy = proxy.expect("the proxy");
-    let pair = Pair { alice, bob };
-    let types = pair.publish_types().await;
-    let both = pair.both();
-    Pair { alice, bob } = pair;
+    let types = publish_types(&alice).await;
+    let both = json!([{"entity": alice.entity}, {"entity": bob.entity}]);
     let conversation = alice
         .create(json!({
             "type": types[CONVERSATION_TYPE],
@@ -650,7 +692,7 @@ async fn deliveries_survive_a_killed_sender_a_receiver_down_a_minute_and_bad_pee
     // once, SIGKILL as soon as the last is acknowledged, a restart.
     let creates = (0..40).map(|i| alice.create(write(format!("before the crash {i}"))));
     sent.extend(futures_util::future::join_all(creates).await);
-    alice.server.kill();
+    alice.native_mut().kill();
     alice.restart();
     for message in &sent {
         bob.wait_for(
@@ -662,7 +704,7 @@ async fn deliveries_survive_a_killed_sender_a_receiver_down_a_minute_and_bad_pee
     }
 
     // 2. The receiver is down for a minute.
-    bob.server.kill();
+    bob.native_mut().kill();
     for i in 0..10 {
         sent.push(alice.create(write(format!("while Bob is down {i}"))).await);
     }
@@ -720,11 +762,297 @@ async fn deliveries_survive_a_killed_sender_a_receiver_down_a_minute_and_bad_pee
         events, versions,
         "one event per version received: none twice"
     );
-    let out = folio(&alice.server.data, &["outbox", "list", "--json"]);
+    let out = folio(&alice.native().data, &["outbox", "list", "--json"]);
     assert_eq!(out.trim(), "", "Alice's outbox: {out}");
-    let log = alice.server.log_lines().join("\n");
+    let log = alice.log();
     assert!(
         log.contains("a notification was not delivered"),
         "the failures were logged"
     );
+}
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs a command to completion; panics with its output if it fails.
+fn run(program: &Path, args: &[&str], dir: &Path) -> String {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .envs(WRANGLER_ENV.iter().copied())
+        .output()
+        .unwrap_or_else(|error| panic!("{}: {error}", program.display()));
+    assert!(
+        output.status.success(),
+        "{} {args:?}: {}{}",
+        program.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// No telemetry, no download of `Request.cf`; the worker is already built
+/// (e2e/wrangler.mjs sets the same).
+const WRANGLER_ENV: &[(&str, &str)] = &[
+    ("WRANGLER_SEND_METRICS", "false"),
+    ("WRANGLER_SEND_ERROR_REPORTS", "false"),
+    ("DO_NOT_TRACK", "1"),
+    ("CLOUDFLARE_CF_FETCH_ENABLED", "false"),
+    ("FOLIO_WORKER_PREBUILT", "1"),
+];
+
+/// `wrangler dev`, stopped (with its workerd) when dropped.
+struct Wrangler(std::process::Child);
+
+impl Drop for Wrangler {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// The dev relay of the worker's peer requests (`FOLIO_PEER_RELAY`): each
+/// arrives as plain HTTP with its own URL in `x-folio-relayed-url`, and is
+/// sent on over HTTPS, trusting the test CA, to the address `resolve` names
+/// for its host, never following a redirect. The request was signed for
+/// its own URL, which the relay keeps.
+async fn relay(port: u16, ca: &Path, resolve: Vec<(String, std::net::SocketAddr)>) {
+    use http_body_util::BodyExt;
+    let pem = std::fs::read(ca).expect("the CA");
+    let mut client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a CA"));
+    for (name, address) in resolve {
+        client = client.resolve(&name, address);
+    }
+    let client = client.build().expect("a client");
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("the relay's port");
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let client = client.clone();
+            let service = hyper::service::service_fn(
+                move |request: hyper::Request<hyper::body::Incoming>| {
+                    let client = client.clone();
+                    async move {
+                        let (parts, body) = request.into_parts();
+                        let url = parts
+                            .headers
+                            .get("x-folio-relayed-url")
+                            .and_then(|url| url.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned();
+                        let body = body
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let mut outgoing = client.request(parts.method.clone(), &url).body(body);
+                        for (name, value) in &parts.headers {
+                            if !matches!(
+                                name.as_str(),
+                                "host" | "x-folio-relayed-url" | "content-length"
+                            ) {
+                                outgoing = outgoing.header(name, value);
+                            }
+                        }
+                        let answer = match outgoing.send().await {
+                            Ok(answer) => answer,
+                            Err(error) => {
+                                let mut failed = hyper::Response::new(http_body_util::Full::new(
+                                    bytes::Bytes::from(format!("relay: {error}")),
+                                ));
+                                *failed.status_mut() = hyper::StatusCode::BAD_GATEWAY;
+                                return Ok::<_, std::convert::Infallible>(failed);
+                            }
+                        };
+                        let mut response = hyper::Response::builder().status(answer.status());
+                        for (name, value) in answer.headers() {
+                            if !matches!(name.as_str(), "transfer-encoding" | "connection") {
+                                response = response.header(name, value);
+                            }
+                        }
+                        let bytes = answer.bytes().await.unwrap_or_default();
+                        Ok(response
+                            .body(http_body_util::Full::new(bytes))
+                            .expect("a response"))
+                    }
+                },
+            );
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+}
+
+/// The same flow with Alice on the edge host (`wrangler dev --env dev`,
+/// local D1 and Durable Objects) and Bob native. workerd resolves names
+/// itself and trusts no test CA, so the worker's peer requests go through
+/// the dev relay above (`FOLIO_PEER_RELAY`, README: "Federation"); the
+/// native server reaches the worker over HTTPS with a certificate of the
+/// test CA (`wrangler dev --local-protocol https`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the built worker and wrangler: scripts/test runs it with --ignored"]
+async fn alice_on_the_worker_and_bob_native_share_records() {
+    let root = root();
+    let wrangler = root.join("node_modules/.bin/wrangler");
+    assert!(
+        wrangler.exists(),
+        "{} is missing: run `npm ci`",
+        wrangler.display()
+    );
+    let built = root.join("host-worker/build/index.js");
+    assert!(
+        built.exists(),
+        "{} is missing: build the worker first",
+        built.display()
+    );
+    let dir = scratch("federation-worker");
+    let ca = TestCa::new(&dir);
+    let (port_w, port_b, port_relay) = (free_port(), free_port(), free_port());
+    let bob_at: std::net::SocketAddr = ([127, 0, 0, 1], port_b).into();
+    let resolve_b = [
+        format!("alice.test=127.0.0.1:{port_w}"),
+        format!("a.test=127.0.0.1:{port_w}"),
+        format!("bob.test={bob_at}"),
+        format!("b.test={bob_at}"),
+    ];
+    let bob = start_native(&dir, &ca, NativeUser::BOB, port_b, &resolve_b);
+    relay(
+        port_relay,
+        &ca.pem,
+        vec![("bob.test".into(), bob_at), ("b.test".into(), bob_at)],
+    )
+    .await;
+
+    // Alice's store in local D1: the migrations, then the user and a
+    // full-access app from the CLI's SQL.
+    let state = dir.join("wrangler-state");
+    let state_arg = state.display().to_string();
+    let d1 = |args: &[&str]| {
+        let mut all = vec!["d1"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--local", "--env", "dev", "--persist-to", &state_arg]);
+        run(&wrangler, &all, &root)
+    };
+    d1(&["migrations", "apply", "DB"]);
+    let cli = dir.join("cli");
+    let user_sql = dir.join("alice.sql");
+    folio(
+        &cli,
+        &[
+            "user",
+            "add",
+            "alice",
+            "--entity",
+            "alice.test",
+            "--base-url",
+            "https://a.test",
+            "--json",
+            "--emit-sql",
+            &user_sql.display().to_string(),
+        ],
+    );
+    d1(&["execute", "DB", "--file", &user_sql.display().to_string()]);
+    let (private_key, public_key) = support::key_pair();
+    let app_sql = dir.join("app.sql");
+    let added: Value = serde_json::from_str(&folio(
+        &cli,
+        &[
+            "app",
+            "add",
+            "--user",
+            "alice",
+            "--entity",
+            "alice.test",
+            "--public-key",
+            &public_key,
+            "--full-access",
+            "--json",
+            "--emit-sql",
+            &app_sql.display().to_string(),
+        ],
+    ))
+    .expect("folio app add --json");
+    d1(&["execute", "DB", "--file", &app_sql.display().to_string()]);
+    let app = App {
+        app_id: added["app_id"].as_str().expect("app_id").to_owned(),
+        authorization_id: added["authorization_id"]
+            .as_str()
+            .expect("authorization_id")
+            .to_owned(),
+        private_key,
+    };
+
+    let (cert, key) = ca.certificate(&dir, "worker", &["a.test", "alice.test", "localhost"]);
+    let log = std::fs::File::create(dir.join("wrangler.log")).expect("wrangler.log");
+    let port_arg = port_w.to_string();
+    let cert_arg = cert.display().to_string();
+    let key_arg = key.display().to_string();
+    let relay_var = format!("FOLIO_PEER_RELAY:http://127.0.0.1:{port_relay}");
+    let child = {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new(&wrangler)
+            .args([
+                "dev",
+                "--env",
+                "dev",
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                &port_arg,
+            ])
+            .args(["--persist-to", &state_arg])
+            .args(["--local-protocol", "https", "--https-cert-path", &cert_arg])
+            .args(["--https-key-path", &key_arg])
+            .args([
+                "--var",
+                "FOLIO_BASE_URL:https://a.test",
+                "--var",
+                &relay_var,
+            ])
+            .current_dir(&root)
+            .envs(WRANGLER_ENV.iter().copied())
+            .stdout(log.try_clone().expect("a log"))
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .expect("wrangler dev starts")
+    };
+    let _wrangler = Wrangler(child);
+    let http = ca.client();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let ready = Url::parse(&format!("https://localhost:{port_w}/api/alice/server")).unwrap();
+    while http.send(&Call::get(ready.clone())).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "wrangler dev did not answer in 120 s: {}",
+            std::fs::read_to_string(dir.join("wrangler.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let alice = Side {
+        server: None,
+        port: port_w,
+        user: "alice",
+        entity: "alice.test",
+        app,
+        http,
+        base_url: "https://a.test".into(),
+        args: Vec::new(),
+    };
+    share(&alice, &bob).await;
 }

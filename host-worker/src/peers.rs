@@ -9,7 +9,12 @@
 //! core's [`address_allowed`]. In the dev environment (`FOLIO_DEV=1`,
 //! `wrangler dev` on one machine) plain HTTP is allowed, and with
 //! `FOLIO_ALLOW_PRIVATE_PEERS=1` loopback and private addresses too, so
-//! that two local test servers can talk.
+//! that two local test servers can talk. workerd resolves names itself and
+//! trusts no test CA, so a dev-only `FOLIO_PEER_RELAY` (an `http://` URL)
+//! sends every peer request there instead, the URL it was for in
+//! [`RELAYED_URL_HEADER`]: a test harness's relay carries it on over HTTPS
+//! to the test server that name stands for. The request is signed for its
+//! own URL, so the relay changes nothing the other side checks.
 
 use std::time::Duration;
 
@@ -21,13 +26,18 @@ use futures_util::{StreamExt, pin_mut};
 use worker::{Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Url};
 
 /// What the edge allows beyond the rules.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct PeerOptions {
     /// Plain HTTP URLs: the dev environment.
     pub allow_http: bool,
     /// Loopback and private addresses.
     pub allow_private: bool,
+    /// Where every peer request goes instead, in the dev environment.
+    pub relay: Option<Url>,
 }
+
+/// The header that carries a relayed request's own URL.
+pub const RELAYED_URL_HEADER: &str = "x-folio-relayed-url";
 
 /// Sends `request` and reads its answer whole, under core's rules.
 pub async fn send(options: PeerOptions, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
@@ -71,12 +81,21 @@ async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnsw
         PeerMethod::Get => Method::Get,
         PeerMethod::Post => Method::Post,
     })
-    .with_headers(headers)
     .with_redirect(RequestRedirect::Manual);
     if let Some(body) = request.body {
         init.with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
     }
-    let outgoing = Request::new_with_init(url.as_str(), &init)
+    let destination = match &options.relay {
+        Some(relay) => {
+            headers
+                .set(RELAYED_URL_HEADER, url.as_str())
+                .map_err(|e| PeerFailure::BadUrl(e.to_string()))?;
+            relay.clone()
+        }
+        None => url,
+    };
+    init.with_headers(headers);
+    let outgoing = Request::new_with_init(destination.as_str(), &init)
         .map_err(|e| PeerFailure::BadUrl(e.to_string()))?;
     let mut response = Fetch::Request(outgoing)
         .send()

@@ -437,13 +437,14 @@ fn random_seed() -> [u8; 32] {
 
 impl Peers for UserStore {
     async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
+        let dev = is_dev(&self.env);
+        let var = |name: &str| self.env.var(name).ok().map(|v| v.to_string());
         let options = crate::peers::PeerOptions {
-            allow_http: is_dev(&self.env),
-            allow_private: is_dev(&self.env)
-                && self
-                    .env
-                    .var("FOLIO_ALLOW_PRIVATE_PEERS")
-                    .is_ok_and(|v| v.to_string() == "1"),
+            allow_http: dev,
+            allow_private: dev && var("FOLIO_ALLOW_PRIVATE_PEERS").as_deref() == Some("1"),
+            relay: var("FOLIO_PEER_RELAY")
+                .filter(|_| dev)
+                .and_then(|relay| worker::Url::parse(&relay).ok()),
         };
         crate::peers::send(options, request).await
     }

@@ -13,6 +13,9 @@ pub enum PeerError {
     Failed(PeerFailure),
     /// The peer answered with a status core did not expect.
     Status { url: String, status: u16 },
+    /// The peer is limiting this server's rate: try again after
+    /// `retry_after_secs`.
+    RateLimited { url: String, retry_after_secs: u64 },
     /// The record asked is not there, or not readable by who asked.
     NotFound { url: String },
     /// The answer is not what the protocol allows.
@@ -27,6 +30,21 @@ pub enum PeerError {
 }
 
 impl PeerError {
+    /// The error of an answer with an unexpected `status`; `retry_after`
+    /// is its `Retry-After` header, for a 429.
+    pub fn of_answer(url: &str, status: u16, retry_after: Option<&str>) -> Self {
+        match (
+            status,
+            retry_after.and_then(|secs| secs.trim().parse().ok()),
+        ) {
+            (429, Some(retry_after_secs)) => PeerError::RateLimited {
+                url: url.to_owned(),
+                retry_after_secs,
+            },
+            _ => PeerError::status(url, status),
+        }
+    }
+
     pub(super) fn status(url: &str, status: u16) -> Self {
         match status {
             404 | 410 => PeerError::NotFound {
@@ -50,6 +68,7 @@ impl PeerError {
                 matches!(failure, PeerFailure::Unreachable(_) | PeerFailure::TimedOut)
             }
             PeerError::Status { status, .. } => *status == 429 || *status >= 500,
+            PeerError::RateLimited { .. } => true,
             _ => false,
         }
     }
@@ -63,6 +82,7 @@ impl PeerError {
             PeerError::Status { status, .. } if *status == 429 || *status >= 500 => {
                 ProblemType::PeerUnreachable
             }
+            PeerError::RateLimited { .. } => ProblemType::RateLimited,
             PeerError::Failed(_) => ProblemType::PeerRefused,
             PeerError::NotFound { .. } => ProblemType::RecordNotFound,
             PeerError::Status { .. }
@@ -84,6 +104,13 @@ impl fmt::Display for PeerError {
         match self {
             PeerError::Failed(failure) => failure.fmt(f),
             PeerError::Status { url, status } => write!(f, "{url} answered {status}"),
+            PeerError::RateLimited {
+                url,
+                retry_after_secs,
+            } => write!(
+                f,
+                "{url} limits this server's rate: retry in {retry_after_secs} s"
+            ),
             PeerError::NotFound { url } => write!(f, "{url} has no such record for this server"),
             PeerError::Invalid(reason) => f.write_str(reason),
             PeerError::WrongAuthor { expected, found } => {

@@ -440,12 +440,13 @@ impl<H: Host> Federation<'_, H> {
             .await?;
         match answer.status {
             200..=299 => Ok(()),
+            429 => Err(PeerError::of_answer(&url, 429, answer.header("retry-after")).into()),
             status => {
                 let detail = serde_json::from_slice::<serde_json::Value>(&answer.body)
                     .ok()
                     .and_then(|problem| problem.get("detail")?.as_str().map(str::to_owned));
                 Err(match detail {
-                    Some(detail) if (400..500).contains(&status) && status != 429 => {
+                    Some(detail) if (400..500).contains(&status) => {
                         PeerError::Invalid(format!("{url} refused the notification: {detail}"))
                     }
                     _ => PeerError::Status { url, status },
@@ -622,7 +623,18 @@ pub async fn deliver_due<H: Host>(
                             .then(|| {
                                 retry.retry_at(item.attempts + 1, item.queued_at_ms, now_ms, jitter)
                             })
-                            .flatten();
+                            .flatten()
+                            // A peer that limits our rate says when to come back.
+                            .map(|due| match &trouble {
+                                Trouble::Peer(PeerError::RateLimited {
+                                    retry_after_secs, ..
+                                }) => now_ms.saturating_add(
+                                    i64::try_from(*retry_after_secs)
+                                        .unwrap_or(i64::MAX / 1000)
+                                        .saturating_mul(1000),
+                                ),
+                                _ => due,
+                            });
                         match due {
                             Some(_) => round.retried += 1,
                             None => round.failed += 1,
