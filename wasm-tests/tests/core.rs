@@ -34,6 +34,9 @@ mod events;
 #[path = "../../core/tests/writes.rs"]
 mod writes;
 
+#[path = "../../core/tests/receive.rs"]
+mod receive;
+
 #[path = "../../core/tests/lists.rs"]
 mod lists;
 

@@ -1,0 +1,234 @@
+//! Receiving another server's versions (`WriteRequest::receive`,
+//! docs/federation.md §4): a version is stored when it continues the chain
+//! the store holds and its type validates it; a replay stores nothing; a
+//! missing parent, a fork, the user's own record and a version by another
+//! author are refused; a record keeps its highest source.
+
+// The shared fixtures hold more than these tests use.
+#![allow(dead_code, unused_macros)]
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+include!("support/shared_file.rs");
+include!("support/fake_store.rs");
+include!("support/note_fixture.rs");
+
+use fake_store::{FakeStore, id};
+use folio_core::builtin::BuiltinType;
+use folio_core::model::{Record, RecordSource};
+use folio_core::write::{Commit, RecordKey, Unresolved, WriteError, WriteRequest};
+use note_fixture::{ALICE, BOB, NOTE_TYPE, NOW, note_type_content};
+use serde_json::{Value, json};
+
+/// Alice's store, with the note type; and a version link to that type.
+fn setup() -> (FakeStore, Value) {
+    let mut store = FakeStore::new(ALICE, NOW);
+    store.know(BOB);
+    let body = json!({"id": id(NOTE_TYPE), "type": BuiltinType::Type.link(), "content": note_type_content()});
+    let request = WriteRequest::post(&serde_json::to_vec(&body).unwrap()).unwrap();
+    let access = store.owner();
+    let commit = store.run(request, access).unwrap();
+    let record = commit.record();
+    let link = json!({"entity": record.author.entity, "record_id": record.id, "version_hash": record.version.hash});
+    (store, link)
+}
+
+/// Bob's note `digit`, first version, as Bob's server serves it (its own
+/// receipt dates and source, which the receiver replaces).
+fn bobs(note_type: &Value, digit: char, text: &str) -> Record {
+    let mut record: Record = serde_json::from_value(json!({
+        "author": {"entity": BOB}, "id": id(digit), "source": "self",
+        "created_at": "2026-01-01T00:00:00.0000000Z", "received_at": "2026-01-01T00:00:00.5000000Z",
+        "version": {"author": {"entity": BOB}, "hash": "0".repeat(64),
+                    "created_at": "2026-01-01T00:00:00.0000000Z", "received_at": "2026-01-01T00:00:00.5000000Z"},
+        "permissions": {"read": [{"entity": ALICE}, {"entity": BOB}]},
+        "type": note_type, "content": {"text": text}
+    }))
+    .unwrap();
+    record.version.hash = record.hash_input().hash();
+    record
+}
+
+/// The next version of `parent`, with `text`.
+fn next(parent: &Record, text: &str, second: u32) -> Record {
+    let mut record = parent.clone();
+    record.version.parent_hash = Some(parent.version.hash);
+    record.version.created_at = format!("2026-01-01T00:00:{second:02}.0000000Z")
+        .parse()
+        .unwrap();
+    record.body = serde_json::from_value::<Record>(json!({
+        "author": {"entity": BOB}, "id": id('0'), "source": "self", "created_at": "2026-01-01T00:00:00.0000000Z",
+        "version": {"author": {"entity": BOB}, "hash": "0".repeat(64), "created_at": "2026-01-01T00:00:00.0000000Z"},
+        "permissions": {}, "type": parent.type_link, "content": {"text": text}
+    }))
+    .unwrap()
+    .body;
+    record.version.hash = record.hash_input().hash();
+    record
+}
+
+fn receive(
+    store: &mut FakeStore,
+    record: &Record,
+    source: RecordSource,
+) -> Result<Commit, WriteError> {
+    let access = store.owner();
+    store.run(WriteRequest::receive(record.clone(), source, false), access)
+}
+
+#[test]
+fn a_chain_is_received_in_order_with_its_hashes_and_the_receivers_dates() {
+    let (mut store, note_type) = setup();
+    let first = bobs(&note_type, '1', "one");
+    let commit = receive(&mut store, &first, RecordSource::Notification).unwrap();
+    let stored = commit.record();
+    assert_eq!(
+        stored.version.hash, first.version.hash,
+        "the hash is the author's"
+    );
+    assert_eq!(stored.source, RecordSource::Notification);
+    assert_ne!(stored.received_at, first.received_at, "received here, now");
+    let second = next(&first, "two", 5);
+    receive(&mut store, &second, RecordSource::Notification).unwrap();
+    let key = RecordKey::of(&first);
+    assert_eq!(store.version_count(&key), 2);
+    assert_eq!(store.latest(&key).version.hash, second.version.hash);
+    assert_eq!(
+        store.latest(&key).received_at,
+        stored.received_at,
+        "the record's first receipt stays"
+    );
+    // Both again: replays, nothing stored.
+    for version in [&first, &second] {
+        assert!(
+            receive(&mut store, version, RecordSource::Notification)
+                .unwrap()
+                .is_replay()
+        );
+    }
+    assert_eq!(store.version_count(&key), 2);
+}
+
+#[test]
+fn a_missing_parent_is_asked_for_unless_the_chain_starts_there() {
+    let (mut store, note_type) = setup();
+    let first = bobs(&note_type, '1', "one");
+    let second = next(&first, "two", 5);
+    let third = next(&second, "three", 9);
+    assert_eq!(
+        receive(&mut store, &second, RecordSource::Notification).unwrap_err(),
+        WriteError::MissingParent {
+            parent: first.version.hash
+        }
+    );
+    receive(&mut store, &first, RecordSource::Notification).unwrap();
+    assert_eq!(
+        receive(&mut store, &third, RecordSource::Notification).unwrap_err(),
+        WriteError::MissingParent {
+            parent: second.version.hash
+        }
+    );
+    // A record the store holds none of may start where the receiver could fetch.
+    let (mut fresh, note_type) = setup();
+    let access = fresh.owner();
+    let other = next(&bobs(&note_type, '2', "one"), "two", 5);
+    let commit = fresh
+        .run(
+            WriteRequest::receive(other.clone(), RecordSource::Resolution, true),
+            access,
+        )
+        .unwrap();
+    assert_eq!(commit.record().version.hash, other.version.hash);
+}
+
+#[test]
+fn a_fork_and_a_second_first_version_are_conflicts() {
+    let (mut store, note_type) = setup();
+    let first = bobs(&note_type, '1', "one");
+    let second = next(&first, "two", 5);
+    receive(&mut store, &first, RecordSource::Notification).unwrap();
+    receive(&mut store, &second, RecordSource::Notification).unwrap();
+    let sibling = next(&first, "another two", 6);
+    assert_eq!(
+        receive(&mut store, &sibling, RecordSource::Notification).unwrap_err(),
+        WriteError::VersionConflict {
+            latest: second.version.hash
+        }
+    );
+    let mut again = bobs(&note_type, '1', "one, again");
+    again.created_at = "2026-01-02T00:00:00.0000000Z".parse().unwrap();
+    again.version.hash = again.hash_input().hash();
+    assert!(matches!(
+        receive(&mut store, &again, RecordSource::Notification),
+        Err(WriteError::VersionConflict { .. })
+    ));
+}
+
+#[test]
+fn own_records_foreign_versions_and_invalid_content_are_refused() {
+    let (mut store, note_type) = setup();
+    // The user's own entity never arrives from elsewhere.
+    let mut own = bobs(&note_type, '1', "mine");
+    own.author.entity = ALICE.parse().unwrap();
+    own.version.author.entity = ALICE.parse().unwrap();
+    own.version.hash = own.hash_input().hash();
+    assert!(matches!(
+        receive(&mut store, &own, RecordSource::Notification),
+        Err(WriteError::NotReceivable(_))
+    ));
+    // A version by someone else than the record's author.
+    let mut foreign = bobs(&note_type, '2', "by Carol");
+    foreign.version.author.entity = "carol.example".parse().unwrap();
+    foreign.version.hash = foreign.hash_input().hash();
+    assert!(matches!(
+        receive(&mut store, &foreign, RecordSource::Notification),
+        Err(WriteError::NotReceivable(_))
+    ));
+    // Content its type refuses.
+    let mut invalid = bobs(&note_type, '3', "x");
+    invalid.body = serde_json::from_value::<Record>(json!({
+        "author": {"entity": BOB}, "id": id('3'), "source": "self", "created_at": NOW,
+        "version": {"author": {"entity": BOB}, "hash": "0".repeat(64), "created_at": NOW},
+        "permissions": {}, "type": note_type, "content": {"unknown": 1}
+    }))
+    .unwrap()
+    .body;
+    invalid.version.hash = invalid.hash_input().hash();
+    assert!(matches!(
+        receive(&mut store, &invalid, RecordSource::Notification),
+        Err(WriteError::SchemaViolation(_))
+    ));
+}
+
+#[test]
+fn a_type_the_store_lacks_is_named_for_resolution() {
+    let (mut store, _) = setup();
+    let elsewhere = json!({"entity": BOB, "record_id": id('9'), "version_hash": "ab".repeat(32)});
+    let record = bobs(&elsewhere, '1', "one");
+    match receive(&mut store, &record, RecordSource::Notification) {
+        Err(WriteError::InvalidLink {
+            unresolved: Some(unresolved),
+            ..
+        }) => {
+            assert_eq!(*unresolved, Unresolved::Version(record.type_link.clone()));
+        }
+        other => panic!("should name the type: {other:?}"),
+    }
+}
+
+#[test]
+fn a_record_keeps_its_highest_source() {
+    let (mut store, note_type) = setup();
+    let first = bobs(&note_type, '1', "one");
+    receive(&mut store, &first, RecordSource::Resolution).unwrap();
+    let second = next(&first, "two", 5);
+    let commit = receive(&mut store, &second, RecordSource::NotificationUnknown).unwrap();
+    assert_eq!(commit.record().source, RecordSource::Resolution);
+    let (mut other, note_type) = setup();
+    let first = bobs(&note_type, '1', "one");
+    receive(&mut other, &first, RecordSource::NotificationUnknown).unwrap();
+    let second = next(&first, "two", 5);
+    let commit = receive(&mut other, &second, RecordSource::Notification).unwrap();
+    assert_eq!(commit.record().source, RecordSource::Notification);
+}
