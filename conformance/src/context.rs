@@ -12,6 +12,7 @@ use url::Url;
 use crate::client::{Call, Http, Response, record_id};
 use crate::expect::{self, ensure, str_at};
 use crate::faults::FaultSwitch;
+use crate::hostile::HostilePeer;
 use crate::signer::AppKey;
 use crate::target::Target;
 
@@ -63,6 +64,8 @@ pub struct Ctx {
     builtins: OnceCell<Result<Builtins, String>>,
     scoped_types: OnceCell<Result<ScopedTypes, String>>,
     server_info: OnceCell<Result<Value, String>>,
+    hostile_peer: OnceCell<Result<HostilePeer, String>>,
+    record_link_type: OnceCell<Result<Value, String>>,
     /// How the `faults/*` checks make the store fail.
     pub faults: Option<FaultSwitch>,
 }
@@ -88,6 +91,8 @@ impl Ctx {
             builtins: OnceCell::new(),
             scoped_types: OnceCell::new(),
             server_info: OnceCell::new(),
+            hostile_peer: OnceCell::new(),
+            record_link_type: OnceCell::new(),
             faults: target
                 .fault_hook
                 .clone()
@@ -264,6 +269,40 @@ impl Ctx {
             "type": self.builtin_type("type").await?,
             "content": {"name": name, "schema": schema}
         }))
+    }
+
+    /// The target's hostile peer, started on first use and kept running
+    /// for the rest of the run.
+    pub async fn hostile_peer(&self) -> Result<&HostilePeer, String> {
+        self.hostile_peer
+            .get_or_init(|| async {
+                let config = self
+                    .target
+                    .hostile_peer
+                    .as_ref()
+                    .ok_or("the target has no \"hostile_peer\"")?;
+                HostilePeer::start(config, self.builtin_type("entity").await?).await
+            })
+            .await
+            .as_ref()
+            .map_err(|error| format!("starting the hostile peer: {error}"))
+    }
+
+    /// A type whose content is one record link, `see`, created once per
+    /// run: a version link to it.
+    pub async fn record_link_type(&self) -> Result<&Value, String> {
+        self.record_link_type
+            .get_or_init(|| {
+                self.new_type(json!({
+                    "type": "object",
+                    "properties": {"content": {"type": "object", "properties": {
+                        "see": {"type": "record_link"}
+                    }}}
+                }))
+            })
+            .await
+            .as_ref()
+            .map_err(|error| format!("creating the record-link type: {error}"))
     }
 
     /// A fresh type whose content has one optional property per link kind.

@@ -17,6 +17,9 @@
 //! - [`apps`]: apps the checks register themselves and take through the
 //!   consent page; [`browser`] drives that page over plain HTML forms,
 //!   reading them with [`html`].
+//! - [`hostile`]: the hostile peer, an HTTPS server for entities that
+//!   break federation's rules, signing as their server with
+//!   [`server_signature`] and hashing with [`version_hash`].
 //! - `checks`: the checks by area, one module each, and their order.
 //!
 //! Checks run one after the other (a few send concurrent requests on
@@ -36,14 +39,17 @@ pub mod context;
 pub mod dates;
 pub mod expect;
 pub mod faults;
+pub mod hostile;
 pub mod html;
+pub mod server_signature;
 pub mod target;
 pub mod tls;
+pub mod version_hash;
 
 mod checks;
 
 pub use folio_client::{client, signer, sse};
-pub use target::{AppCredentials, ScopedAppCredentials, Target};
+pub use target::{AppCredentials, HostilePeerConfig, ScopedAppCredentials, Target};
 
 use checks::Needs;
 use context::Ctx;
@@ -175,6 +181,10 @@ fn exclusion(check: &checks::Check, target: &Target, options: &RunOptions) -> Op
             Some("the target has no \"fault_hook\" to make its store fail with".into())
         }
         Needs::Faults => None,
+        Needs::HostilePeer if target.hostile_peer.is_none() => {
+            Some("the target has no \"hostile_peer\" to serve hostile entities from".into())
+        }
+        Needs::HostilePeer => None,
         _ if !target.transport => Some("the target has \"transport\": false".into()),
         Needs::Redirect if target.http_redirect_url.is_none() => {
             Some("the target has no \"http_redirect_url\"".into())
@@ -252,6 +262,7 @@ mod tests {
             password: password.map(str::to_string),
             other_user: None,
             fault_hook: None,
+            hostile_peer: None,
             full_app: app.clone(),
             scoped_app: ScopedAppCredentials {
                 app,
@@ -292,6 +303,34 @@ mod tests {
                 .any(|name| name.starts_with("consent/") || name.starts_with("revocation/")),
             "excluded with a password: {with:?}"
         );
+    }
+
+    #[test]
+    fn checks_that_need_the_hostile_peer_are_excluded_without_one() {
+        let mut with = target(None);
+        with.hostile_peer = Some(HostilePeerConfig {
+            listen: ([127, 0, 0, 1], 9).into(),
+            domain: "peer.test".into(),
+            cert: "cert.pem".into(),
+            key: "key.pem".into(),
+        });
+        let with = excluded(&with);
+        let without = excluded(&target(None));
+        assert!(!without.contains(&"federation/private-address-refused"));
+        for name in [
+            "federation/wrong-hash-refused",
+            "federation/server-request-replayed",
+            "federation/notification-flood-limited",
+        ] {
+            assert!(
+                without.contains(&name),
+                "{name} runs without a hostile peer"
+            );
+            assert!(
+                !with.contains(&name),
+                "{name} is excluded with a hostile peer"
+            );
+        }
     }
 
     #[test]

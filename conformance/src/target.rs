@@ -39,6 +39,11 @@ pub struct Target {
     /// those checks are reported as excluded.
     #[serde(default)]
     pub fault_hook: Option<Vec<String>>,
+    /// Where the suite serves hostile entities from, for the
+    /// `federation/*` checks that need another server (see
+    /// [`crate::hostile`]). Without it they are reported as excluded.
+    #[serde(default)]
+    pub hostile_peer: Option<HostilePeerConfig>,
     /// An app authorized with read, write and subscribe on every type.
     pub full_app: AppCredentials,
     /// An app authorized to read `read_type` records and to write and
@@ -74,6 +79,7 @@ impl Target {
             password: None,
             other_user: None,
             fault_hook: None,
+            hostile_peer: None,
             full_app: app.clone(),
             scoped_app: ScopedAppCredentials {
                 app,
@@ -82,6 +88,23 @@ impl Target {
             },
         }
     }
+}
+
+/// The suite's hostile peer: an HTTPS server the suite runs on `listen`,
+/// answering for the entities `{fault}.{domain}` (each fault of
+/// [`crate::hostile::Fault::ALL`]). The server under test must reach those
+/// names at `listen` and trust `cert` (as `folio serve --peer-resolve
+/// NAME=ADDR:PORT --peer-ca CA` arranges).
+#[derive(Debug, Clone, Deserialize)]
+pub struct HostilePeerConfig {
+    /// The address the suite listens on.
+    pub listen: std::net::SocketAddr,
+    /// The hostile entities' parent domain, e.g. `peer.test`.
+    pub domain: String,
+    /// A PEM certificate (chain) valid for every `{fault}.{domain}`.
+    pub cert: String,
+    /// Its PEM private key.
+    pub key: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

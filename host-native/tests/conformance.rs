@@ -1,13 +1,16 @@
 //! The conformance suite against a real `folio serve`, over HTTPS with
-//! HTTP/2, with users and apps made by the CLI.
+//! HTTP/2, with users and apps made by the CLI, and the suite's hostile
+//! peer: its entities `{fault}.peer.test` resolved to it by
+//! `--peer-resolve`, its certificate signed by a test CA the server
+//! trusts (`--peer-ca`).
 
 mod support;
 
 use folio_conformance::{
-    AppCredentials, Exclusion, Outcome, RunOptions, ScopedAppCredentials, Target,
-    prepare_scoped_types, run,
+    AppCredentials, Exclusion, HostilePeerConfig, Outcome, RunOptions, ScopedAppCredentials,
+    Target, prepare_scoped_types, run,
 };
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +54,48 @@ impl Switch for NativeFaults {
     }
 }
 
+/// The hostile peer's entities live under this domain.
+const HOSTILE_DOMAIN: &str = "peer.test";
+
+/// The hostile peer, on a free port of loopback, with a certificate for
+/// all its entities from a fresh test CA written to `dir`; and the
+/// arguments that make `folio serve` reach and trust it. Loopback is
+/// allowed only for the names `--peer-resolve` lists: every other address
+/// is still checked.
+fn hostile_peer(dir: &Path) -> (HostilePeerConfig, Vec<String>) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        "Folio conformance hostile peer CA",
+    );
+    let ca_key = rcgen::KeyPair::generate().expect("a CA key");
+    let ca_cert = ca_params.self_signed(&ca_key).expect("the CA certificate");
+    let ca = rcgen::Issuer::new(ca_params, ca_key);
+    let names = folio_conformance::hostile::entity_names(HOSTILE_DOMAIN);
+    let params = rcgen::CertificateParams::new(names.clone()).expect("params");
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let cert = params.signed_by(&key, &ca).expect("a certificate");
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect(name);
+        path.display().to_string()
+    };
+    let ca_pem = write("hostile-ca.pem", ca_cert.pem());
+    let config = HostilePeerConfig {
+        listen: ([127, 0, 0, 1], free_port()).into(),
+        domain: HOSTILE_DOMAIN.to_owned(),
+        cert: write("hostile.pem", cert.pem()),
+        key: write("hostile.key", key.serialize_pem()),
+    };
+    let mut args = vec!["--peer-ca".to_owned(), ca_pem];
+    for name in names {
+        args.push("--peer-resolve".to_owned());
+        args.push(format!("{name}={}", config.listen));
+    }
+    (config, args)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_suite_passes_over_https_and_h2() {
     let data = scratch("conformance");
@@ -73,17 +118,15 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
     );
     let read_type = hex_id();
     let write_type = hex_id();
+    let (hostile, peer_args) = hostile_peer(&data);
     // A read rate the rate-limit check exceeds even when a busy CI machine
     // serves this debug build slower than the default 300 reads a second;
     // the other checks' anonymous reads retry their 429s.
     // Logged as an operator would keep it (every request, as JSON), to
     // check below that no line carries a secret the suite sent.
-    let server = Server::start_with_env(
-        &data,
-        port,
-        &["--read-rate", "50/100", "--log-format", "json"],
-        &[("FOLIO_LOG", "info")],
-    );
+    let mut args = vec!["--read-rate", "50/100", "--log-format", "json"];
+    args.extend(peer_args.iter().map(String::as_str));
+    let server = Server::start_with_env(&data, port, &args, &[("FOLIO_LOG", "info")]);
     let mut target = Target {
         base_url: server.base_url(),
         user: "me".to_owned(),
@@ -95,6 +138,7 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
         password: Some(password),
         other_user: Some("you".to_owned()),
         fault_hook: None,
+        hostile_peer: Some(hostile),
         full_app: credentials(&full),
         scoped_app: ScopedAppCredentials {
             app: credentials(&full),

@@ -1056,3 +1056,61 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
     };
     share(&alice, &bob).await;
 }
+
+/// Two users of one server: a record Alice shares with Carol is delivered
+/// in-process, through the same checks, with no request to any server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_of_one_server_share_records_without_the_network() {
+    let dir = scratch("federation-one-server");
+    let ca = TestCa::new(&dir);
+    let port = free_port();
+    let mut alice = start_native(&dir, &ca, NativeUser::ALICE, port, &[]);
+    let data = alice.native().data.clone();
+    folio(
+        &data,
+        &[
+            "user",
+            "add",
+            "carol",
+            "--entity",
+            "carol.test",
+            "--base-url",
+            "https://a.test",
+        ],
+    );
+    let carol_app = add_app(&data, "carol", &["--full-access"]);
+    alice.restart();
+    let carol = Side {
+        server: None,
+        port,
+        user: "carol",
+        entity: "carol.test",
+        app: carol_app,
+        http: ca.client(),
+        base_url: "https://a.test".into(),
+        args: Vec::new(),
+    };
+    let types = publish_types(&alice).await;
+    let conversation = alice
+        .create(json!({
+            "type": types[CONVERSATION_TYPE],
+            "permissions": {"read": [{"entity": alice.entity}, {"entity": carol.entity}], "write": []},
+            "content": {},
+        }))
+        .await;
+    let id = conversation["id"].as_str().unwrap();
+    let copy = carol
+        .wait_for(
+            alice.entity,
+            id,
+            conversation["version"]["hash"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(copy["source"], "notification_unknown");
+    let out = folio(&data, &["outbox", "list", "--json"]);
+    assert_eq!(out.trim(), "", "the outbox: {out}");
+    assert!(
+        !alice.log().contains("route=\"notifications\""),
+        "delivered without a request to the notifications endpoint"
+    );
+}

@@ -1,7 +1,8 @@
 //! The checks, one module per area, each a small async fn registered in its
 //! module's table under a stable `area/what-it-checks` name. The order of
 //! [`all`] is the order of the run: rate limits come last because they
-//! exhaust the server's buckets.
+//! exhaust the server's buckets (federation's notification flood empties
+//! only its hostile entity's).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,6 +19,7 @@ mod discovery;
 mod errors;
 mod events;
 mod faults;
+mod federation;
 mod filters;
 mod limits;
 mod links;
@@ -52,6 +54,8 @@ pub enum Needs {
     OtherUser,
     /// A way to make the store fail (`fault_hook`).
     Faults,
+    /// The suite's hostile peer (`hostile_peer`), which the server reaches.
+    HostilePeer,
 }
 
 pub struct Check {
@@ -101,6 +105,7 @@ pub fn all() -> Vec<Check> {
         blobs::checks(),
         events::checks(),
         faults::checks(),
+        federation::checks(),
         limits::checks(),
         rate_limits::checks(),
     ]

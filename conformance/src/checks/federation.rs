@@ -1,0 +1,312 @@
+//! Federation's rules for hostile peers and server identity
+//! (docs/federation.md §2 and §6): what the server under test refuses of
+//! another server's answers, and of requests signed as another server.
+//!
+//! Most checks need the suite's hostile peer ([`crate::hostile`]), whose
+//! entities the server reaches by discovery. A refused answer must leave
+//! nothing stored: a link to the record it served still does not resolve.
+
+use futures_util::future::join_all;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use super::{Check, CheckResult, Needs, check};
+use crate::client::{Call, Response, nonce, now_ms, record_id, retry_after};
+use crate::context::{Ctx, with_query};
+use crate::expect::{
+    self, INVALID_LINK, INVALID_PEER_ANSWER, INVALID_SIGNATURE, PEER_REFUSED, Problem,
+    RATE_LIMITED, RECORD_NOT_FOUND, REPLAYED_REQUEST, STALE_TIMESTAMP, ensure,
+};
+use crate::hostile::{Fault, HostilePeer};
+use crate::server_signature::{CONTENT_SHA256, ServerKey};
+
+pub fn checks() -> Vec<Check> {
+    vec![
+        check!(
+            "federation/private-address-refused",
+            private_address_refused
+        ),
+        check!(
+            "federation/wrong-hash-refused",
+            wrong_hash_refused,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/wrong-author-refused",
+            wrong_author_refused,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/oversized-answer-refused",
+            oversized_answer_refused,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/redirect-not-followed",
+            redirect_not_followed,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/server-signature-forged",
+            server_signature_forged,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/server-request-replayed",
+            server_request_replayed,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/server-request-stale",
+            server_request_stale,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/server-request-cross-path",
+            server_request_cross_path,
+            Needs::HostilePeer
+        ),
+        // Last: it empties the flood entity's notification bucket.
+        check!(
+            "federation/notification-flood-limited",
+            notification_flood_limited,
+            Needs::HostilePeer
+        ),
+    ]
+}
+
+/// An entity named by a loopback or private address is never asked: both
+/// are refused before any connection.
+async fn private_address_refused(ctx: &Ctx) -> CheckResult {
+    for address in ["127.0.0.1", "10.255.255.1"] {
+        let url = with_query(ctx.records_url()?, &[("proxy_to", address)]);
+        let response = ctx.send(Call::get(url).signed(&ctx.full)).await?;
+        expect::problem_response(&response, PEER_REFUSED)
+            .map_err(|error| format!("a list with proxy_to={address}: {error}"))?;
+    }
+    Ok(())
+}
+
+async fn wrong_hash_refused(ctx: &Ctx) -> CheckResult {
+    refused_record(ctx, Fault::WrongHash, INVALID_PEER_ANSWER).await
+}
+
+async fn wrong_author_refused(ctx: &Ctx) -> CheckResult {
+    refused_record(ctx, Fault::WrongAuthor, INVALID_PEER_ANSWER).await
+}
+
+async fn oversized_answer_refused(ctx: &Ctx) -> CheckResult {
+    refused_record(ctx, Fault::Oversized, PEER_REFUSED).await
+}
+
+async fn redirect_not_followed(ctx: &Ctx) -> CheckResult {
+    refused_record(ctx, Fault::Redirect, PEER_REFUSED).await?;
+    let peer = ctx.hostile_peer().await?;
+    let elsewhere = peer.entity(Fault::Elsewhere);
+    let followed: Vec<_> = peer
+        .seen()
+        .into_iter()
+        .filter(|request| request.host == elsewhere)
+        .collect();
+    ensure!(
+        followed.is_empty(),
+        "the redirect was followed: {elsewhere} was asked {followed:?}"
+    );
+    Ok(())
+}
+
+/// A record of the entity with `fault`, which its server serves wrongly:
+/// reading it with `proxy_to` is `problem`; a record linking it is
+/// `record/400-invalid-link`; and nothing of it was stored.
+async fn refused_record(ctx: &Ctx, fault: Fault, problem: Problem) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let entity = peer.entity(fault);
+    let id = record_id();
+    let record_path = format!("/records/{entity}/{id}");
+
+    let before = peer.seen().len();
+    let proxied = with_query(ctx.record_url_at(&entity, &id)?, &[("proxy_to", &entity)]);
+    let response = ctx.send(Call::get(proxied).signed(&ctx.full)).await?;
+    expect::problem_response(&response, problem)
+        .map_err(|error| format!("reading {entity}/{id} with proxy_to: {error}"))?;
+    ensure_asked_since(
+        peer,
+        before,
+        &entity,
+        &record_path,
+        "the read with proxy_to",
+    )?;
+
+    let before = peer.seen().len();
+    let body = json!({
+        "type": ctx.record_link_type().await?,
+        "content": {"see": {"entity": entity, "record_id": id}}
+    });
+    let response = ctx
+        .send(Call::post(ctx.records_url()?).json(&body).signed(&ctx.full))
+        .await?;
+    expect::problem_response(&response, INVALID_LINK)
+        .map_err(|error| format!("writing a record that links {entity}/{id}: {error}"))?;
+    ensure_asked_since(peer, before, &entity, &record_path, "resolving the link")?;
+
+    let response = ctx
+        .send(Call::get(ctx.record_url_at(&entity, &id)?).signed(&ctx.full))
+        .await?;
+    expect::problem_response(&response, RECORD_NOT_FOUND)
+        .map_err(|error| format!("{entity}/{id} after the refusals: {error}"))?;
+    Ok(())
+}
+
+/// Fails unless the peer was asked for `path` as `entity` since it had
+/// seen `before` requests: the refusal came from the peer's answer.
+fn ensure_asked_since(
+    peer: &HostilePeer,
+    before: usize,
+    entity: &str,
+    path: &str,
+    what: &str,
+) -> CheckResult {
+    let since = peer.seen().split_off(before);
+    ensure!(
+        since
+            .iter()
+            .any(|request| request.host == entity && request.path == path),
+        "{what} never asked {entity} for {path}; the peer saw {since:?}"
+    );
+    Ok(())
+}
+
+/// A notification body naming one version of a record of `entity`, which
+/// its server does not have.
+fn notification_body(entity: &str) -> Vec<u8> {
+    let version = json!({
+        "entity": entity,
+        "record_id": record_id(),
+        "version_hash": hex::encode(rand::random::<[u8; 32]>()),
+    });
+    json!({"versions": [version]}).to_string().into_bytes()
+}
+
+/// A notification to the user with `body`, signed by `key` as a request
+/// to `signed_url` at `ts_ms` with a fresh nonce; it is sent to the user's
+/// notification endpoint whatever `signed_url` says.
+fn notification(
+    ctx: &Ctx,
+    key: &ServerKey,
+    body: &[u8],
+    signed_url: &Url,
+    ts_ms: i64,
+) -> Result<Call<'static>, String> {
+    let digest = hex::encode(Sha256::digest(body));
+    let authorization = key.authorization(
+        "POST",
+        signed_url,
+        &[(CONTENT_SHA256, &digest)],
+        ts_ms,
+        &nonce(),
+    );
+    Ok(Call::post(ctx.api("/notifications")?)
+        .body(body.to_vec(), Some("application/json"))
+        .header(CONTENT_SHA256, &digest)
+        .authorization(authorization))
+}
+
+/// A notification from the honest entity, signed by `key` for `signed_url`
+/// at `ts_ms`: its answer, sent once, a `429` included.
+async fn send_as_honest(
+    ctx: &Ctx,
+    key: &ServerKey,
+    signed_url: Option<Url>,
+    ts_ms: i64,
+) -> Result<Response, String> {
+    let url = match signed_url {
+        Some(url) => url,
+        None => ctx.api("/notifications")?,
+    };
+    let body = notification_body(&key.entity);
+    let call = notification(ctx, key, &body, &url, ts_ms)?;
+    ctx.http.without_retries().send(&call).await
+}
+
+/// Signed as the honest entity with a key it does not publish.
+async fn server_signature_forged(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let forged = ServerKey::generate(&peer.entity(Fault::Honest));
+    let response = send_as_honest(ctx, &forged, None, now_ms()).await?;
+    expect::problem_response(&response, INVALID_SIGNATURE).map(drop)
+}
+
+/// The same signed notification twice: the second is a replay.
+async fn server_request_replayed(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let key = peer.key(Fault::Honest);
+    let body = notification_body(&key.entity);
+    let call = notification(ctx, &key, &body, &ctx.api("/notifications")?, now_ms())?;
+    let http = ctx.http.without_retries();
+    // Accepted as the honest entity's: the version it names is then asked
+    // of its server, which has no such record.
+    expect::problem_response(&http.send(&call).await?, RECORD_NOT_FOUND)
+        .map_err(|error| format!("the first notification: {error}"))?;
+    expect::problem_response(&http.send(&call).await?, REPLAYED_REQUEST)
+        .map_err(|error| format!("the same notification again: {error}"))?;
+    Ok(())
+}
+
+/// Signed ten minutes ago, past the ±300 s window.
+async fn server_request_stale(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let key = peer.key(Fault::Honest);
+    let response = send_as_honest(ctx, &key, None, now_ms() - 600_000).await?;
+    expect::problem_response(&response, STALE_TIMESTAMP).map(drop)
+}
+
+/// Signed for the user's records endpoint, sent to its notifications.
+async fn server_request_cross_path(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let key = peer.key(Fault::Honest);
+    let response = send_as_honest(ctx, &key, Some(ctx.records_url()?), now_ms()).await?;
+    expect::problem_response(&response, INVALID_SIGNATURE).map(drop)
+}
+
+/// More notifications at once than one entity's burst and two seconds of
+/// its rate: some are `429` with a `Retry-After`, none fails on the
+/// server, and the others are received (their version is then asked of
+/// the flood entity's server, which has no such record).
+async fn notification_flood_limited(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let key = peer.key(Fault::Flood);
+    let (per_second, burst) = ctx.rate_limit("notifications_per_entity", (10, 50)).await?;
+    let count = usize::try_from(burst + 2 * per_second).map_err(|error| error.to_string())?;
+    let url = ctx.api("/notifications")?;
+    let calls = (0..count)
+        .map(|_| notification(ctx, &key, &notification_body(&key.entity), &url, now_ms()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let http = ctx.http.without_retries();
+    let responses = join_all(calls.iter().map(|call| http.send(call))).await;
+    let responses = responses.into_iter().collect::<Result<Vec<_>, _>>()?;
+    if let Some(failed) = responses.iter().find(|response| response.status >= 500) {
+        return Err(format!(
+            "a notification of the flood failed on the server: {}: {}",
+            failed.status,
+            failed.excerpt()
+        ));
+    }
+    let (limited, received): (Vec<&Response>, Vec<&Response>) = responses
+        .iter()
+        .partition(|response| response.status == 429);
+    let first = limited.first().ok_or_else(|| {
+        format!("none of {count} notifications sent at once by one entity was rate limited")
+    })?;
+    expect::problem_response(first, RATE_LIMITED)?;
+    ensure!(
+        retry_after(&first.headers).is_some(),
+        "429 without a Retry-After in seconds: {:?}",
+        first.header("retry-after")
+    );
+    for response in received {
+        expect::problem_response(response, RECORD_NOT_FOUND)
+            .map_err(|error| format!("a notification of the flood not limited: {error}"))?;
+    }
+    Ok(())
+}
