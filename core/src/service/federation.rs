@@ -31,6 +31,7 @@ use crate::store::{
 };
 use crate::write::{Unresolved, WriteError, WriteRequest};
 
+use futures_util::future::join_all;
 use sha2::{Digest, Sha256};
 
 use super::store::{Row, RowError, RowExt, version_row};
@@ -579,70 +580,60 @@ pub async fn deliver_due<H: Host>(
         }
     }
     let users = host.users().await.map_err(|e| e.to_string())?;
+    // Recipients are sent to concurrently, a few at a time, so that a slow
+    // server delays only its own notifications; each one's batches in turn.
+    let mut outcomes = Vec::new();
+    let mut pending = groups.into_iter();
+    loop {
+        let wave: Vec<_> = pending
+            .by_ref()
+            .take(MAX_RECIPIENTS_AT_ONCE)
+            .filter_map(|((user_id, recipient), items)| {
+                let user = users.iter().find(|user| user.id == user_id)?;
+                Some(deliver_to(host, &users, user, recipient, items, now, fresh))
+            })
+            .collect();
+        if wave.is_empty() {
+            break;
+        }
+        outcomes.extend(join_all(wave).await.into_iter().flatten());
+    }
     let mut round = DeliveryRound::default();
     let mut statements = Vec::new();
-    for ((user_id, recipient), mut items) in groups {
-        items.sort_by_key(|item| item.id);
-        let Some(user) = users.iter().find(|user| user.id == user_id) else {
-            continue;
-        };
-        for batch in items.chunks(MAX_NOTIFIED_VERSIONS) {
-            // The user's own records: the user authored every version queued.
-            let links: Vec<VersionLink> = batch
-                .iter()
-                .map(|item| VersionLink {
-                    entity: user.entity.clone(),
-                    original_entity: None,
-                    record_id: item.record_id,
-                    version_hash: item.version_hash,
-                })
-                .collect();
-            let outcome = match users.iter().find(|local| local.entity == recipient) {
-                Some(local) => deliver_locally(host, user, local, &links, now, fresh).await,
-                None => {
-                    let federation = Federation {
-                        host,
-                        user,
-                        now,
-                        fresh,
-                    };
-                    federation.notify(&recipient, links).await
-                }
-            };
-            match outcome {
-                Ok(()) => {
-                    round.delivered += batch.len();
-                    statements.extend(batch.iter().map(|item| delivered_sql(item.id)));
-                }
-                Err(trouble) => {
-                    let error = format!("{recipient}: {trouble}");
-                    let transient = trouble.is_transient();
-                    for item in batch {
-                        let jitter = f64::from(fresh.bytes::<1>()[0]) / 255.0;
-                        let due = transient
-                            .then(|| {
-                                retry.retry_at(item.attempts + 1, item.queued_at_ms, now_ms, jitter)
-                            })
-                            .flatten()
-                            // A peer that limits our rate says when to come back.
-                            .map(|due| match &trouble {
-                                Trouble::Peer(PeerError::RateLimited {
-                                    retry_after_secs, ..
-                                }) => now_ms.saturating_add(
-                                    i64::try_from(*retry_after_secs)
-                                        .unwrap_or(i64::MAX / 1000)
-                                        .saturating_mul(1000),
-                                ),
-                                _ => due,
-                            });
-                        match due {
-                            Some(_) => round.retried += 1,
-                            None => round.failed += 1,
-                        }
-                        statements.push(failed_attempt_sql(item.id, due, now_ms, &error));
+    for (recipient, batch, outcome) in outcomes {
+        match outcome {
+            Ok(()) => {
+                round.delivered += batch.len();
+                statements.extend(batch.iter().map(|item| delivered_sql(item.id)));
+            }
+            Err(trouble) => {
+                let error = format!("{recipient}: {trouble}");
+                let transient = trouble.is_transient();
+                for item in &batch {
+                    let jitter = f64::from(fresh.bytes::<1>()[0]) / 255.0;
+                    let due = transient
+                        .then(|| {
+                            retry.retry_at(item.attempts + 1, item.queued_at_ms, now_ms, jitter)
+                        })
+                        .flatten()
+                        // A peer that limits our rate says when to come back.
+                        .map(|due| match &trouble {
+                            Trouble::Peer(PeerError::RateLimited {
+                                retry_after_secs, ..
+                            }) => now_ms.saturating_add(
+                                i64::try_from(*retry_after_secs)
+                                    .unwrap_or(i64::MAX / 1000)
+                                    .saturating_mul(1000),
+                            ),
+                            _ => due,
+                        });
+                    match due {
+                        Some(_) => round.retried += 1,
+                        None => round.failed += 1,
                     }
-                    round.errors.push(error);
+                    statements.push(failed_attempt_sql(item.id, due, now_ms, &error));
                 }
+                round.errors.push(error);
             }
         }
     }
@@ -662,6 +653,56 @@ pub async fn deliver_due<H: Host>(
         None => None,
     };
     Ok(round)
+}
+
+/// How many recipients one delivery round sends to at once.
+pub const MAX_RECIPIENTS_AT_ONCE: usize = 16;
+
+/// A delivery's outcome: to whom, the notifications it carried, and how it went.
+type Delivered = (Entity, Vec<Queued>, Result<(), Trouble>);
+
+/// Sends `items` (notifications of `user`'s versions, in queued order) to
+/// `recipient`, in batches of at most [`MAX_NOTIFIED_VERSIONS`]; a
+/// recipient that is a user of this server receives them in-process.
+async fn deliver_to<H: Host>(
+    host: &H,
+    users: &[User],
+    user: &User,
+    recipient: Entity,
+    mut items: Vec<Queued>,
+    now: RecordDate,
+    fresh: &Fresh,
+) -> Vec<Delivered> {
+    items.sort_by_key(|item| item.id);
+    let mut outcomes = Vec::new();
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        let batch: Vec<Queued> = items.by_ref().take(MAX_NOTIFIED_VERSIONS).collect();
+        // The user's own records: the user authored every version queued.
+        let links: Vec<VersionLink> = batch
+            .iter()
+            .map(|item| VersionLink {
+                entity: user.entity.clone(),
+                original_entity: None,
+                record_id: item.record_id,
+                version_hash: item.version_hash,
+            })
+            .collect();
+        let outcome = match users.iter().find(|local| local.entity == recipient) {
+            Some(local) => deliver_locally(host, user, local, &links, now, fresh).await,
+            None => {
+                let federation = Federation {
+                    host,
+                    user,
+                    now,
+                    fresh,
+                };
+                federation.notify(&recipient, links).await
+            }
+        };
+        outcomes.push((recipient.clone(), batch, outcome));
+    }
+    outcomes
 }
 
 /// Delivers versions of `author`'s records to `recipient`, another user of
