@@ -45,6 +45,9 @@ pub const MAX_PARENTS_FETCHED: usize = 64;
 /// The most links resolved for one write, or for storing one received
 /// version (its type, that type's own links).
 pub const MAX_RESOLUTIONS_PER_WRITE: usize = 8;
+/// How deep resolutions may nest: a received record's type, that type's
+/// own type, and so on (a built-in type ends it at once).
+pub const MAX_RESOLUTION_DEPTH: usize = 4;
 
 /// Why federation could not do what it was asked.
 #[derive(Debug)]
@@ -112,6 +115,11 @@ pub(super) fn write_failure(failure: &WriteFailure) -> Failure {
         WriteFailure::StorageFull(error) => Failure::storage_full(error),
         WriteFailure::Failed(_) => Failure::internal(failure),
     }
+}
+
+/// `author/id` of a record, for messages.
+fn record_key(record: &Record) -> String {
+    format!("{}/{}", record.author.entity, record.id)
 }
 
 /// Where an entity's records are.
@@ -353,7 +361,7 @@ impl<H: Host> Federation<'_, H> {
         let record = self
             .fetch_version(&author, &link.record_id, &link.version_hash)
             .await?;
-        self.store_chain(&author, record, source).await
+        self.store_chain(&author, record, source, 0).await
     }
 
     /// Stores `record`, fetching the versions between it and the latest
@@ -363,6 +371,7 @@ impl<H: Host> Federation<'_, H> {
         author: &Author,
         record: Record,
         source: RecordSource,
+        depth: usize,
     ) -> Result<(), Trouble> {
         let id = record.id;
         let mut chain = vec![record];
@@ -372,6 +381,15 @@ impl<H: Host> Federation<'_, H> {
             match self.store(chain.clone(), source, chain_start).await {
                 Err(Trouble::Refused(WriteError::MissingParent { parent })) => {
                     if chain.len() > MAX_PARENTS_FETCHED {
+                        if chain_start {
+                            // The store holds older versions than the gap:
+                            // the chain cannot start where it was cut.
+                            return Err(PeerError::Invalid(format!(
+                                "more than {MAX_PARENTS_FETCHED} versions of {} are missing here",
+                                record_key(&chain[0])
+                            ))
+                            .into());
+                        }
                         chain_start = true;
                         continue;
                     }
@@ -383,7 +401,7 @@ impl<H: Host> Federation<'_, H> {
                     ..
                 })) if resolutions < MAX_RESOLUTIONS_PER_WRITE => {
                     resolutions += 1;
-                    Box::pin(self.resolve(&unresolved)).await?;
+                    Box::pin(self.resolve_at(&unresolved, depth + 1)).await?;
                 }
                 done => return done,
             }
@@ -394,6 +412,17 @@ impl<H: Host> Federation<'_, H> {
     /// names that the store lacks: an entity's Entity record, a record's
     /// latest version, or a version. Only another entity's can be.
     pub(crate) async fn resolve(&self, unresolved: &Unresolved) -> Result<(), Trouble> {
+        self.resolve_at(unresolved, 0).await
+    }
+
+    /// [`resolve`](Self::resolve) `depth` resolutions deep.
+    async fn resolve_at(&self, unresolved: &Unresolved, depth: usize) -> Result<(), Trouble> {
+        if depth > MAX_RESOLUTION_DEPTH {
+            return Err(PeerError::Invalid(format!(
+                "resolutions nest more than {MAX_RESOLUTION_DEPTH} deep"
+            ))
+            .into());
+        }
         let foreign = |entity: &Entity| {
             (*entity != self.user.entity && entity.as_str() != SYSTEM_ENTITY)
                 .then_some(())
@@ -412,7 +441,7 @@ impl<H: Host> Federation<'_, H> {
                 foreign(&key.entity)?;
                 let author = self.author(&key.entity).await?;
                 let record = self.fetch_latest(&author, &key.record_id).await?;
-                self.store_chain(&author, record, RecordSource::Resolution)
+                self.store_chain(&author, record, RecordSource::Resolution, depth)
                     .await
             }
             Unresolved::Version(link) => {
@@ -421,7 +450,7 @@ impl<H: Host> Federation<'_, H> {
                 let record = self
                     .fetch_version(&author, &link.record_id, &link.version_hash)
                     .await?;
-                self.store_chain(&author, record, RecordSource::Resolution)
+                self.store_chain(&author, record, RecordSource::Resolution, depth)
                     .await
             }
         }
