@@ -361,6 +361,19 @@ impl<H: Host> Federation<'_, H> {
         let record = self
             .fetch_version(&author, &link.record_id, &link.version_hash)
             .await?;
+        // What the user may not read is of no use here: a server could
+        // fill the store with it.
+        let reader = Access::Server {
+            entity: self.user.entity.clone(),
+        };
+        if !reader.can_read(&record) {
+            return Err(PeerError::Invalid(format!(
+                "{} is not readable by {}",
+                record_key(&record),
+                self.user.entity
+            ))
+            .into());
+        }
         self.store_chain(&author, record, source, 0).await
     }
 
