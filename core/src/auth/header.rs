@@ -271,18 +271,29 @@ impl<'a> AuthorizationHeader<'a> {
         &self,
         headers: &(impl HeaderLookup + ?Sized),
     ) -> Result<Option<[u8; 32]>, AuthError> {
-        let header = self.dialect.names().content_sha256;
-        if !self.signs(header.lowercase) {
-            return Ok(None);
-        }
-        let mut claimed = [0; 32];
-        match headers
-            .header(header.lowercase)
-            .map(|value| hex::decode_to_slice(value, &mut claimed))
-        {
-            Some(Ok(())) => Ok(Some(claimed)),
-            _ => Err(AuthError::InvalidSignature),
-        }
+        signed_digest(self.dialect, |name| self.signs(name), headers)
+    }
+}
+
+/// The content digest header's SHA-256 when `signs` says the signature
+/// covers it (hex, either case); a signed value that is no SHA-256 in hex
+/// vouches for no body: `auth/401-invalid-signature`.
+pub(super) fn signed_digest(
+    dialect: Dialect,
+    signs: impl Fn(&str) -> bool,
+    headers: &(impl HeaderLookup + ?Sized),
+) -> Result<Option<[u8; 32]>, AuthError> {
+    let header = dialect.names().content_sha256;
+    if !signs(header.lowercase) {
+        return Ok(None);
+    }
+    let mut claimed = [0; 32];
+    match headers
+        .header(header.lowercase)
+        .map(|value| hex::decode_to_slice(value, &mut claimed))
+    {
+        Some(Ok(())) => Ok(Some(claimed)),
+        _ => Err(AuthError::InvalidSignature),
     }
 }
 

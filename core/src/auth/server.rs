@@ -34,8 +34,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signature, Signer, SigningKey};
 
-use super::header::header_names;
 use super::header::push_request_lines;
+use super::header::{header_names, signed_digest};
 use super::sign::push_header_line;
 use super::{
     AppKey, AuthError, HeaderLookup, MAX_NONCE_LEN, Malformed, SignedRequest, decode_signature,
@@ -166,18 +166,7 @@ impl ServerAuthorization<'_> {
         &self,
         headers: &(impl HeaderLookup + ?Sized),
     ) -> Result<Option<[u8; 32]>, AuthError> {
-        let header = self.dialect.names().content_sha256;
-        if !self.signs(header.lowercase) {
-            return Ok(None);
-        }
-        let mut claimed = [0; 32];
-        match headers
-            .header(header.lowercase)
-            .map(|value| hex::decode_to_slice(value, &mut claimed))
-        {
-            Some(Ok(())) => Ok(Some(claimed)),
-            _ => Err(AuthError::InvalidSignature),
-        }
+        signed_digest(self.dialect, |name| self.signs(name), headers)
     }
 }
 

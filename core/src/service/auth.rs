@@ -67,6 +67,19 @@ fn auth(error: &AuthError) -> Failure {
     Problem::from(error).into()
 }
 
+/// The digest a signature vouches for, checked against the body's when the
+/// body was read already.
+fn vouched(
+    signed: Result<Option<[u8; 32]>, AuthError>,
+    body_sha256: Option<&[u8; 32]>,
+) -> Result<Option<[u8; 32]>, Failure> {
+    let signed = signed.map_err(|e| auth(&e))?;
+    if let Some(digest) = body_sha256 {
+        check_body_digest(signed, digest).map_err(|e| auth(&e))?;
+    }
+    Ok(signed)
+}
+
 impl<H: Host> Context<'_, '_, H> {
     /// Authenticates the request to `user`'s store; `body_sha256` is the
     /// digest of a body already read, checked against the signed one.
@@ -115,12 +128,8 @@ impl<H: Host> Context<'_, '_, H> {
             header
                 .verify(&key, authorization_id.as_ref(), &signed, request.headers)
                 .map_err(|e| auth(&e))?;
-            let signed_content_sha256 = header
-                .signed_content_sha256(request.headers)
-                .map_err(|e| auth(&e))?;
-            if let Some(digest) = body_sha256 {
-                check_body_digest(signed_content_sha256, digest).map_err(|e| auth(&e))?;
-            }
+            let signed_content_sha256 =
+                vouched(header.signed_content_sha256(request.headers), body_sha256)?;
             self.check_replay(user, header.app_id, header.nonce, header.ts_ms, false)
                 .await?;
             return Ok(Caller {
@@ -218,12 +227,8 @@ impl<H: Host> Context<'_, '_, H> {
         header
             .verify(&remote.keys, &signed, request.headers)
             .map_err(|e| auth(&e))?;
-        let signed_content_sha256 = header
-            .signed_content_sha256(request.headers)
-            .map_err(|e| auth(&e))?;
-        if let Some(digest) = body_sha256 {
-            check_body_digest(signed_content_sha256, digest).map_err(|e| auth(&e))?;
-        }
+        let signed_content_sha256 =
+            vouched(header.signed_content_sha256(request.headers), body_sha256)?;
         let nonces = server_nonce_id(&header.entity);
         self.check_replay(user, nonces, header.nonce, header.ts_ms, false)
             .await?;

@@ -276,28 +276,35 @@ impl<H: Host> Federation<'_, H> {
         }
     }
 
-    /// Version `hash` of `author`'s record `id`, from the author's store.
-    async fn fetch_version(
+    /// `author`'s record `id` from the author's store: version `hash`, or
+    /// without one its latest.
+    async fn fetch(
         &self,
         author: &Author,
         id: &RecordId,
-        hash: &VersionHash,
+        hash: Option<&VersionHash>,
     ) -> Result<Record, Trouble> {
         let remote = match author {
             Author::Remote(remote) => remote,
             Author::Local(owner) => {
-                let statement = version_sql(owner.id, &owner.entity, id, hash);
+                let statement = match hash {
+                    Some(hash) => version_sql(owner.id, &owner.entity, id, hash),
+                    None => latest_version_sql(owner.id, &owner.entity, id),
+                };
                 return self.local_record(owner, statement).await;
             }
         };
-        let url = remote.version_url(&remote.entity, id, hash);
+        let url = match hash {
+            Some(hash) => remote.version_url(&remote.entity, id, hash),
+            None => remote.record_url(&remote.entity, id),
+        };
         let answer = self
             .send_signed(PeerMethod::Get, &url, None, RECORD_ANSWER_BYTES)
             .await?;
         let expected = Expected {
             author: &remote.entity,
             id,
-            hash: Some(hash),
+            hash,
         };
         Ok(read_record(&url, &answer, expected)?)
     }
@@ -329,27 +336,6 @@ impl<H: Host> Federation<'_, H> {
             })
     }
 
-    /// The latest version of `author`'s record `id`, from the author's store.
-    async fn fetch_latest(&self, author: &Author, id: &RecordId) -> Result<Record, Trouble> {
-        let remote = match author {
-            Author::Remote(remote) => remote,
-            Author::Local(owner) => {
-                let statement = latest_version_sql(owner.id, &owner.entity, id);
-                return self.local_record(owner, statement).await;
-            }
-        };
-        let url = remote.record_url(&remote.entity, id);
-        let answer = self
-            .send_signed(PeerMethod::Get, &url, None, RECORD_ANSWER_BYTES)
-            .await?;
-        let expected = Expected {
-            author: &remote.entity,
-            id,
-            hash: None,
-        };
-        Ok(read_record(&url, &answer, expected)?)
-    }
-
     /// Receives the version `link` names from its author's server, with
     /// what the store lacks to hold it (§4 of the design).
     pub(crate) async fn receive(
@@ -359,7 +345,7 @@ impl<H: Host> Federation<'_, H> {
     ) -> Result<(), Trouble> {
         let author = self.author(&link.entity).await?;
         let record = self
-            .fetch_version(&author, &link.record_id, &link.version_hash)
+            .fetch(&author, &link.record_id, Some(&link.version_hash))
             .await?;
         // What the user may not read is of no use here: a server could
         // fill the store with it.
@@ -406,7 +392,7 @@ impl<H: Host> Federation<'_, H> {
                         chain_start = true;
                         continue;
                     }
-                    let older = self.fetch_version(author, &id, &parent).await?;
+                    let older = self.fetch(author, &id, Some(&parent)).await?;
                     chain.insert(0, older);
                 }
                 Err(Trouble::Refused(WriteError::InvalidLink {
@@ -453,7 +439,7 @@ impl<H: Host> Federation<'_, H> {
             Unresolved::Record(key) => {
                 foreign(&key.entity)?;
                 let author = self.author(&key.entity).await?;
-                let record = self.fetch_latest(&author, &key.record_id).await?;
+                let record = self.fetch(&author, &key.record_id, None).await?;
                 self.store_chain(&author, record, RecordSource::Resolution, depth)
                     .await
             }
@@ -461,7 +447,7 @@ impl<H: Host> Federation<'_, H> {
                 foreign(&link.entity)?;
                 let author = self.author(&link.entity).await?;
                 let record = self
-                    .fetch_version(&author, &link.record_id, &link.version_hash)
+                    .fetch(&author, &link.record_id, Some(&link.version_hash))
                     .await?;
                 self.store_chain(&author, record, RecordSource::Resolution, depth)
                     .await
