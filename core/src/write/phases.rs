@@ -361,18 +361,9 @@ impl Env {
             };
             return Advance::Ask(phase, ask.into_missing());
         };
-        let unresolved = type_record
-            .is_none()
-            .then(|| Box::new(Unresolved::Version(candidate.type_link.clone())));
-        let record_type = match types.get(&candidate.type_link, type_record) {
+        let record_type = match type_of(types, &candidate.type_link, type_record) {
             Ok(record_type) => record_type,
-            Err(reason) => {
-                return fail(WriteError::InvalidLink {
-                    path: type_path(),
-                    fault: LinkFault::NotAType(reason),
-                    unresolved,
-                });
-            }
+            Err(error) => return fail(error),
         };
         // A Type record's own schema must compile (its shape and public
         // permissions are the Type type's schema, checked below).
@@ -501,18 +492,9 @@ impl Env {
                 });
             }
         };
-        let unresolved = type_record
-            .is_none_or(|t| t.is_none())
-            .then(|| Box::new(Unresolved::Version(record.type_link.clone())));
-        let record_type = match types.get(&record.type_link, type_record.flatten()) {
+        let record_type = match type_of(types, &record.type_link, type_record.flatten()) {
             Ok(record_type) => record_type,
-            Err(reason) => {
-                return fail(WriteError::InvalidLink {
-                    path: type_path(),
-                    fault: LinkFault::NotAType(reason),
-                    unresolved,
-                });
-            }
+            Err(error) => return fail(error),
         };
         let links = match record_type.schema.validate(record) {
             Ok(validated) => validated.links,
@@ -532,6 +514,25 @@ impl Env {
             cascaded: Vec::new(),
         }))
     }
+}
+
+/// The compiled type `type_link` names, given its Type record as the store
+/// holds it (`None`: the store lacks it, which another server may hold).
+fn type_of<'t>(
+    types: &'t mut Types,
+    type_link: &VersionLink,
+    type_record: Option<&Record>,
+) -> Result<&'t RecordType, WriteError> {
+    let unresolved = type_record
+        .is_none()
+        .then(|| Box::new(Unresolved::Version(type_link.clone())));
+    types
+        .get(type_link, type_record)
+        .map_err(|reason| WriteError::InvalidLink {
+            path: type_path(),
+            fault: LinkFault::NotAType(reason),
+            unresolved,
+        })
 }
 
 fn type_path() -> LinkPath {
