@@ -40,7 +40,11 @@ fuzz_target!(|data: &[u8]| {
 
 fn check_console_form(body: &[u8]) {
     use folio_core::console::{Form, ListForm, check_new_password};
-    assert_eq!(Form::parse(body), Form::parse(body), "parsing is deterministic");
+    assert_eq!(
+        Form::parse(body),
+        Form::parse(body),
+        "parsing is deterministic"
+    );
     let Ok(text) = std::str::from_utf8(body) else {
         return;
     };
@@ -73,8 +77,14 @@ fn check_console_form(body: &[u8]) {
         ),
     }
     let form = Form::from_query(text);
-    let (new, again) = (form.get("new").unwrap_or_default(), form.get("again").unwrap_or_default());
-    assert_eq!(check_new_password(new, again, 8), check_new_password(new, again, 8));
+    let (new, again) = (
+        form.get("new").unwrap_or_default(),
+        form.get("again").unwrap_or_default(),
+    );
+    assert_eq!(
+        check_new_password(new, again, 8),
+        check_new_password(new, again, 8)
+    );
 }
 
 fn check_form(body: &[u8], key: &SessionKey, now: RecordDate) {

@@ -14,9 +14,15 @@ fuzz_target!(|data: &[u8]| {
     let type_text = parts.next().unwrap_or_default();
     let content_text = parts.next().unwrap_or(b"{}");
 
-    let Ok(type_content) = serde_json::from_slice::<Value>(type_text) else { return };
-    let Ok(record_type) = RecordType::from_content(&type_content) else { return };
-    let Ok(content) = serde_json::from_slice::<Value>(content_text) else { return };
+    let Ok(type_content) = serde_json::from_slice::<Value>(type_text) else {
+        return;
+    };
+    let Ok(record_type) = RecordType::from_content(&type_content) else {
+        return;
+    };
+    let Ok(content) = serde_json::from_slice::<Value>(content_text) else {
+        return;
+    };
     if !content.is_object() {
         return;
     }
@@ -34,7 +40,9 @@ fuzz_target!(|data: &[u8]| {
         "type": {"entity": "types.example", "record_id": "f".repeat(32), "version_hash": "b".repeat(64)},
         "content": content
     });
-    let Ok(record) = serde_json::from_value::<Record>(record) else { return };
+    let Ok(record) = serde_json::from_value::<Record>(record) else {
+        return;
+    };
     let first = record_type.schema.validate(&record);
     let second = record_type.schema.validate(&record);
     assert_eq!(first, second, "validation is deterministic");
