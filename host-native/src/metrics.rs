@@ -98,7 +98,8 @@ impl Limit {
             Rate::Write(_) => Limit::WriteRate,
             Rate::Registration(_) => Limit::RegistrationRate,
             Rate::SignIn(_) => Limit::SignInRate,
-            Rate::Notification(_) => Limit::NotificationRate,
+            // A refused rediscovery answers nothing: the signature fails as it is.
+            Rate::Notification(_) | Rate::Rediscovery(_) => Limit::NotificationRate,
         }
     }
 

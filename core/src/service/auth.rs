@@ -44,11 +44,6 @@ impl Caller {
     }
 }
 
-/// A stored Entity record younger than this is not discovered again when a
-/// signature fails its keys: a forged signature must not make this server
-/// ask the entity's server again and again.
-const REDISCOVER_AFTER_MS: i64 = 60_000;
-
 /// The id under which the replay guard keeps a server's nonces: one per
 /// entity, apart from every app's (whose ids are random).
 fn server_nonce_id(entity: &crate::model::Entity) -> RecordId {
@@ -188,33 +183,40 @@ impl<H: Host> Context<'_, '_, H> {
             now: request.now,
             fresh: &request.fresh,
         };
+        // A server that cannot be reached now may be later: its
+        // notification is retried, not refused for good.
         let unknown = |trouble: Trouble| -> Failure {
             match trouble {
                 Trouble::Failure(failure) => failure,
+                trouble if trouble.is_transient() => trouble.into_failure(),
                 trouble => Problem::new(ProblemType::UnknownServer)
                     .with_detail(format!("{}: {trouble}", header.entity))
                     .into(),
             }
         };
         let signed = request.signed();
-        let mut remote = federation
-            .entity(&header.entity, false)
-            .await
-            .map_err(unknown)?;
-        let known_for = remote
-            .record
-            .version
-            .received_at
-            .map_or(i64::MAX, |at| request.now.unix_millis() - at.unix_millis());
-        if header
-            .verify(&remote.keys, &signed, request.headers)
-            .is_err()
-            && known_for > REDISCOVER_AFTER_MS
+        // The keys the store knows for the entity; else discovery, counted
+        // against the address's unauthenticated rate first (anyone may
+        // name any entity), and stored only once the signature verifies.
+        let (mut remote, mut discovered) = match federation.stored_entity(&header.entity).await? {
+            Some(remote) => (remote, false),
+            None => {
+                self.rate(Rate::AnonymousRead(request.peer)).await?;
+                let remote = federation.discover(&header.entity).await.map_err(unknown)?;
+                (remote, true)
+            }
+        };
+        // Keys the stored record lists may be old: discover again, at most
+        // once a minute per entity, so that forged signatures cannot make
+        // this server ask the entity's server again and again.
+        if !discovered
+            && header
+                .verify(&remote.keys, &signed, request.headers)
+                .is_err()
+            && self.rate(Rate::Rediscovery(&header.entity)).await.is_ok()
         {
-            remote = federation
-                .entity(&header.entity, true)
-                .await
-                .map_err(unknown)?;
+            remote = federation.discover(&header.entity).await.map_err(unknown)?;
+            discovered = true;
         }
         if remote.keys.is_empty() {
             return Err(Problem::new(ProblemType::UnknownServer)
@@ -229,6 +231,9 @@ impl<H: Host> Context<'_, '_, H> {
             .map_err(|e| auth(&e))?;
         let signed_content_sha256 =
             vouched(header.signed_content_sha256(request.headers), body_sha256)?;
+        if discovered {
+            federation.keep(&remote).await.map_err(unknown)?;
+        }
         let nonces = server_nonce_id(&header.entity);
         self.check_replay(user, nonces, header.nonce, header.ts_ms, false)
             .await?;

@@ -191,28 +191,46 @@ impl<H: Host> Federation<'_, H> {
         entity: &Entity,
         rediscover: bool,
     ) -> Result<RemoteEntity, Trouble> {
-        if !rediscover
-            && let Some(record) = self.stored_entity_record(entity).await?
-            && let Ok(remote) = RemoteEntity::from_record(entity, record)
-        {
+        if !rediscover && let Some(remote) = self.stored_entity(entity).await? {
             return Ok(remote);
         }
+        let remote = self.discover(entity).await?;
+        self.keep(&remote).await?;
+        Ok(remote)
+    }
+
+    /// `entity`'s server as the Entity record the store holds describes it.
+    pub(crate) async fn stored_entity(
+        &self,
+        entity: &Entity,
+    ) -> Result<Option<RemoteEntity>, Failure> {
+        Ok(self
+            .stored_entity_record(entity)
+            .await?
+            .and_then(|record| RemoteEntity::from_record(entity, record).ok()))
+    }
+
+    /// `entity`'s server, found by discovery now; nothing is stored.
+    pub(crate) async fn discover(&self, entity: &Entity) -> Result<RemoteEntity, Trouble> {
         let asked = discovery_request(entity);
         let url = asked.url.clone();
         let answer = self.send(asked).await?;
         let location = entity_record_location(self.host.settings().dialect, &url, &answer)?;
         let answer = self.send(entity_record_request(&location)).await?;
-        let mut record = record_of_answer(&location, &answer)?;
-        // Received now, whatever its server says.
-        record.version.received_at = Some(self.now);
-        let remote = RemoteEntity::from_record(entity, record)?;
+        let record = record_of_answer(&location, &answer)?;
+        Ok(RemoteEntity::from_record(entity, record)?)
+    }
+
+    /// Stores a discovered Entity record with the versions the store lacks
+    /// before it. One that does not continue the stored chain (the entity
+    /// started its Entity record again) is used, not stored.
+    pub(crate) async fn keep(&self, remote: &RemoteEntity) -> Result<(), Trouble> {
+        let author = Author::Remote(Box::new(remote.clone()));
         match self
-            .store(vec![remote.record.clone()], RecordSource::Resolution, true)
+            .store_chain(&author, remote.record.clone(), RecordSource::Resolution, 0)
             .await
         {
-            // A record whose chain differs from the stored one (the entity
-            // started its Entity record again) is used, not stored.
-            Ok(()) | Err(Trouble::Refused(WriteError::VersionConflict { .. })) => Ok(remote),
+            Ok(()) | Err(Trouble::Refused(WriteError::VersionConflict { .. })) => Ok(()),
             Err(trouble) => Err(trouble),
         }
     }
@@ -343,6 +361,22 @@ impl<H: Host> Federation<'_, H> {
         link: &VersionLink,
         source: RecordSource,
     ) -> Result<(), Trouble> {
+        let stored = version_sql(
+            self.user.id,
+            &link.entity,
+            &link.record_id,
+            &link.version_hash,
+        );
+        if !self
+            .host
+            .fetch(&stored)
+            .await
+            .map_err(Failure::internal)?
+            .is_empty()
+        {
+            // Delivered before: nothing to fetch.
+            return Ok(());
+        }
         let author = self.author(&link.entity).await?;
         let record = self
             .fetch(&author, &link.record_id, Some(&link.version_hash))
@@ -514,6 +548,11 @@ pub(super) async fn new_notification<H: Host>(
                 .into());
         }
     };
+    if caller.signed_content_sha256.is_none() {
+        return Err(Problem::new(ProblemType::InvalidSignature)
+            .with_detail("a server signs its notification's body (x-svc-content-sha256)")
+            .into());
+    }
     cx.rate(Rate::Notification(&sender)).await?;
     let notification = Notification::parse(&body, &sender).map_err(|e| Problem::from(&e))?;
     let knows = cx
@@ -648,10 +687,12 @@ pub async fn deliver_due<H: Host>(
                         .map(|due| match &trouble {
                             Trouble::Peer(PeerError::RateLimited {
                                 retry_after_secs, ..
-                            }) => now_ms.saturating_add(
-                                i64::try_from(*retry_after_secs)
-                                    .unwrap_or(i64::MAX / 1000)
-                                    .saturating_mul(1000),
+                            }) => due.max(
+                                now_ms.saturating_add(
+                                    i64::try_from(*retry_after_secs)
+                                        .unwrap_or(i64::MAX / 1000)
+                                        .saturating_mul(1000),
+                                ),
                             ),
                             _ => due,
                         });
@@ -827,7 +868,12 @@ pub(super) async fn proxy<H: Host>(
         .split_once('?')
         .map_or("", |(_, query)| query)
         .split('&')
-        .filter(|pair| !pair.is_empty() && !pair.starts_with("proxy_to="))
+        // Neither `proxy_to` nor a bearer token (the user's credential,
+        // never the other server's) goes on.
+        .filter(|pair| {
+            let name = pair.split('=').next().unwrap_or_default();
+            !pair.is_empty() && !matches!(name, "proxy_to" | "bearer")
+        })
         .collect();
     let with_query = |url: String| match query.is_empty() {
         true => url,

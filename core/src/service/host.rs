@@ -56,7 +56,14 @@ pub enum Rate<'a> {
     SignIn(Option<IpAddr>),
     /// A notification from another entity's server (federation).
     Notification(&'a Entity),
+    /// Discovering an entity again because its stored keys did not verify
+    /// a signature: at most [`REDISCOVERIES_PER_MINUTE`] per entity.
+    Rediscovery(&'a Entity),
 }
+
+/// How often an entity is discovered again for a signature its stored keys
+/// do not verify ([`Rate::Rediscovery`]): a fixed limit, not a setting.
+pub const REDISCOVERIES_PER_MINUTE: u32 = 1;
 
 /// A request over its rate: the problem and the seconds to wait.
 #[derive(Debug)]

@@ -74,6 +74,7 @@ pub struct RateLimits {
     registrations: Option<Buckets<Option<IpAddr>>>,
     sign_ins: Option<Buckets<Option<IpAddr>>>,
     notifications: Option<Buckets<Entity>>,
+    rediscoveries: Option<Buckets<Entity>>,
 }
 
 impl RateLimits {
@@ -108,6 +109,12 @@ impl RateLimits {
                 rates.notifications_per_entity,
                 "notifications from this entity's server",
             ),
+            rediscoveries: Buckets::new(
+                super::host::REDISCOVERIES_PER_MINUTE,
+                60 * TICKS_PER_SECOND,
+                1,
+                "discoveries of this entity",
+            ),
         }
     }
 
@@ -124,6 +131,10 @@ impl RateLimits {
                 .notifications
                 .as_mut()
                 .map_or(Ok(()), |b| b.check(entity.clone(), now)),
+            Rate::Rediscovery(entity) => self
+                .rediscoveries
+                .as_mut()
+                .map_or(Ok(()), |b| b.check(entity.clone(), now)),
         }
     }
 
@@ -133,7 +144,10 @@ impl RateLimits {
         if let Some(b) = &mut self.writes {
             b.forget_idle(now);
         }
-        if let Some(b) = &mut self.notifications {
+        for b in [&mut self.notifications, &mut self.rediscoveries]
+            .into_iter()
+            .flatten()
+        {
             b.forget_idle(now);
         }
         for b in [&mut self.reads, &mut self.registrations, &mut self.sign_ins]
@@ -202,7 +216,7 @@ impl AddressRate {
                 peer,
                 limits.sign_in_attempts_per_minute.is_some(),
             ),
-            Rate::Write(_) | Rate::Notification(_) => return None,
+            Rate::Write(_) | Rate::Notification(_) | Rate::Rediscovery(_) => return None,
         };
         on.then_some(AddressRate {
             kind,
