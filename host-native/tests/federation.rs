@@ -362,7 +362,8 @@ async fn alice_and_bob_share_records_across_two_servers() {
 
 /// The flow of the acceptance: a conversation, messages, live events, a
 /// reply, an edit and a deletion, a mention, `proxy_to`, identical hashes.
-async fn share(alice: &Side, bob: &Side) {
+/// Answers the types Alice published.
+async fn share(alice: &Side, bob: &Side) -> std::collections::HashMap<&'static str, Value> {
     // Bob's app watches Bob's store from the start.
     let key = bob.key();
     let events = Call::get(bob.url("/events")).signed(&key);
@@ -575,6 +576,7 @@ async fn share(alice: &Side, bob: &Side) {
             assert_eq!(out.trim(), "", "{}'s outbox: {out}", side.entity);
         }
     }
+    types
 }
 
 /// What the proxy in front of Bob's server does with a connection.
@@ -988,6 +990,51 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
     ))
     .expect("folio app add --json");
     d1(&["execute", "DB", "--file", &app_sql.display().to_string()]);
+    // A second user of the worker, for a local delivery between two users'
+    // objects.
+    let carol_sql = dir.join("carol.sql");
+    folio(
+        &cli,
+        &[
+            "user",
+            "add",
+            "carol",
+            "--entity",
+            "carol.test",
+            "--base-url",
+            "https://a.test",
+            "--json",
+            "--emit-sql",
+            &carol_sql.display().to_string(),
+        ],
+    );
+    d1(&["execute", "DB", "--file", &carol_sql.display().to_string()]);
+    let (carol_key, carol_public) = support::key_pair();
+    let carol_app_sql = dir.join("carol-app.sql");
+    let carol_added: Value = serde_json::from_str(&folio(
+        &cli,
+        &[
+            "app",
+            "add",
+            "--user",
+            "carol",
+            "--entity",
+            "carol.test",
+            "--public-key",
+            &carol_public,
+            "--full-access",
+            "--json",
+            "--emit-sql",
+            &carol_app_sql.display().to_string(),
+        ],
+    ))
+    .expect("folio app add --json");
+    d1(&[
+        "execute",
+        "DB",
+        "--file",
+        &carol_app_sql.display().to_string(),
+    ]);
     let app = App {
         app_id: added["app_id"].as_str().expect("app_id").to_owned(),
         authorization_id: added["authorization_id"]
@@ -1054,7 +1101,49 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
         base_url: "https://a.test".into(),
         args: Vec::new(),
     };
-    share(&alice, &bob).await;
+    let types = share(&alice, &bob).await;
+
+    // Alice and Carol, both on the worker: Alice's object hands the
+    // delivery to Carol's, which runs Carol's writes and streams.
+    let carol = Side {
+        server: None,
+        port: port_w,
+        user: "carol",
+        entity: "carol.test",
+        app: App {
+            app_id: carol_added["app_id"].as_str().expect("app_id").to_owned(),
+            authorization_id: carol_added["authorization_id"]
+                .as_str()
+                .expect("authorization_id")
+                .to_owned(),
+            private_key: carol_key,
+        },
+        http: ca.client(),
+        base_url: "https://a.test".into(),
+        args: Vec::new(),
+    };
+    let key = carol.key();
+    let events = Call::get(carol.url("/events")).signed(&key);
+    let mut carol_events = EventStream::new(carol.http.open(&events).await.expect("a stream"));
+    let conversation = alice
+        .create(json!({
+            "type": types[CONVERSATION_TYPE],
+            "permissions": {"read": [{"entity": alice.entity}, {"entity": carol.entity}], "write": []},
+            "content": {},
+        }))
+        .await;
+    let id = conversation["id"].as_str().unwrap();
+    carol
+        .wait_for(
+            alice.entity,
+            id,
+            conversation["version"]["hash"].as_str().unwrap(),
+        )
+        .await;
+    carol_events
+        .records_until(id, DELIVERY)
+        .await
+        .expect("Carol's app hears it live, from her own object");
 }
 
 /// Two users of one server: a record Alice shares with Carol is delivered

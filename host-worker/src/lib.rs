@@ -23,7 +23,7 @@ pub use rates::RateObject;
 pub use store::UserStore;
 
 /// The Durable Object namespace of the user stores.
-const USERS: &str = "USERS";
+pub(crate) const USERS: &str = "USERS";
 
 /// The object that answers requests outside any user's store (discovery,
 /// error-type pages, unknown paths).
@@ -37,6 +37,11 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
             worker::Url::parse(&location)?,
             folio_core::http::HTTPS_REDIRECT_STATUS,
         );
+    }
+    // The host users' objects hand local deliveries over on: never
+    // reachable from outside, even where a client chooses its Host.
+    if url.host_str() == Some(store::INTERNAL_HOST) {
+        return Response::error("Not Found", 404);
     }
     let object = match route(url.path()) {
         Ok(endpoint) => endpoint.user().map(|name| name.as_str().to_owned()),

@@ -303,6 +303,9 @@ impl DurableObject for UserStore {
 
     async fn fetch(&self, req: Request) -> worker::Result<Response> {
         let url = req.url()?;
+        if url.as_str() == LOCAL_DELIVERY_URL {
+            return self.receive_handed_over(req).await;
+        }
         let headers = HeaderList::of(req.headers());
         let target = match url.query() {
             Some(query) => format!("{}?{query}", url.path()),
@@ -435,7 +438,97 @@ fn random_seed() -> [u8; 32] {
     bytes
 }
 
+/// The address of a local delivery handed to a recipient's object: a host
+/// only object stubs reach (requests from the internet carry the worker's
+/// own host names).
+const LOCAL_DELIVERY_URL: &str = "https://users.internal/federation/local-delivery";
+
+/// The host of [`LOCAL_DELIVERY_URL`], which the worker refuses from outside.
+pub const INTERNAL_HOST: &str = "users.internal";
+
+/// A local delivery as it travels between two users' objects.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LocalDelivery {
+    author: (i64, String, String),
+    recipient: (i64, String, String),
+    links: Vec<folio_core::model::VersionLink>,
+}
+
+fn user_tuple(user: &User) -> (i64, String, String) {
+    (user.id, user.name.clone(), user.entity.to_string())
+}
+
+fn tuple_user((id, name, entity): (i64, String, String)) -> Option<User> {
+    Some(User {
+        id,
+        name,
+        entity: entity.parse().ok()?,
+    })
+}
+
+impl UserStore {
+    /// Receives a local delivery another user's object handed over: this
+    /// object runs the recipient's writes and streams.
+    async fn receive_handed_over(&self, mut req: Request) -> worker::Result<Response> {
+        let delivery: LocalDelivery = serde_json::from_str(&req.text().await?)?;
+        let (Some(author), Some(recipient)) =
+            (tuple_user(delivery.author), tuple_user(delivery.recipient))
+        else {
+            return Response::error("not a local delivery", 400);
+        };
+        let fresh = Fresh::from_seed(random_seed());
+        let received = folio_core::service::receive_locally(
+            self,
+            &author,
+            &recipient,
+            &delivery.links,
+            now(),
+            &fresh,
+        )
+        .await;
+        match received {
+            Ok(()) => Response::empty(),
+            Err(error) => Response::error(error, 502),
+        }
+    }
+}
+
 impl Peers for UserStore {
+    /// Local deliveries run in the recipient's object, which serialises its
+    /// writes and holds its event streams.
+    async fn hand_over(
+        &self,
+        author: &User,
+        recipient: &User,
+        links: &[folio_core::model::VersionLink],
+    ) -> Option<Result<(), String>> {
+        let handed = async {
+            let delivery = LocalDelivery {
+                author: user_tuple(author),
+                recipient: user_tuple(recipient),
+                links: links.to_vec(),
+            };
+            let stub = self
+                .env
+                .durable_object(crate::USERS)?
+                .id_from_name(&recipient.name)?
+                .get_stub()?;
+            let mut init = worker::RequestInit::new();
+            init.with_method(worker::Method::Post)
+                .with_body(Some(serde_json::to_string(&delivery)?.into()));
+            let request = Request::new_with_init(LOCAL_DELIVERY_URL, &init)?;
+            let mut answer = stub.fetch_with_request(request).await?;
+            match answer.status_code() {
+                200..=299 => Ok(Ok(())),
+                status => Ok(Err(format!("{status}: {}", answer.text().await?))),
+            }
+        };
+        Some(match handed.await {
+            Ok(result) => result,
+            Err(error) => Err::<(), worker::Error>(error).map_err(|e| e.to_string()),
+        })
+    }
+
     async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
         let dev = is_dev(&self.env);
         let var = |name: &str| self.env.var(name).ok().map(|v| v.to_string());

@@ -758,7 +758,12 @@ async fn deliver_to<H: Host>(
             })
             .collect();
         let outcome = match users.iter().find(|local| local.entity == recipient) {
-            Some(local) => deliver_locally(host, user, local, &links, now, fresh).await,
+            Some(local) => match host.hand_over(user, local, &links).await {
+                Some(handed) => handed.map_err(|error| {
+                    Trouble::Failure(Failure::internal(format!("handing over: {error}")))
+                }),
+                None => receive_here(host, user, local, &links, now, fresh).await,
+            },
             None => {
                 let federation = Federation {
                     host,
@@ -776,7 +781,22 @@ async fn deliver_to<H: Host>(
 
 /// Delivers versions of `author`'s records to `recipient`, another user of
 /// this server: what receiving them over HTTP would do, without the HTTP.
-async fn deliver_locally<H: Host>(
+/// Run where `recipient`'s writes run ([`Peers::hand_over`](super::Peers::hand_over)).
+pub async fn receive_locally<H: Host>(
+    host: &H,
+    author: &User,
+    recipient: &User,
+    links: &[VersionLink],
+    now: RecordDate,
+    fresh: &Fresh,
+) -> Result<(), String> {
+    receive_here(host, author, recipient, links, now, fresh)
+        .await
+        .map_err(|trouble| trouble.to_string())
+}
+
+/// [`receive_locally`], its failure as it is.
+async fn receive_here<H: Host>(
     host: &H,
     author: &User,
     recipient: &User,

@@ -378,4 +378,20 @@ pub trait Peers {
     /// the timeouts, at most `max_answer_bytes` of body, and never
     /// following a redirect (a 3xx comes back as an answer).
     async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerFailure>;
+
+    /// Delivers versions of `author`'s records to `recipient`, another user
+    /// of this server, where the recipient's writes run: `None` (the
+    /// default) when that is here, and core delivers in-process
+    /// ([`receive_locally`](super::receive_locally)); else the host hands
+    /// them to the place that runs the recipient's writes, which calls
+    /// `receive_locally` itself (on the edge, each user's object).
+    async fn hand_over(
+        &self,
+        author: &User,
+        recipient: &User,
+        links: &[crate::model::VersionLink],
+    ) -> Option<Result<(), String>> {
+        let _ = (author, recipient, links);
+        None
+    }
 }

@@ -67,7 +67,7 @@ pub mod upkeep;
 pub mod writes;
 
 pub use auth::Caller;
-pub use federation::{DELIVERY_ROUND_ROWS, DeliveryRound, deliver_due};
+pub use federation::{DELIVERY_ROUND_ROWS, DeliveryRound, deliver_due, receive_locally};
 pub use host::{
     Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Peers, Rate,
     STORAGE_FULL_RETRY_AFTER_SECS, Secrets, Settings, Store, Streams, UploadFailure, User,
