@@ -1341,6 +1341,36 @@ fn plan_of(db: &Connection, statement: &folio_core::store::Statement) -> Vec<Str
 }
 
 #[test]
+fn linked_records_are_looked_up_by_key_never_by_stepping_through_the_store() {
+    let db = fresh_db();
+    let bob: Entity = "bob.example".parse().expect("an entity");
+    let id: folio_core::model::RecordId = "0123456789abcdef0123456789abcdef".parse().unwrap();
+    let hash: folio_core::model::VersionHash = "ab".repeat(32).parse().unwrap();
+    let plan = folio_core::query::LinkPlan {
+        records: [(bob.clone(), id)].into_iter().collect(),
+        versions: [(bob, id, hash)].into_iter().collect(),
+        ..Default::default()
+    };
+    let statement = folio_core::store::linked_sql(USER_ID, &plan);
+    let steps = plan_of(&db, &statement);
+    // Every part walks its JSON list and searches by key; none steps
+    // through the user's records (a plan SQLite chose once the store grew).
+    assert!(
+        !steps.iter().any(|step| step.starts_with("SCAN r")),
+        "{steps:#?}"
+    );
+    assert!(
+        steps
+            .iter()
+            .filter(|step| step.starts_with("SEARCH r USING INDEX")
+                && step.contains("author=? AND record_id=?"))
+            .count()
+            >= 2,
+        "{steps:#?}"
+    );
+}
+
+#[test]
 fn entity_records_are_found_through_the_entity_they_describe() {
     let db = fresh_db();
     let user: Entity = USER.parse().expect("an entity");
@@ -1584,4 +1614,71 @@ fn the_largest_filters_stay_inside_d1s_statement_size() {
         );
         rows(&db, &sql.sql, &sql.params);
     }
+}
+
+#[test]
+fn a_recipient_backs_off_as_a_whole_and_its_notifications_go_together() {
+    use folio_core::store::{
+        due_notifications_sql, failed_attempt_sql, next_due_sql, queue_notification_sql,
+    };
+    let db = fresh_db();
+    let run = |statement: &folio_core::store::Statement| {
+        db.execute(
+            &statement.sql,
+            rusqlite::params_from_iter(bind(&statement.params)),
+        )
+        .expect(&statement.sql);
+    };
+    let due = |now: i64| -> Vec<i64> {
+        let statement = due_notifications_sql(now, 100, Some(USER_ID));
+        let mut query = db.prepare(&statement.sql).expect("a query");
+        query
+            .query_map(rusqlite::params_from_iter(bind(&statement.params)), |row| {
+                row.get(0)
+            })
+            .expect("rows")
+            .map(Result::unwrap)
+            .collect()
+    };
+    let next = || -> Option<i64> {
+        let statement = next_due_sql(Some(USER_ID));
+        db.query_row(
+            &statement.sql,
+            rusqlite::params_from_iter(bind(&statement.params)),
+            |row| row.get(0),
+        )
+        .expect("a row")
+    };
+    let bob: Entity = "bob.example".parse().unwrap();
+    let carol: Entity = "carol.example".parse().unwrap();
+    let id: folio_core::model::RecordId = "0123456789abcdef0123456789abcdef".parse().unwrap();
+    let hash = |n: u8| -> folio_core::model::VersionHash {
+        format!("{n:02x}").repeat(32).parse().unwrap()
+    };
+    run(&queue_notification_sql(USER_ID, &bob, &id, &hash(1), 1_000));
+    run(&queue_notification_sql(
+        USER_ID,
+        &carol,
+        &id,
+        &hash(1),
+        1_000,
+    ));
+    assert_eq!(due(1_000).len(), 2);
+    // Bob's failed: retried at 31,000. A later notification to Bob waits
+    // with it; Carol's does not.
+    run(&failed_attempt_sql(1, Some(31_000), 1_000, "unreachable"));
+    run(&queue_notification_sql(USER_ID, &bob, &id, &hash(2), 2_000));
+    run(&queue_notification_sql(
+        USER_ID,
+        &carol,
+        &id,
+        &hash(2),
+        2_000,
+    ));
+    assert_eq!(due(2_000), [2, 4], "Carol's, not Bob's");
+    run(&folio_core::store::delivered_sql(2));
+    run(&folio_core::store::delivered_sql(4));
+    assert_eq!(next(), Some(31_000), "Bob's together, at his retry");
+    // In the order they came due; a round sends them oldest first.
+    assert_eq!(due(31_000), [3, 1]);
 }

@@ -676,8 +676,9 @@ pub async fn deliver_due<H: Host>(
             Err(trouble) => {
                 let error = format!("{recipient}: {trouble}");
                 let transient = trouble.is_transient();
+                // One jitter for the batch: its notifications stay together.
+                let jitter = f64::from(fresh.bytes::<1>()[0]) / 255.0;
                 for item in &batch {
-                    let jitter = f64::from(fresh.bytes::<1>()[0]) / 255.0;
                     let due = transient
                         .then(|| {
                             retry.retry_at(item.attempts + 1, item.queued_at_ms, now_ms, jitter)
@@ -774,7 +775,12 @@ async fn deliver_to<H: Host>(
                 federation.notify(&recipient, links).await
             }
         };
+        let failed = outcome.is_err();
         outcomes.push((recipient.clone(), batch, outcome));
+        if failed {
+            // The rest wait with the failed batch: the recipient backs off.
+            break;
+        }
     }
     outcomes
 }

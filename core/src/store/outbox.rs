@@ -53,8 +53,21 @@ pub fn queue_notification_sql(
 pub const OUTBOX_COLUMNS: &str = "o.id, o.user_id, o.recipient, o.record_id, o.version_hash, \
      o.queued_at, o.due_at, o.attempts, o.last_error, o.failed_at";
 
+/// A recipient backs off as a whole: while a notification to it waits for
+/// a retry, the recipient's other notifications wait too, and go together
+/// when that one is due. `o` is the notification; true while none of its
+/// recipient's waits past `now`.
+fn recipient_not_backing_off(now: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM outbox b WHERE b.user_id = o.user_id \
+         AND b.recipient = o.recipient AND b.failed_at IS NULL AND b.attempts > 0 \
+         AND b.due_at > {now})"
+    )
+}
+
 /// Up to `limit` notifications due at `now_ms`, of every user or of
-/// `user` alone, in the order they came due.
+/// `user` alone, in the order they came due; none of a recipient that is
+/// backing off after a failure.
 pub fn due_notifications_sql(now_ms: i64, limit: i64, user: Option<i64>) -> Statement {
     let mut b = Binder::default();
     let now = b.bind(now_ms);
@@ -64,23 +77,28 @@ pub fn due_notifications_sql(now_ms: i64, limit: i64, user: Option<i64>) -> Stat
     };
     let sql = format!(
         "SELECT {OUTBOX_COLUMNS} FROM outbox o INDEXED BY outbox_due \
-         WHERE o.failed_at IS NULL AND o.due_at <= {now}{of_user} ORDER BY o.due_at, o.id \
-         LIMIT {}",
+         WHERE o.failed_at IS NULL AND o.due_at <= {now}{of_user} AND {} \
+         ORDER BY o.due_at, o.id LIMIT {}",
+        recipient_not_backing_off(&now),
         b.bind(limit)
     );
     b.finish(sql)
 }
 
 /// When the next notification (of every user, or of `user`) is due, if
-/// any is pending.
+/// any is pending: a notification of a recipient that backs off is due
+/// with the recipient's latest retry.
 pub fn next_due_sql(user: Option<i64>) -> Statement {
     let mut b = Binder::default();
     let of_user = match user {
-        Some(user) => format!(" AND user_id = {}", b.bind(user)),
+        Some(user) => format!(" AND o.user_id = {}", b.bind(user)),
         None => String::new(),
     };
     b.finish(format!(
-        "SELECT MIN(due_at) FROM outbox INDEXED BY outbox_due WHERE failed_at IS NULL{of_user}"
+        "SELECT MIN(MAX(o.due_at, IFNULL((SELECT MAX(b.due_at) FROM outbox b \
+         WHERE b.user_id = o.user_id AND b.recipient = o.recipient AND b.failed_at IS NULL \
+         AND b.attempts > 0), o.due_at))) FROM outbox o INDEXED BY outbox_due \
+         WHERE o.failed_at IS NULL{of_user}"
     ))
 }
 
