@@ -4,6 +4,7 @@
 //! process's CPU time and peak memory.
 
 pub mod drive;
+pub mod federation;
 pub mod flood;
 pub mod folio;
 pub mod http;

@@ -1,6 +1,7 @@
 //! `folio-load run` measures one server; `folio-load compare` measures Folio
-//! and PocketBase back to back, alternating, and prints their ratios. See
-//! bench/README.md for the workloads and the settings.
+//! and PocketBase back to back, alternating, and prints their ratios;
+//! `folio-load federation` measures (or soaks) deliveries between two Folio
+//! servers. See bench/README.md for the workloads and the settings.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -68,6 +69,42 @@ enum Command {
         durability: Durability,
         #[command(flatten)]
         common: Common,
+    },
+    /// Two Folio servers that federate (Alice's and Bob's): Alice's CPU per
+    /// private record against per message to Bob, and the delivery delay;
+    /// with `--faults`, a soak with the servers killed in turn, then checks
+    /// that every message reached Bob once.
+    Federation {
+        /// Soak with faults instead of measuring.
+        #[arg(long)]
+        faults: bool,
+        /// Seconds of each phase (default 30), or of the soak (default 600).
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// Alice's writes a second (default 100, or 20 for the soak).
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Seconds between two faults of the soak.
+        #[arg(long, default_value_t = 90.0)]
+        fault_every: f64,
+        /// Seconds of unmeasured writes of each kind before measuring.
+        #[arg(long, default_value_t = 2.0)]
+        warmup: f64,
+        /// Writes in flight at most.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Bytes of text in every record written.
+        #[arg(long, default_value_t = 200)]
+        text_bytes: usize,
+        /// The `folio` binary (default: beside this one).
+        #[arg(long)]
+        folio: Option<PathBuf>,
+        /// Where the servers' data directories go (`federation/`, replaced).
+        #[arg(long, default_value = "target/folio-load")]
+        dir: PathBuf,
+        /// Also write the result as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
 }
 
@@ -233,6 +270,53 @@ async fn run(cli: Cli) -> Result<(), String> {
             )
             .await?;
             write_json(common.json.as_ref(), &serde_json::json!({ "rows": rows }))
+        }
+        Command::Federation {
+            faults,
+            seconds,
+            rate,
+            fault_every,
+            warmup,
+            concurrency,
+            text_bytes,
+            folio,
+            dir,
+            json,
+        } => {
+            let (seconds, rate) = match faults {
+                false => (seconds.unwrap_or(30.0), rate.unwrap_or(100.0)),
+                true => (seconds.unwrap_or(600.0), rate.unwrap_or(20.0)),
+            };
+            let settings = folio_load::federation::Settings {
+                folio: folio.unwrap_or_else(folio_load::default_folio),
+                dir,
+                rate: rate.max(0.1),
+                duration: Duration::from_secs_f64(seconds.max(0.1)),
+                warmup: Duration::from_secs_f64(warmup.max(0.0)),
+                concurrency: concurrency.max(1),
+                text_bytes,
+                fault_every: Duration::from_secs_f64(fault_every.max(0.0)),
+            };
+            if faults {
+                let result = folio_load::federation::soak(&settings).await?;
+                result.print();
+                write_json(
+                    json.as_ref(),
+                    &serde_json::to_value(&result).map_err(|e| e.to_string())?,
+                )?;
+                match result.passed() {
+                    true => Ok(()),
+                    false => Err("the federation soak failed a check".to_owned()),
+                }
+            } else {
+                let result = folio_load::federation::measure(&settings).await?;
+                result.print();
+                write_json(
+                    json.as_ref(),
+                    &serde_json::to_value(&result).map_err(|e| e.to_string())?,
+                )?;
+                result.clean()
+            }
         }
     }
 }
