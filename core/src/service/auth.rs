@@ -177,12 +177,7 @@ impl<H: Host> Context<'_, '_, H> {
             .parse_server_authorization(value)
             .map_err(|e| auth(&e))?;
         check_timestamp(header.ts_ms, request.now).map_err(|e| auth(&e))?;
-        let federation = Federation {
-            host: self.host,
-            user,
-            now: request.now,
-            fresh: &request.fresh,
-        };
+        let federation = Federation::new(self.host, user, request.now, &request.fresh);
         // A server that cannot be reached now may be later: its
         // notification is retried, not refused for good.
         let unknown = |trouble: Trouble| -> Failure {

@@ -10,6 +10,7 @@
 //! its type, indexed and sent to the user's event streams like any other.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::access::Access;
 use crate::auth::ServerKey;
@@ -132,10 +133,34 @@ enum Author {
 
 /// One user's server, talking to other servers at `now`.
 pub(crate) struct Federation<'a, H: Host> {
-    pub host: &'a H,
-    pub user: &'a User,
-    pub now: RecordDate,
-    pub fresh: &'a Fresh,
+    host: &'a H,
+    user: &'a User,
+    now: RecordDate,
+    fresh: &'a Fresh,
+    /// The requests to other servers this may still send, and the bytes
+    /// of answer it may still read: what one request (a write, a
+    /// notification received) or one recipient's delivery may cost.
+    requests_left: AtomicUsize,
+    bytes_left: AtomicUsize,
+}
+
+/// The most requests to other servers one request or delivery makes.
+pub const MAX_PEER_REQUESTS: usize = 256;
+/// The most bytes of answers from other servers one request or delivery
+/// reads.
+pub const MAX_PEER_ANSWER_BYTES: usize = 32 * 1024 * 1024;
+
+impl<'a, H: Host> Federation<'a, H> {
+    pub(crate) fn new(host: &'a H, user: &'a User, now: RecordDate, fresh: &'a Fresh) -> Self {
+        Federation {
+            host,
+            user,
+            now,
+            fresh,
+            requests_left: AtomicUsize::new(MAX_PEER_REQUESTS),
+            bytes_left: AtomicUsize::new(MAX_PEER_ANSWER_BYTES),
+        }
+    }
 }
 
 impl<H: Host> Federation<'_, H> {
@@ -153,9 +178,26 @@ impl<H: Host> Federation<'_, H> {
             .ok_or_else(|| Failure::internal("a stored server key does not decode"))
     }
 
-    /// Sends a request; a redirect is refused, never followed.
-    async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerError> {
-        let answer = self.host.send(request).await?;
+    /// Sends a request within the budget; a redirect is refused, never
+    /// followed.
+    async fn send(&self, mut request: PeerRequest) -> Result<PeerAnswer, PeerError> {
+        let (requests, bytes) = (
+            self.requests_left.load(Ordering::Relaxed),
+            self.bytes_left.load(Ordering::Relaxed),
+        );
+        if requests == 0 || bytes == 0 {
+            return Err(PeerError::Invalid(format!(
+                "more than {MAX_PEER_REQUESTS} requests or {MAX_PEER_ANSWER_BYTES} bytes of \
+                 answers from other servers for one request"
+            )));
+        }
+        request.max_answer_bytes = request.max_answer_bytes.min(bytes);
+        let answer = self.host.send(request).await;
+        let read = answer.as_ref().map_or(0, |answer| answer.body.len());
+        self.requests_left.store(requests - 1, Ordering::Relaxed);
+        self.bytes_left
+            .store(bytes.saturating_sub(read), Ordering::Relaxed);
+        let answer = answer?;
         if (300..400).contains(&answer.status) {
             let location = answer.header("location").unwrap_or_default().to_owned();
             return Err(PeerFailure::Redirected { location }.into());
@@ -562,12 +604,7 @@ pub(super) async fn new_notification<H: Host>(
         true => RecordSource::NotificationUnknown,
         false => RecordSource::Notification,
     };
-    let federation = Federation {
-        host: cx.host,
-        user,
-        now: cx.request.now,
-        fresh: &cx.request.fresh,
-    };
+    let federation = Federation::new(cx.host, user, cx.request.now, &cx.request.fresh);
     for link in &notification.versions {
         federation
             .receive(link, source)
@@ -766,12 +803,7 @@ async fn deliver_to<H: Host>(
                 None => receive_here(host, user, local, &links, now, fresh).await,
             },
             None => {
-                let federation = Federation {
-                    host,
-                    user,
-                    now,
-                    fresh,
-                };
+                let federation = Federation::new(host, user, now, fresh);
                 federation.notify(&recipient, links).await
             }
         };
@@ -822,12 +854,7 @@ async fn receive_here<H: Host>(
         true => RecordSource::NotificationUnknown,
         false => RecordSource::Notification,
     };
-    let federation = Federation {
-        host,
-        user: recipient,
-        now,
-        fresh,
-    };
+    let federation = Federation::new(host, recipient, now, fresh);
     for link in links {
         federation.receive(link, source).await?;
     }
@@ -878,12 +905,7 @@ pub(super) async fn proxy<H: Host>(
                 .into());
         }
     }
-    let federation = Federation {
-        host: cx.host,
-        user,
-        now: cx.request.now,
-        fresh: &cx.request.fresh,
-    };
+    let federation = Federation::new(cx.host, user, cx.request.now, &cx.request.fresh);
     let remote = federation
         .entity(entity, false)
         .await

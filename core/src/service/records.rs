@@ -310,12 +310,7 @@ impl<H: Host> Context<'_, '_, H> {
     /// link that still does not resolve is `record/400-invalid-link`, its
     /// detail saying what the other server answered.
     async fn run_resolving(&self, user: &User, job: Job) -> Result<Done, Failure> {
-        let federation = Federation {
-            host: self.host,
-            user,
-            now: self.request.now,
-            fresh: &self.request.fresh,
-        };
+        let federation = Federation::new(self.host, user, self.request.now, &self.request.fresh);
         let mut resolutions = 0;
         loop {
             let refused = match self.host.run(job.clone()).await {
