@@ -951,98 +951,63 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
         run(&wrangler, &all, &root)
     };
     d1(&["migrations", "apply", "DB"]);
+    // Each user of the worker and a full-access app of theirs, from the
+    // CLI's SQL, on the base URL `https://a.test`.
     let cli = dir.join("cli");
-    let user_sql = dir.join("alice.sql");
-    folio(
-        &cli,
-        &[
-            "user",
-            "add",
-            "alice",
-            "--entity",
-            "alice.test",
-            "--base-url",
-            "https://a.test",
-            "--json",
-            "--emit-sql",
-            &user_sql.display().to_string(),
-        ],
-    );
-    d1(&["execute", "DB", "--file", &user_sql.display().to_string()]);
-    let (private_key, public_key) = support::key_pair();
-    let app_sql = dir.join("app.sql");
-    let added: Value = serde_json::from_str(&folio(
-        &cli,
-        &[
-            "app",
-            "add",
-            "--user",
-            "alice",
-            "--entity",
-            "alice.test",
-            "--public-key",
-            &public_key,
-            "--full-access",
-            "--json",
-            "--emit-sql",
-            &app_sql.display().to_string(),
-        ],
-    ))
-    .expect("folio app add --json");
-    d1(&["execute", "DB", "--file", &app_sql.display().to_string()]);
+    let provision = |name: &str, entity: &str| -> App {
+        let user_sql = dir.join(format!("{name}.sql"));
+        let user_sql_arg = user_sql.display().to_string();
+        folio(
+            &cli,
+            &[
+                "user",
+                "add",
+                name,
+                "--entity",
+                entity,
+                "--base-url",
+                "https://a.test",
+                "--json",
+                "--emit-sql",
+                &user_sql_arg,
+            ],
+        );
+        d1(&["execute", "DB", "--file", &user_sql_arg]);
+        let (private_key, public_key) = support::key_pair();
+        let app_sql = dir.join(format!("{name}-app.sql"));
+        let app_sql_arg = app_sql.display().to_string();
+        let added: Value = serde_json::from_str(&folio(
+            &cli,
+            &[
+                "app",
+                "add",
+                "--user",
+                name,
+                "--entity",
+                entity,
+                "--public-key",
+                &public_key,
+                "--full-access",
+                "--json",
+                "--emit-sql",
+                &app_sql_arg,
+            ],
+        ))
+        .expect("folio app add --json");
+        d1(&["execute", "DB", "--file", &app_sql_arg]);
+        App {
+            app_id: added["app_id"].as_str().expect("app_id").to_owned(),
+            authorization_id: added["authorization_id"]
+                .as_str()
+                .expect("authorization_id")
+                .to_owned(),
+            private_key,
+        }
+    };
+    let app = provision("alice", "alice.test");
     // A second user of the worker, for a local delivery between two users'
     // objects.
-    let carol_sql = dir.join("carol.sql");
-    folio(
-        &cli,
-        &[
-            "user",
-            "add",
-            "carol",
-            "--entity",
-            "carol.test",
-            "--base-url",
-            "https://a.test",
-            "--json",
-            "--emit-sql",
-            &carol_sql.display().to_string(),
-        ],
-    );
-    d1(&["execute", "DB", "--file", &carol_sql.display().to_string()]);
-    let (carol_key, carol_public) = support::key_pair();
-    let carol_app_sql = dir.join("carol-app.sql");
-    let carol_added: Value = serde_json::from_str(&folio(
-        &cli,
-        &[
-            "app",
-            "add",
-            "--user",
-            "carol",
-            "--entity",
-            "carol.test",
-            "--public-key",
-            &carol_public,
-            "--full-access",
-            "--json",
-            "--emit-sql",
-            &carol_app_sql.display().to_string(),
-        ],
-    ))
-    .expect("folio app add --json");
-    d1(&[
-        "execute",
-        "DB",
-        "--file",
-        &carol_app_sql.display().to_string(),
-    ]);
-    let app = App {
-        app_id: added["app_id"].as_str().expect("app_id").to_owned(),
-        authorization_id: added["authorization_id"]
-            .as_str()
-            .expect("authorization_id")
-            .to_owned(),
-        private_key,
-    };
+    let carol_app = provision("carol", "carol.test");
 
     let (cert, key) = ca.certificate(&dir, "worker", &["a.test", "alice.test", "localhost"]);
     let log = std::fs::File::create(dir.join("wrangler.log")).expect("wrangler.log");
@@ -1110,14 +1075,7 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
         port: port_w,
         user: "carol",
         entity: "carol.test",
-        app: App {
-            app_id: carol_added["app_id"].as_str().expect("app_id").to_owned(),
-            authorization_id: carol_added["authorization_id"]
-                .as_str()
-                .expect("authorization_id")
-                .to_owned(),
-            private_key: carol_key,
-        },
+        app: carol_app,
         http: ca.client(),
         base_url: "https://a.test".into(),
         args: Vec::new(),
