@@ -33,6 +33,7 @@ use tokio::sync::{Semaphore, watch};
 use url::Url;
 
 use crate::drive::latency_histogram;
+use crate::folio::{cli, text};
 use crate::{free_port, procfs};
 
 /// The real apps' types (`shared/real-types`), by the ids their apps
@@ -236,24 +237,6 @@ impl Server {
     }
 }
 
-/// Runs a `folio` CLI command on `data`; its stdout.
-async fn cli(binary: &Path, data: &Path, args: &[&str]) -> Result<String, String> {
-    let output = Command::new(binary)
-        .arg("--data-dir")
-        .arg(data)
-        .args(args)
-        .output()
-        .await
-        .map_err(|error| format!("running {}: {error}", binary.display()))?;
-    if !output.status.success() {
-        return Err(format!(
-            "folio {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    String::from_utf8(output.stdout).map_err(|error| error.to_string())
-}
-
 // ---------------------------------------------------------------------------
 // Clients
 
@@ -344,13 +327,6 @@ fn version_link(record: &Value) -> Value {
 
 fn record_link(record: &Value) -> Value {
     json!({"entity": record["author"]["entity"], "record_id": record["id"]})
-}
-
-fn text_of(value: &Value, field: &str) -> Result<String, String> {
-    value[field]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| format!("no {field} in {value}"))
 }
 
 /// A real app's type (`shared/real-types/{file}`), published by `entity`
@@ -508,7 +484,7 @@ impl Pair {
                 "content": {},
             }))
             .await?;
-        let conversation_id = text_of(&conversation, "id")?;
+        let conversation_id = text(&conversation, "id")?;
         let deadline = Instant::now() + Duration::from_secs(30);
         while to_bob
             .record(ALICE_ENTITY, &conversation_id)
@@ -580,8 +556,8 @@ async fn provision(
     let added: Value = serde_json::from_str(&cli(binary, data, &app).await?)
         .map_err(|error| format!("folio app add --json: {error}"))?;
     AppKey::new(
-        &text_of(&added, "app_id")?,
-        &text_of(&added, "authorization_id")?,
+        &text(&added, "app_id")?,
+        &text(&added, "authorization_id")?,
         &key.private_key(),
     )
 }
@@ -1617,7 +1593,7 @@ async fn list_conversation(
     loop {
         let page = bob.get(url).await?;
         for record in page["records"].as_array().ok_or("a page without records")? {
-            records.push((text_of(record, "id")?, {
+            records.push((text(record, "id")?, {
                 record["version"]["hash"]
                     .as_str()
                     .unwrap_or_default()

@@ -586,7 +586,7 @@ fn hash_of(record: &Value) -> Result<String, String> {
     version_link(record).and_then(|link| text(&link, "version_hash"))
 }
 
-fn text(value: &Value, field: &str) -> Result<String, String> {
+pub(crate) fn text(value: &Value, field: &str) -> Result<String, String> {
     value[field]
         .as_str()
         .map(str::to_owned)
@@ -594,7 +594,7 @@ fn text(value: &Value, field: &str) -> Result<String, String> {
 }
 
 /// Runs a `folio` CLI command on `data`; its stdout.
-async fn cli(binary: &Path, data: &Path, args: &[&str]) -> Result<String, String> {
+pub(crate) async fn cli(binary: &Path, data: &Path, args: &[&str]) -> Result<String, String> {
     let output = Command::new(binary)
         .arg("--data-dir")
         .arg(data)
