@@ -180,9 +180,30 @@ impl Side {
             .collect()
     }
 
-    /// Waits until this side holds version `hash` of the record as its
-    /// latest; returns it.
-    async fn wait_for(&self, entity: &str, id: &str, hash: &str) -> Value {
+    /// A new conversation (the real type) between this side's user and
+    /// `other`, as this side's server answered it.
+    async fn conversation_with(
+        &self,
+        types: &std::collections::HashMap<&'static str, Value>,
+        other: &str,
+    ) -> Value {
+        self.create(json!({
+            "type": types[CONVERSATION_TYPE],
+            "permissions": {
+                "read": [{"entity": self.entity}, {"entity": other}],
+                "write": [],
+            },
+            "content": {},
+        }))
+        .await
+    }
+
+    /// Waits until this side holds `version` (a record as its author's
+    /// server answered it) as the record's latest; returns this side's copy.
+    async fn wait_for(&self, version: &Value) -> Value {
+        let entity = version["author"]["entity"].as_str().expect("an author");
+        let id = version["id"].as_str().expect("an id");
+        let hash = version["version"]["hash"].as_str().expect("a hash");
         let deadline = Instant::now() + DELIVERY;
         loop {
             if let Some(record) = self.get(entity, id).await
@@ -375,21 +396,9 @@ async fn share(alice: &Side, bob: &Side) -> std::collections::HashMap<&'static s
 
     // A conversation between Alice and Bob: Alice's server resolves Bob's
     // entity, and notifies Bob's server.
-    let conversation = alice
-        .create(json!({
-            "type": types[CONVERSATION_TYPE],
-            "permissions": {"read": both, "write": []},
-            "content": {},
-        }))
-        .await;
+    let conversation = alice.conversation_with(&types, bob.entity).await;
     let conversation_id = conversation["id"].as_str().expect("an id").to_owned();
-    let received = bob
-        .wait_for(
-            alice.entity,
-            &conversation_id,
-            conversation["version"]["hash"].as_str().unwrap(),
-        )
-        .await;
+    let received = bob.wait_for(&conversation).await;
     assert_eq!(
         received["source"], "notification_unknown",
         "Bob never linked Alice"
@@ -408,9 +417,7 @@ async fn share(alice: &Side, bob: &Side) -> std::collections::HashMap<&'static s
         messages.push(message);
     }
     for message in &messages {
-        let id = message["id"].as_str().unwrap();
-        let hash = message["version"]["hash"].as_str().unwrap();
-        let copy = bob.wait_for(alice.entity, id, hash).await;
+        let copy = bob.wait_for(message).await;
         assert_eq!(copy["content"], message["content"]);
     }
 
@@ -455,13 +462,7 @@ async fn share(alice: &Side, bob: &Side) -> std::collections::HashMap<&'static s
         }))
         .await;
     let reply_id = reply["id"].as_str().unwrap();
-    let copy = alice
-        .wait_for(
-            bob.entity,
-            reply_id,
-            reply["version"]["hash"].as_str().unwrap(),
-        )
-        .await;
+    let copy = alice.wait_for(&reply).await;
     assert_eq!(copy["source"], "notification", "Alice linked Bob already");
 
     // Alice edits a message and deletes another: Bob's copies follow.
@@ -478,21 +479,9 @@ async fn share(alice: &Side, bob: &Side) -> std::collections::HashMap<&'static s
     let delete =
         Call::delete(alice.url(&format!("/records/{}/{deleted_id}", alice.entity))).signed(&key);
     let deleted = alice.send(delete).await["record"].clone();
-    let copy = bob
-        .wait_for(
-            alice.entity,
-            &edited_id,
-            edited["version"]["hash"].as_str().unwrap(),
-        )
-        .await;
+    let copy = bob.wait_for(&edited).await;
     assert_eq!(copy["content"]["text"], "Lunch on Friday, at 12?");
-    let copy = bob
-        .wait_for(
-            alice.entity,
-            &deleted_id,
-            deleted["version"]["hash"].as_str().unwrap(),
-        )
-        .await;
+    let copy = bob.wait_for(&deleted).await;
     assert_eq!(copy["no_content"]["action"], "delete");
 
     // A public post that mentions Bob reaches him.
@@ -511,12 +500,7 @@ async fn share(alice: &Side, bob: &Side) -> std::collections::HashMap<&'static s
         }))
         .await;
     let post_id = post["id"].as_str().unwrap().to_owned();
-    bob.wait_for(
-        alice.entity,
-        &post_id,
-        post["version"]["hash"].as_str().unwrap(),
-    )
-    .await;
+    bob.wait_for(&post).await;
 
     // A public post that mentions nobody stays on Alice's server, but Bob
     // reads it there through `proxy_to`.
@@ -674,13 +658,7 @@ async fn deliveries_survive_a_killed_sender_a_receiver_down_a_minute_and_bad_pee
     let proxy = proxy.expect("the proxy");
     let types = publish_types(&alice).await;
     let both = json!([{"entity": alice.entity}, {"entity": bob.entity}]);
-    let conversation = alice
-        .create(json!({
-            "type": types[CONVERSATION_TYPE],
-            "permissions": {"read": both, "write": []},
-            "content": {},
-        }))
-        .await;
+    let conversation = alice.conversation_with(&types, bob.entity).await;
     let mut sent: Vec<Value> = Vec::new();
     let write = |text: String| {
         json!({
@@ -697,12 +675,7 @@ async fn deliveries_survive_a_killed_sender_a_receiver_down_a_minute_and_bad_pee
     alice.native_mut().kill();
     alice.restart();
     for message in &sent {
-        bob.wait_for(
-            alice.entity,
-            message["id"].as_str().unwrap(),
-            message["version"]["hash"].as_str().unwrap(),
-        )
-        .await;
+        bob.wait_for(message).await;
     }
 
     // 2. The receiver is down for a minute.
@@ -732,12 +705,7 @@ async fn deliveries_survive_a_killed_sender_a_receiver_down_a_minute_and_bad_pee
 
     // Every message arrives, once, with the same hash on both sides.
     for message in &sent {
-        bob.wait_for(
-            alice.entity,
-            message["id"].as_str().unwrap(),
-            message["version"]["hash"].as_str().unwrap(),
-        )
-        .await;
+        bob.wait_for(message).await;
     }
     let conversation_id = conversation["id"].as_str().unwrap();
     let key = bob.key();
@@ -1083,21 +1051,9 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
     let key = carol.key();
     let events = Call::get(carol.url("/events")).signed(&key);
     let mut carol_events = EventStream::new(carol.http.open(&events).await.expect("a stream"));
-    let conversation = alice
-        .create(json!({
-            "type": types[CONVERSATION_TYPE],
-            "permissions": {"read": [{"entity": alice.entity}, {"entity": carol.entity}], "write": []},
-            "content": {},
-        }))
-        .await;
+    let conversation = alice.conversation_with(&types, carol.entity).await;
     let id = conversation["id"].as_str().unwrap();
-    carol
-        .wait_for(
-            alice.entity,
-            id,
-            conversation["version"]["hash"].as_str().unwrap(),
-        )
-        .await;
+    carol.wait_for(&conversation).await;
     carol_events
         .records_until(id, DELIVERY)
         .await
@@ -1138,21 +1094,8 @@ async fn users_of_one_server_share_records_without_the_network() {
         args: Vec::new(),
     };
     let types = publish_types(&alice).await;
-    let conversation = alice
-        .create(json!({
-            "type": types[CONVERSATION_TYPE],
-            "permissions": {"read": [{"entity": alice.entity}, {"entity": carol.entity}], "write": []},
-            "content": {},
-        }))
-        .await;
-    let id = conversation["id"].as_str().unwrap();
-    let copy = carol
-        .wait_for(
-            alice.entity,
-            id,
-            conversation["version"]["hash"].as_str().unwrap(),
-        )
-        .await;
+    let conversation = alice.conversation_with(&types, carol.entity).await;
+    let copy = carol.wait_for(&conversation).await;
     assert_eq!(copy["source"], "notification_unknown");
     let out = folio(&data, &["outbox", "list", "--json"]);
     assert_eq!(out.trim(), "", "the outbox: {out}");
