@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use folio_core::federation::{
     PEER_CONNECT_TIMEOUT_MS, PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod,
-    PeerRequest, address_allowed,
+    PeerRequest, address_allowed, target_url,
 };
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{HeaderName, HeaderValue};
@@ -169,33 +169,7 @@ impl PeerClient {
     /// The URL, if core may ask it: reqwest never calls the resolver for a
     /// literal IP, so that is checked here.
     fn checked_url(&self, text: &str) -> Result<Url, PeerFailure> {
-        let url = Url::parse(text).map_err(|e| PeerFailure::BadUrl(format!("{text}: {e}")))?;
-        match url.scheme() {
-            "https" => {}
-            "http" if self.allow_http => {}
-            "http" => {
-                return Err(PeerFailure::BadUrl(format!(
-                    "{text}: plain http is not allowed, only https"
-                )));
-            }
-            other => {
-                return Err(PeerFailure::BadUrl(format!(
-                    "{text}: the scheme {other} is not https"
-                )));
-            }
-        }
-        let literal = match url.host() {
-            None => return Err(PeerFailure::BadUrl(format!("{text}: no host"))),
-            Some(url::Host::Domain(_)) => None,
-            Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
-            Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
-        };
-        match literal {
-            Some(ip) if !address_allowed(ip, self.allow_private) => {
-                Err(PeerFailure::ForbiddenAddress(ip))
-            }
-            _ => Ok(url),
-        }
+        target_url(text, self.allow_http, self.allow_private)
     }
 }
 

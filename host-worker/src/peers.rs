@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use folio_core::federation::{
-    PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod, PeerRequest, address_allowed,
+    PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod, PeerRequest, target_url,
 };
 use futures_util::future::{Either, select};
 use futures_util::{StreamExt, pin_mut};
@@ -51,21 +51,7 @@ pub async fn send(options: PeerOptions, request: PeerRequest) -> Result<PeerAnsw
 }
 
 async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
-    let url = Url::parse(&request.url).map_err(|e| PeerFailure::BadUrl(e.to_string()))?;
-    match url.scheme() {
-        "https" => {}
-        "http" if options.allow_http => {}
-        scheme => return Err(PeerFailure::BadUrl(format!("{scheme} is not https"))),
-    }
-    let literal = match url.host() {
-        None => return Err(PeerFailure::BadUrl("no host".into())),
-        Some(worker::url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
-        Some(worker::url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
-        Some(worker::url::Host::Domain(_)) => None,
-    };
-    if let Some(ip) = literal.filter(|&ip| !address_allowed(ip, options.allow_private)) {
-        return Err(PeerFailure::ForbiddenAddress(ip));
-    }
+    let url = target_url(&request.url, options.allow_http, options.allow_private)?;
     let headers = Headers::new();
     for (name, value) in &request.headers {
         headers

@@ -26,5 +26,5 @@ pub use notify::{Notification, NotificationError, RetryPolicy, recipients, retry
 
 pub use peer::{
     PEER_CONNECT_TIMEOUT_MS, PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod,
-    PeerRequest, SMALL_ANSWER_BYTES, address_allowed,
+    PeerRequest, SMALL_ANSWER_BYTES, address_allowed, target_url,
 };

@@ -130,6 +130,42 @@ impl fmt::Display for PeerFailure {
     }
 }
 
+/// The URL of a request a host sends, checked before anything is
+/// resolved or connected: `https` (or `http` when `allow_http`), with a
+/// host, and a literal address only where [`address_allowed`] allows it
+/// (names are checked once resolved, by the host).
+pub fn target_url(
+    text: &str,
+    allow_http: bool,
+    allow_private: bool,
+) -> Result<url::Url, PeerFailure> {
+    let url = url::Url::parse(text).map_err(|e| PeerFailure::BadUrl(format!("{text}: {e}")))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_http => {}
+        "http" => {
+            return Err(PeerFailure::BadUrl(format!(
+                "{text}: plain http is not allowed, only https"
+            )));
+        }
+        other => {
+            return Err(PeerFailure::BadUrl(format!(
+                "{text}: the scheme {other} is not https"
+            )));
+        }
+    }
+    let literal = match url.host() {
+        None => return Err(PeerFailure::BadUrl(format!("{text}: no host"))),
+        Some(url::Host::Domain(_)) => None,
+        Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
+    };
+    match literal {
+        Some(ip) if !address_allowed(ip, allow_private) => Err(PeerFailure::ForbiddenAddress(ip)),
+        _ => Ok(url),
+    }
+}
+
 /// Whether a host may connect to `ip` for a peer: a public unicast
 /// address, or any address when `allow_private` (a development setting:
 /// two test servers on loopback). Refused otherwise: loopback,
@@ -178,6 +214,28 @@ fn public_v6(ip: Ipv6Addr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_are_https_with_a_host_and_no_refused_literal_address() {
+        assert!(target_url("https://alice.example/x", false, false).is_ok());
+        for bad in [
+            "http://alice.example/",
+            "ftp://alice.example/",
+            "https://",
+            "not a url",
+        ] {
+            assert!(
+                matches!(target_url(bad, false, false), Err(PeerFailure::BadUrl(_))),
+                "{bad}"
+            );
+        }
+        assert!(target_url("http://alice.example/", true, false).is_ok());
+        assert_eq!(
+            target_url("https://127.0.0.1:8443/", false, false).unwrap_err(),
+            PeerFailure::ForbiddenAddress("127.0.0.1".parse().unwrap())
+        );
+        assert!(target_url("https://[::1]/", false, true).is_ok());
+    }
 
     #[test]
     fn only_public_unicast_addresses_are_allowed() {
