@@ -179,6 +179,34 @@ pub fn is_own_entity_record(record: &Record, user: &Entity) -> bool {
     record.author.entity == *user && described_entity(record) == Some(user.as_str())
 }
 
+/// The content fields of a user's own Entity record that only the user's
+/// server changes (when it creates the user, on a base-URL change, on a key
+/// rotation): which entity it is, which entities it was, the keys that sign
+/// for it as a server and where its server is. Whoever could change them
+/// could sign as the user's server, or send the user's federation
+/// elsewhere. A caller (an app with a grant for the Entity type, or the
+/// owner) may change `profile` only.
+pub const SERVER_KEPT_ENTITY_FIELDS: [&str; 4] =
+    ["entity", "previous_entities", "signing_keys", "servers"];
+
+/// What `next`, a caller's new version of the user's own Entity record
+/// `latest` ([`is_own_entity_record`]), would change that only the server
+/// may: the first of [`SERVER_KEPT_ENTITY_FIELDS`] whose value differs,
+/// else `"permissions"` or `"type"` (discovery needs the record public and
+/// of the Entity type); `None` when it changes `profile` at most.
+pub fn server_kept_change(latest: &Record, next: &Record) -> Option<&'static str> {
+    let field = |record: &Record, name: &str| {
+        record
+            .content()
+            .and_then(|content| content.as_map().get(name).cloned())
+    };
+    SERVER_KEPT_ENTITY_FIELDS
+        .into_iter()
+        .find(|name| field(latest, name) != field(next, name))
+        .or_else(|| (latest.permissions != next.permissions).then_some("permissions"))
+        .or_else(|| (latest.type_link != next.type_link).then_some("type"))
+}
+
 /// Whether `types` names the Type record that `type_link` points into.
 fn names_type(types: &[RecordLink], type_link: &VersionLink) -> bool {
     types

@@ -62,18 +62,30 @@ pub fn entity_record_body(
     })
 }
 
-/// The body of the new version of a stored Entity record that a server at
+/// A new version of a user's Entity record that the server is due: see
+/// [`entity_record_update`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntityRecordUpdate {
+    /// The update's body (`PUT`), on the stored version.
+    pub body: Value,
+    /// The top-level content fields it changes, by name
+    /// (`servers` after a base-URL change; `signing_keys` when the record
+    /// does not list the user's server key): what the server's log says.
+    pub changed: Vec<String>,
+}
+
+/// The new version of a stored Entity record that a server at
 /// `base_url`, signing with `signing_key`, is due (PROTOCOL.md §12: its
 /// endpoints name another base URL; `docs/federation.md` §2: it lists
-/// another key), keeping the profile name; `None` when it is current, or
-/// is no live Entity record.
+/// another key; issue 40: any server-kept field differs), keeping the
+/// profile name; `None` when it is current, or is no live Entity record.
 pub fn entity_record_update(
     record: &crate::model::Record,
     entity: &Entity,
     user: &str,
     base_url: &str,
     signing_key: Option<&str>,
-) -> Option<Value> {
+) -> Option<EntityRecordUpdate> {
     let content = record.content()?;
     let name = content
         .as_map()
@@ -81,8 +93,24 @@ pub fn entity_record_update(
         .and_then(|profile| profile.get("name"))
         .and_then(Value::as_str);
     let wanted = entity_content(entity, user, base_url, name, signing_key);
-    (content.as_value() != &wanted)
-        .then(|| json!({"content": wanted, "version": {"parent_hash": record.version.hash}}))
+    let stored = content.as_map();
+    let changed: Vec<String> = wanted
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(field, value)| stored.get(field.as_str()) != Some(*value))
+        .map(|(field, _)| field.clone())
+        .chain(
+            stored
+                .keys()
+                .filter(|field| wanted.get(field.as_str()).is_none())
+                .cloned(),
+        )
+        .collect();
+    (!changed.is_empty()).then(|| EntityRecordUpdate {
+        body: json!({"content": wanted, "version": {"parent_hash": record.version.hash}}),
+        changed,
+    })
 }
 
 /// The content of `user`'s Entity record (built-in Entity type):

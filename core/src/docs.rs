@@ -59,7 +59,7 @@ pub fn error_type_page(type_path: &str) -> Option<String> {
 }
 
 /// The reason phrase of the statuses the catalogue uses (RFC 9110 §15;
-/// 429 and 431 from RFC 6585).
+/// 429 and 431 from RFC 6585, 507 from RFC 4918).
 fn reason_phrase(status: u16) -> &'static str {
     match status {
         400 => "Bad Request",
@@ -80,6 +80,7 @@ fn reason_phrase(status: u16) -> &'static str {
         501 => "Not Implemented",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
+        507 => "Insufficient Storage",
         _ => "",
     }
 }

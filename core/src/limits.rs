@@ -51,6 +51,90 @@ pub const DEFAULT_NOTIFICATIONS_PER_ENTITY: RateLimit = RateLimit {
     per_second: 100,
     burst: 200,
 };
+/// Notifications one user receives from every other server together: a
+/// bound on what a crowd of senders (or one sender under many names) makes
+/// a user's store do, whatever each sender's own rate.
+pub const DEFAULT_NOTIFICATIONS_PER_USER: RateLimit = RateLimit {
+    per_second: 200,
+    burst: 400,
+};
+/// Notifications from every entity under one registrable domain (the
+/// public suffix list's `evil.example` for `e1.evil.example`,
+/// `e2.evil.example`, …) to one user: names under one domain cost their
+/// owner nothing, so they share one entity's rate.
+pub const DEFAULT_NOTIFICATIONS_PER_DOMAIN: RateLimit = DEFAULT_NOTIFICATIONS_PER_ENTITY;
+
+/// Default quota of what servers of entities a user knows (has linked to
+/// in a record of their own) may store in the user's store by
+/// notification: a million versions, 4 GiB.
+pub const DEFAULT_RECEIVED_FROM_KNOWN: ReceivedQuota = ReceivedQuota {
+    versions: 1_000_000,
+    bytes: 4 << 30,
+};
+/// Default quota of what servers of entities a user never linked to may
+/// store in the user's store by notification (`notification_unknown`,
+/// versions that name the user): 10,000 versions, 64 MiB.
+pub const DEFAULT_RECEIVED_FROM_STRANGERS: ReceivedQuota = ReceivedQuota {
+    versions: 10_000,
+    bytes: 64 << 20,
+};
+
+/// How much other servers may store in one user's store by notification:
+/// past either bound, a notified version is refused with
+/// `federation/507-quota-exceeded` and nothing is stored. Counted from the
+/// versions stored (their JSON as stored), never reset by time: the store's
+/// size, not a rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct ReceivedQuota {
+    pub versions: u64,
+    pub bytes: u64,
+}
+
+impl ReceivedQuota {
+    /// A quota as a server's settings write it: `VERSIONS/BYTES` (both
+    /// positive whole numbers; bytes may end in `KiB`, `MiB` or `GiB`), or
+    /// `off` for none.
+    pub fn parse_setting(text: &str) -> Result<Option<ReceivedQuota>, String> {
+        if text == "off" {
+            return Ok(None);
+        }
+        let (versions, bytes) = text
+            .split_once('/')
+            .ok_or_else(|| format!("`{text}` is not `VERSIONS/BYTES` or `off`"))?;
+        let number = |t: &str, unit: u64| {
+            t.parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .and_then(|n| n.checked_mul(unit))
+                .ok_or_else(|| format!("`{t}` is not a positive number"))
+        };
+        let bytes = match bytes {
+            b if b.ends_with("GiB") => number(&b[..b.len() - 3], 1 << 30)?,
+            b if b.ends_with("MiB") => number(&b[..b.len() - 3], 1 << 20)?,
+            b if b.ends_with("KiB") => number(&b[..b.len() - 3], 1 << 10)?,
+            b => number(b, 1)?,
+        };
+        Ok(Some(ReceivedQuota {
+            versions: number(versions, 1)?,
+            bytes,
+        }))
+    }
+}
+
+/// As [`ReceivedQuota::parse_setting`] reads it: `VERSIONS/BYTES`.
+impl std::fmt::Display for ReceivedQuota {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bytes = self.bytes;
+        match [(30, "GiB"), (20, "MiB"), (10, "KiB")]
+            .into_iter()
+            .find(|(shift, _)| bytes >> shift > 0 && bytes % (1 << shift) == 0)
+        {
+            Some((shift, unit)) => write!(f, "{}/{}{unit}", self.versions, bytes >> shift),
+            None => write!(f, "{}/{bytes}", self.versions),
+        }
+    }
+}
+
 pub const DEFAULT_REGISTRATIONS_PER_ADDRESS: RateLimit = RateLimit {
     per_second: 10,
     burst: 20,
@@ -124,8 +208,11 @@ impl std::fmt::Display for RateLimit {
 /// `json_body_bytes`, `json_depth`, `blob_bytes`, `page_size_max`,
 /// `filter_bytes`, `filters`, `registration_body_bytes`, `sse_connections_per_server`, `sse_connections_per_user`,
 /// `heartbeat_ms`, `request_target_bytes`, `request_header_bytes`,
-/// `writes_per_app`, `unauthenticated_reads_per_address` and
-/// `notifications_per_entity` (each `{"per_second", "burst"}`).
+/// `writes_per_app`, `unauthenticated_reads_per_address`,
+/// `notifications_per_entity`, `notifications_per_domain` and
+/// `notifications_per_user` (each `{"per_second", "burst"}`), and
+/// `received_from_known` and `received_from_strangers` (each
+/// `{"versions", "bytes"}`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Largest JSON request body, in bytes: `request/413-body-too-large`.
@@ -157,6 +244,18 @@ pub struct Limits {
     /// Notifications from one other entity's server to one user
     /// (federation): `request/429-rate-limited`.
     pub notifications_per_entity: Option<RateLimit>,
+    /// Notifications from the servers of every entity under one
+    /// registrable domain to one user: `request/429-rate-limited`.
+    pub notifications_per_domain: Option<RateLimit>,
+    /// Notifications to one user from every other server together:
+    /// `request/429-rate-limited`.
+    pub notifications_per_user: Option<RateLimit>,
+    /// What the servers of entities a user knows may store in the user's
+    /// store: `federation/507-quota-exceeded`.
+    pub received_from_known: Option<ReceivedQuota>,
+    /// What the servers of entities a user never linked to may store in
+    /// the user's store: `federation/507-quota-exceeded`.
+    pub received_from_strangers: Option<ReceivedQuota>,
 }
 
 impl Limits {
@@ -206,6 +305,10 @@ impl Default for Limits {
             registrations_per_address: Some(DEFAULT_REGISTRATIONS_PER_ADDRESS),
             sign_in_attempts_per_minute: Some(DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE),
             notifications_per_entity: Some(DEFAULT_NOTIFICATIONS_PER_ENTITY),
+            notifications_per_domain: Some(DEFAULT_NOTIFICATIONS_PER_DOMAIN),
+            notifications_per_user: Some(DEFAULT_NOTIFICATIONS_PER_USER),
+            received_from_known: Some(DEFAULT_RECEIVED_FROM_KNOWN),
+            received_from_strangers: Some(DEFAULT_RECEIVED_FROM_STRANGERS),
         }
     }
 }
@@ -229,6 +332,10 @@ impl Serialize for Limits {
             writes_per_app: Option<RateLimit>,
             unauthenticated_reads_per_address: Option<RateLimit>,
             notifications_per_entity: Option<RateLimit>,
+            notifications_per_domain: Option<RateLimit>,
+            notifications_per_user: Option<RateLimit>,
+            received_from_known: Option<ReceivedQuota>,
+            received_from_strangers: Option<ReceivedQuota>,
         }
         Wire {
             json_body_bytes: self.json_body_bytes,
@@ -246,6 +353,10 @@ impl Serialize for Limits {
             writes_per_app: self.writes_per_app,
             unauthenticated_reads_per_address: self.unauthenticated_reads_per_address,
             notifications_per_entity: self.notifications_per_entity,
+            notifications_per_domain: self.notifications_per_domain,
+            notifications_per_user: self.notifications_per_user,
+            received_from_known: self.received_from_known,
+            received_from_strangers: self.received_from_strangers,
         }
         .serialize(serializer)
     }

@@ -92,6 +92,8 @@ problem_types! {
         "The request is signed for an entity whose server this server could not discover, or whose Entity record publishes no signing key. Check that the entity's host answers discovery over HTTPS and that its Entity record lists the key.";
     Forbidden => "auth", 403, "forbidden", "forbidden", "The app is not allowed to do this",
         "The app is authenticated, but its grant does not cover this action, for example a write to a record type outside its `write` scope. Ask the user for a wider authorization.";
+    Unsolicited => "federation", 403, "unsolicited", "unsolicited", "The notified version concerns nobody here",
+        "A server sent a version from an entity this user has never linked to, and the version does not name the user (not in its permissions, no link to the user or the user's records). Such versions are not stored. An honest server never sends them; do not send it again.";
     RecordNotFound => "record", 404, "not-found", "record_not_found", "The record does not exist",
         "No record exists at this address, or the requester may not read it; the two are not told apart. Check the entity and the record id.";
     BlobNotFound => "blob", 404, "not-found", "blob_not_found", "The blob does not exist",
@@ -110,6 +112,8 @@ problem_types! {
         "A blob upload must state its size in a `Content-Length` header. Send the upload again with its length.";
     BodyTooLarge => "request", 413, "body-too-large", "body_too_large", "The body is too large",
         "The request body is larger than this server accepts. Send a smaller body; the server info endpoint lists the limits in force.";
+    VersionTooLarge => "federation", 413, "version-too-large", "version_too_large", "A notified version is too large",
+        "A version another server notified is larger than this server's JSON body limit, so no app here could have written it and it is not stored. Sending it again does not help.";
     UriTooLong => "request", 414, "uri-too-long", "uri_too_long", "The request target is too long",
         "The request target (path and query) is longer than this server accepts. Shorten the query, for example by splitting a long filter over several requests.";
     UnsupportedMediaType => "request", 415, "unsupported-media-type", "unsupported_media_type", "The body's media type is not accepted here",
@@ -132,6 +136,8 @@ problem_types! {
         "This server does not implement this endpoint yet, such as notifications from other servers before federation exists. Retrying does not help.";
     Unavailable => "server", 503, "unavailable", "unavailable", "The server is unavailable; retry later",
         "The server cannot handle requests right now, for example while it starts or stops. Retry later, after `Retry-After` when the response gives it.";
+    QuotaExceeded => "federation", 507, "quota-exceeded", "quota_exceeded", "The user's store takes no more from other servers",
+        "The versions other servers sent this user fill the quota the server keeps for them (versions and bytes, apart for entities the user knows and strangers). Nothing was stored. The sender may retry later: it is accepted once the owner frees room or raises the quota.";
 }
 
 /// The `docs_url` a server uses unless configured otherwise: its own `{base_url}/docs`.

@@ -28,6 +28,8 @@ mod blobs;
 mod consent;
 #[path = "service/events.rs"]
 mod events;
+#[path = "service/identity.rs"]
+mod identity;
 #[path = "service/records.rs"]
 mod records;
 

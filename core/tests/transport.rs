@@ -297,7 +297,7 @@ fn an_entity_record_is_updated_only_when_its_endpoints_move() {
         None,
     ));
     // A server key to publish is a change too.
-    assert!(
+    assert_eq!(
         entity_record_update(
             &stored,
             &alice(),
@@ -305,7 +305,8 @@ fn an_entity_record_is_updated_only_when_its_endpoints_move() {
             "https://old.example",
             Some("a2V5")
         )
-        .is_some()
+        .map(|update| update.changed),
+        Some(vec!["signing_keys".to_owned()])
     );
     assert_eq!(
         entity_record_update(&stored, &alice(), "alice", "https://old.example", None),
@@ -313,6 +314,8 @@ fn an_entity_record_is_updated_only_when_its_endpoints_move() {
     );
     let update = entity_record_update(&stored, &alice(), "alice", "https://new.example", None)
         .expect("a new version");
+    assert_eq!(update.changed, ["servers"]);
+    let update = update.body;
     // The profile name the owner gave is kept; the parent is the stored version.
     assert_eq!(
         update["content"],
@@ -365,7 +368,11 @@ fn server_info_lists_every_limit_in_force() {
                 "request_header_bytes": 16_384,
                 "writes_per_app": {"per_second": 100, "burst": 200},
                 "unauthenticated_reads_per_address": {"per_second": 300, "burst": 300},
-                "notifications_per_entity": {"per_second": 100, "burst": 200}
+                "notifications_per_entity": {"per_second": 100, "burst": 200},
+                "notifications_per_domain": {"per_second": 100, "burst": 200},
+                "notifications_per_user": {"per_second": 200, "burst": 400},
+                "received_from_known": {"versions": 1_000_000, "bytes": 4_294_967_296_u64},
+                "received_from_strangers": {"versions": 10_000, "bytes": 67_108_864}
             }
         })
     );

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use folio_core::limits::{Limits, RateLimit};
+use folio_core::limits::{Limits, RateLimit, ReceivedQuota};
 
 use crate::db::Durability;
 
@@ -165,6 +165,11 @@ pub fn parse_rate(text: &str) -> Result<OrOff<RateLimit>, String> {
     RateLimit::parse_setting(text).map(OrOff)
 }
 
+/// A quota on the command line: `VERSIONS/BYTES`, or `off`.
+pub fn parse_quota(text: &str) -> Result<OrOff<ReceivedQuota>, String> {
+    ReceivedQuota::parse_setting(text).map(OrOff)
+}
+
 /// `folio serve`'s options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeOptions {
@@ -229,6 +234,23 @@ pub struct ServeOptions {
     /// Notifications one other entity's server may send one user, `PER_SECOND/BURST` or `off`.
     #[arg(long, value_parser = parse_rate, default_value_t = OrOff(default_limits().notifications_per_entity))]
     pub notification_rate: OrOff<RateLimit>,
+    /// Notifications the servers of every entity under one registrable
+    /// domain (`*.evil.example`) may send one user together, `PER_SECOND/BURST` or `off`.
+    #[arg(long, value_parser = parse_rate, default_value_t = OrOff(default_limits().notifications_per_domain))]
+    pub notification_domain_rate: OrOff<RateLimit>,
+    /// Notifications one user may receive from every other server together,
+    /// `PER_SECOND/BURST` or `off`.
+    #[arg(long, value_parser = parse_rate, default_value_t = OrOff(default_limits().notifications_per_user))]
+    pub notification_user_rate: OrOff<RateLimit>,
+    /// What the servers of entities a user knows may store in the user's
+    /// store by notification: `VERSIONS/BYTES` (bytes may end in KiB, MiB,
+    /// GiB), or `off`. Past it a notification is `507 quota_exceeded`.
+    #[arg(long, value_parser = parse_quota, default_value_t = OrOff(default_limits().received_from_known))]
+    pub received_quota: OrOff<ReceivedQuota>,
+    /// What the servers of entities a user never linked to may store in the
+    /// user's store (versions that name the user): `VERSIONS/BYTES`, or `off`.
+    #[arg(long, value_parser = parse_quota, default_value_t = OrOff(default_limits().received_from_strangers))]
+    pub unsolicited_quota: OrOff<ReceivedQuota>,
     /// Most nonces one app may hold in the replay window (about 800 signed
     /// requests a second, sustained), or `off`.
     #[arg(long, value_parser = parse_limit::<usize>, default_value_t = OrOff(Some(folio_core::auth::MAX_NONCES_PER_APP)))]
@@ -310,6 +332,10 @@ impl ServeOptions {
             registrations_per_address: self.register_rate.0,
             sign_in_attempts_per_minute: self.sign_in_rate.0,
             notifications_per_entity: self.notification_rate.0,
+            notifications_per_domain: self.notification_domain_rate.0,
+            notifications_per_user: self.notification_user_rate.0,
+            received_from_known: self.received_quota.0,
+            received_from_strangers: self.unsolicited_quota.0,
         }
     }
 }

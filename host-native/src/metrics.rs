@@ -99,7 +99,7 @@ impl Limit {
             Rate::Registration(_) => Limit::RegistrationRate,
             Rate::SignIn(_) => Limit::SignInRate,
             // A refused rediscovery answers nothing: the signature fails as it is.
-            Rate::Notification(_) | Rate::Rediscovery(_) => Limit::NotificationRate,
+            Rate::Notification { .. } | Rate::Rediscovery(_) => Limit::NotificationRate,
         }
     }
 

@@ -118,9 +118,17 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         users::add_user(&writer_conn, "me", &entity, &password, &base_url).await?;
         println!("Created user `me` at entity `localhost`. Its password (shown once): {password}");
     }
-    let updated = users::update_entity_records(&writer_conn, &base_url).await?;
-    if updated > 0 {
-        tracing::info!(updated, %base_url, "wrote Entity records for the new base URL");
+    for (user, changed) in users::update_entity_records(&writer_conn, &base_url).await? {
+        let changed = changed.join(", ");
+        let user = &user.name;
+        if changed.contains("signing_keys") {
+            tracing::warn!(
+                user, %changed,
+                "rewrote the user's Entity record: its signing_keys were not exactly the user's server key"
+            );
+        } else {
+            tracing::info!(user, %changed, %base_url, "rewrote the user's Entity record for this server");
+        }
     }
 
     let (cert, key) = match (&options.tls_cert, &options.tls_key) {

@@ -307,7 +307,8 @@ pub async fn create_user<T: Transaction<Error = DbError>>(
             name,
             base_url,
             Some(&public_key),
-        ))?,
+        ))?
+        .by_server(),
     )
     .await?;
     Ok(user)
@@ -327,37 +328,41 @@ fn finish<T>(conn: &Connection, result: Result<T, ProvisionError>) -> Result<T, 
     }
 }
 
-/// Writes a new version of each user's Entity record whose endpoints name
-/// another base URL than `base_url` (PROTOCOL.md §12), or that does not
-/// list the user's server key; a user from before federation gets one
-/// (`docs/federation.md` §2).
+/// Writes a new version of each user's Entity record whose server-kept
+/// fields are not what this server publishes: endpoints that name another
+/// base URL than `base_url` (PROTOCOL.md §12), `signing_keys` that are not
+/// exactly the user's server key (a user from before federation gets one,
+/// `docs/federation.md` §2; a key someone else added is dropped). Answers,
+/// for each user whose record it rewrote, the fields that differed.
 pub async fn update_entity_records(
     conn: &Connection,
     base_url: &str,
-) -> Result<usize, ProvisionError> {
-    let mut updated = 0;
+) -> Result<Vec<(User, Vec<String>)>, ProvisionError> {
+    let mut updated = Vec::new();
     for user in list_users(conn)? {
         conn.execute_batch("BEGIN IMMEDIATE")?;
         let result = point_entity_record(conn, &mut Savepoint(conn), &user, base_url).await;
-        if finish(conn, result)? {
-            updated += 1;
+        let changed = finish(conn, result)?;
+        if !changed.is_empty() {
+            updated.push((user, changed));
         }
     }
     Ok(updated)
 }
 
 /// Writes a new version of `user`'s Entity record through `tx` if its
-/// endpoints name another base URL than `base_url`, reading it on `conn`
-/// (inside the caller's transaction); whether it did.
+/// server-kept fields are not what a server at `base_url` publishes,
+/// reading it on `conn` (inside the caller's transaction); the top-level
+/// fields it changed (none: nothing written).
 pub async fn point_entity_record<T: Transaction<Error = DbError>>(
     conn: &Connection,
     tx: &mut T,
     user: &User,
     base_url: &str,
-) -> Result<bool, ProvisionError> {
+) -> Result<Vec<String>, ProvisionError> {
     let rows = db::fetch_versions(conn, &entity_record_sql(user.id, &user.entity), 0)?;
     let Some((record, links)) = rows.first() else {
-        return Ok(false);
+        return Ok(Vec::new());
     };
     let (record, _) =
         read_version(record, links).map_err(|e| ProvisionError::Invalid(e.to_string()))?;
@@ -380,18 +385,19 @@ pub async fn point_entity_record<T: Transaction<Error = DbError>>(
             ));
         }
     };
-    let Some(body) = entity_record_update(
+    let Some(update) = entity_record_update(
         &record,
         &user.entity,
         &user.name,
         base_url,
         Some(&public_key),
     ) else {
-        return Ok(false);
+        return Ok(Vec::new());
     };
-    let request = WriteRequest::put(RecordKey::of(&record), body.to_string().as_bytes())?;
+    let request =
+        WriteRequest::put(RecordKey::of(&record), update.body.to_string().as_bytes())?.by_server();
     owner_write(tx, user, request).await?;
-    Ok(true)
+    Ok(update.changed)
 }
 
 /// What `folio app add` created.

@@ -12,7 +12,7 @@
 
 use std::cell::RefCell;
 
-use folio_core::limits::{Limits, RateLimit, parse_per_minute_setting};
+use folio_core::limits::{Limits, RateLimit, ReceivedQuota, parse_per_minute_setting};
 use folio_core::model::RecordDate;
 use folio_core::{AddressRate, AddressVerdict, Limited, Rate, RateLimits};
 use worker::{DurableObject, Env, Method, Request, RequestInit, Response, State, durable_object};
@@ -29,6 +29,13 @@ pub fn configured(env: &Env) -> Limits {
     let rate = |name: &str, default: Option<RateLimit>| match setting(name) {
         None => default,
         Some(text) => RateLimit::parse_setting(&text).unwrap_or_else(|error| {
+            worker::console_error!("{name}: {error}; using the default");
+            default
+        }),
+    };
+    let quota = |name: &str, default: Option<ReceivedQuota>| match setting(name) {
+        None => default,
+        Some(text) => ReceivedQuota::parse_setting(&text).unwrap_or_else(|error| {
             worker::console_error!("{name}: {error}; using the default");
             default
         }),
@@ -52,6 +59,16 @@ pub fn configured(env: &Env) -> Limits {
             "FOLIO_NOTIFICATION_RATE",
             defaults.notifications_per_entity,
         ),
+        notifications_per_domain: rate(
+            "FOLIO_NOTIFICATION_DOMAIN_RATE",
+            defaults.notifications_per_domain,
+        ),
+        notifications_per_user: rate(
+            "FOLIO_NOTIFICATION_USER_RATE",
+            defaults.notifications_per_user,
+        ),
+        received_from_known: quota("FOLIO_RECEIVED_QUOTA", defaults.received_from_known),
+        received_from_strangers: quota("FOLIO_UNSOLICITED_QUOTA", defaults.received_from_strangers),
         ..defaults
     }
 }

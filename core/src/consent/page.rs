@@ -18,6 +18,46 @@ pub struct ScopeItem {
     pub type_name: String,
     /// `{entity} {record_id}` of the Type record.
     pub value: String,
+    /// What the grant means, in plain words, where its type's name does not
+    /// say it (the built-in types a person has never heard of).
+    pub meaning: Option<&'static str>,
+}
+
+/// What granting `kind` (`read`, `write` or `subscribe`) on the built-in
+/// type `link` names means to the person asked. Entity records are the
+/// one that matters: an app that may write them changes the person's
+/// public profile, never the identity their server keeps
+/// ([`SERVER_KEPT_ENTITY_FIELDS`](crate::access::SERVER_KEPT_ENTITY_FIELDS)).
+fn builtin_meaning(kind: &str, link: &RecordLink) -> Option<&'static str> {
+    use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
+    if link.entity.as_str() != SYSTEM_ENTITY {
+        return None;
+    }
+    let builtin = BuiltinType::ALL
+        .into_iter()
+        .find(|builtin| builtin.record_id() == link.record_id)?;
+    Some(match (builtin, kind) {
+        (BuiltinType::Entity, "write") => {
+            "Entity records are profiles: yours (the name other people and servers see) and those \
+             of the people you know. The app could change your name and delete the profiles of \
+             others; it could not change who you are, which server speaks for you or the keys it \
+             signs with: only your server does."
+        }
+        (BuiltinType::Entity, _) => {
+            "Entity records are public profiles: yours and those of the people you know."
+        }
+        (BuiltinType::Type, "write") => {
+            "Type records describe the kinds of records your apps keep; the app could add and \
+             change them, which changes what other apps may store."
+        }
+        (BuiltinType::Type, _) => "Type records describe the kinds of records your apps keep.",
+        (BuiltinType::App, _) => "App records describe the apps you use.",
+        (BuiltinType::AppAuthorization, _) => {
+            "App Authorization records say what each of your apps may do; only you change them, \
+             here."
+        }
+        (BuiltinType::Credentials, _) => "Credentials records are never shown to apps.",
+    })
 }
 
 /// The checkboxes for what an app asks for; `type_name` names each Type
@@ -39,6 +79,7 @@ pub fn scope_items(
             verb,
             type_name: type_name(link).unwrap_or_else(|| link.record_id.to_string()),
             value: scope_value(link),
+            meaning: builtin_meaning(kind, link),
         })
         .collect()
 }
@@ -166,5 +207,35 @@ mod tests {
         assert!(!page.contains("javascript:"), "only web links are shown");
         assert!(page.contains(r#"value="approve">Allow</button>"#));
         assert!(page.contains(r#"value="deny">Deny</button>"#));
+    }
+
+    #[test]
+    fn a_grant_to_write_entity_records_says_it_cannot_change_who_you_are() {
+        use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
+        let entity = RecordLink {
+            entity: SYSTEM_ENTITY.parse().expect("an entity"),
+            original_entity: None,
+            record_id: BuiltinType::Entity.record_id(),
+        };
+        let app = AppRequest {
+            id: RecordId::from_bytes([1; 16]),
+            name: "Profile editor".into(),
+            description: None,
+            website: None,
+            icon: None,
+            redirect: "https://app.example/".into(),
+            scope: Scope {
+                read: vec![],
+                write: vec![entity],
+                subscribe: vec![],
+            },
+        };
+        let items = scope_items(&app, |_| Some("entity".into()));
+        let page = consent_page("alice", "/alice/auth/x", "t", &app, None, &items);
+        assert!(page.contains("could change your name"), "{page}");
+        assert!(
+            page.contains("could not change who you are, which server speaks for you or the keys it signs with"),
+            "{page}"
+        );
     }
 }

@@ -182,6 +182,15 @@ impl RecordSource {
         }
     }
 
+    /// Whether a version with this source came by notification from
+    /// another entity's server: what the received quotas count.
+    pub fn is_notification(self) -> bool {
+        matches!(
+            self,
+            RecordSource::Notification | RecordSource::NotificationUnknown
+        )
+    }
+
     /// The wire name, as `source` and the `sources` parameter write it.
     pub fn as_str(self) -> &'static str {
         match self {

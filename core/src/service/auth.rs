@@ -177,6 +177,19 @@ impl<H: Host> Context<'_, '_, H> {
             .parse_server_authorization(value)
             .map_err(|e| auth(&e))?;
         check_timestamp(header.ts_ms, request.now).map_err(|e| auth(&e))?;
+        // No server but this one signs for the entities it hosts, and this
+        // one never signs to itself: it delivers to its own users in-process.
+        // Whatever key an Entity record here lists, a request signed as one
+        // of them is not this server's.
+        let hosted = self.host.users().await.map_err(Failure::internal)?;
+        if hosted.iter().any(|local| local.entity == header.entity) {
+            return Err(Problem::new(ProblemType::UnknownServer)
+                .with_detail(format!(
+                    "{} is served here, and this server never signs requests to itself",
+                    header.entity
+                ))
+                .into());
+        }
         let federation = Federation::new(self.host, user, request.now, &request.fresh);
         // A server that cannot be reached now may be later: its
         // notification is retried, not refused for good.

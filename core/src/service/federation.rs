@@ -28,7 +28,7 @@ use crate::problem::{Problem, ProblemType};
 use crate::store::{
     Statement, WriteOrigin, delivered_sql, due_notifications_sql, entity_record_sql,
     failed_attempt_sql, knows_entity_sql, latest_version_sql, next_due_sql, read_version,
-    server_key_sql, version_sql,
+    received_usage_sql, server_key_sql, version_sql,
 };
 use crate::write::{Unresolved, WriteError, WriteRequest};
 
@@ -36,7 +36,7 @@ use futures_util::future::join_all;
 use sha2::{Digest, Sha256};
 
 use super::store::{Row, RowError, RowExt, version_row};
-use super::writes::{Job, RecordWrite, Refused};
+use super::writes::{Job, RecordWrite, Refused, received_bytes};
 use super::{Caller, Context, Failure, Host, Outcome, Rate, Reply, User, WriteFailure};
 use crate::route::RecordPath;
 
@@ -301,17 +301,29 @@ impl<H: Host> Federation<'_, H> {
         source: RecordSource,
         chain_start: bool,
     ) -> Result<(), Trouble> {
+        if source.is_notification() {
+            self.check_quota(source, &versions).await?;
+        }
         let access = Access::Owner {
             entity: self.user.entity.clone(),
         };
+        let last = versions.len().saturating_sub(1);
         let writes = versions
             .into_iter()
             .enumerate()
-            .map(|(i, record)| RecordWrite {
-                request: WriteRequest::receive(record, source, chain_start && i == 0),
-                access: access.clone(),
-                origin: WriteOrigin::default(),
-                fresh_id: self.fresh.record_id(),
+            .map(|(i, record)| {
+                let request = WriteRequest::receive(record, source, chain_start && i == 0);
+                RecordWrite {
+                    // The version notified is the last; those before it
+                    // fill its chain.
+                    request: match i == last && source.is_notification() {
+                        true => request.notified(),
+                        false => request,
+                    },
+                    access: access.clone(),
+                    origin: WriteOrigin::default(),
+                    fresh_id: self.fresh.record_id(),
+                }
             })
             .collect();
         let job = Job::Writes {
@@ -324,6 +336,75 @@ impl<H: Host> Federation<'_, H> {
             Ok(Err(refused)) => Err(Failure::internal(refused).into()),
             Ok(Ok(_)) => Ok(()),
         }
+    }
+
+    /// Refuses `versions`, received with `source`, if storing them would
+    /// pass the user's quota for that source: `federation/507-quota-exceeded`.
+    /// The usage is read before the job that stores them, which counts them
+    /// in its commit: deliveries to one user that run at once may each pass
+    /// the check, so a quota can be passed by what they carry together (a
+    /// notification's versions and their chains, each version within the
+    /// JSON body limit).
+    async fn check_quota(&self, source: RecordSource, versions: &[Record]) -> Result<(), Trouble> {
+        let limits = &self.host.settings().limits;
+        let quota = match source {
+            RecordSource::Notification => limits.received_from_known,
+            _ => limits.received_from_strangers,
+        };
+        let Some(quota) = quota else {
+            return Ok(());
+        };
+        let rows = self
+            .host
+            .fetch(&received_usage_sql(self.user.id, source))
+            .await
+            .map_err(Failure::internal)?;
+        let (stored_versions, stored_bytes) = match rows.first() {
+            Some(row) => (
+                u64::try_from(row.integer(0).map_err(Failure::from)?).unwrap_or_default(),
+                u64::try_from(row.integer(1).map_err(Failure::from)?).unwrap_or_default(),
+            ),
+            None => (0, 0),
+        };
+        let incoming_bytes: u64 = versions.iter().map(received_bytes).sum();
+        let incoming_versions = versions.len() as u64;
+        if stored_versions.saturating_add(incoming_versions) <= quota.versions
+            && stored_bytes.saturating_add(incoming_bytes) <= quota.bytes
+        {
+            return Ok(());
+        }
+        let whom = match source {
+            RecordSource::Notification => "people it knows",
+            _ => "servers it has never linked to",
+        };
+        Err(Failure::from(
+            Problem::new(ProblemType::QuotaExceeded).with_detail(format!(
+                "{}'s store holds {stored_versions} versions ({stored_bytes} bytes) from {whom}; \
+             its quota is {} versions ({} bytes)",
+                self.user.entity, quota.versions, quota.bytes
+            )),
+        )
+        .into())
+    }
+
+    /// Refuses a fetched version larger than this server's JSON body limit:
+    /// no app here could have written it (`federation/413-version-too-large`).
+    fn check_size(&self, record: &Record) -> Result<(), Trouble> {
+        let Some(max) = self.host.settings().limits.json_body_bytes else {
+            return Ok(());
+        };
+        let bytes = received_bytes(record);
+        if bytes <= max {
+            return Ok(());
+        }
+        Err(Failure::from(
+            Problem::new(ProblemType::VersionTooLarge).with_detail(format!(
+                "{} version {} is {bytes} bytes; this server takes at most {max}",
+                record_key(record),
+                record.version.hash
+            )),
+        )
+        .into())
     }
 
     /// Where `entity`'s records are: a user of this server's store, or
@@ -366,7 +447,9 @@ impl<H: Host> Federation<'_, H> {
             id,
             hash,
         };
-        Ok(read_record(&url, &answer, expected)?)
+        let record = read_record(&url, &answer, expected)?;
+        self.check_size(&record)?;
+        Ok(record)
     }
 
     /// A record of `owner`, another user of this server, read from their
@@ -595,7 +678,11 @@ pub(super) async fn new_notification<H: Host>(
             .with_detail("a server signs its notification's body (x-svc-content-sha256)")
             .into());
     }
-    cx.rate(Rate::Notification(&sender)).await?;
+    cx.rate(Rate::Notification {
+        sender: &sender,
+        user: user.id,
+    })
+    .await?;
     let notification = Notification::parse(&body, &sender).map_err(|e| Problem::from(&e))?;
     let knows = cx
         .fetch(&knows_entity_sql(user.id, &user.entity, &sender))

@@ -54,8 +54,10 @@ pub enum Rate<'a> {
     Registration(Option<IpAddr>),
     /// A consent-page sign-in attempt from an address.
     SignIn(Option<IpAddr>),
-    /// A notification from another entity's server (federation).
-    Notification(&'a Entity),
+    /// A notification from another entity's server (federation) to the
+    /// user with row id `user`: counted per sending entity, per its
+    /// registrable domain and per receiving user.
+    Notification { sender: &'a Entity, user: i64 },
     /// Discovering an entity again because its stored keys did not verify
     /// a signature: at most [`REDISCOVERIES_PER_MINUTE`] per entity.
     Rediscovery(&'a Entity),

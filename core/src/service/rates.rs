@@ -44,7 +44,15 @@ impl<K: Hash + Eq> Buckets<K> {
     }
 
     fn check(&mut self, key: K, now: i64) -> Result<(), Limited> {
-        let arrival = self.arrivals.get(&key).copied().unwrap_or(now).max(now);
+        let arrival = self.admit(&key, now)?;
+        self.arrivals.insert(key, arrival);
+        Ok(())
+    }
+
+    /// Whether the bucket of `key` can pay for one request at `now`, and
+    /// then the key's next arrival time; nothing is counted yet.
+    fn admit(&self, key: &K, now: i64) -> Result<i64, Limited> {
+        let arrival = self.arrivals.get(key).copied().unwrap_or(now).max(now);
         let early = arrival - self.tolerance - now;
         if early > 0 {
             let secs = (early + TICKS_PER_SECOND - 1) / TICKS_PER_SECOND;
@@ -54,8 +62,7 @@ impl<K: Hash + Eq> Buckets<K> {
                 retry_after_secs: u64::try_from(secs).unwrap_or(1).max(1),
             });
         }
-        self.arrivals.insert(key, arrival + self.interval);
-        Ok(())
+        Ok(arrival + self.interval)
     }
 
     /// Forgets the keys whose bucket is full again.
@@ -73,7 +80,11 @@ pub struct RateLimits {
     reads: Option<Buckets<Option<IpAddr>>>,
     registrations: Option<Buckets<Option<IpAddr>>>,
     sign_ins: Option<Buckets<Option<IpAddr>>>,
-    notifications: Option<Buckets<Entity>>,
+    /// Notifications to a user (its row id) from one entity, from every
+    /// entity under one registrable domain, and from everyone.
+    notifications: Option<Buckets<(i64, Entity)>>,
+    notification_domains: Option<Buckets<(i64, String)>>,
+    notification_users: Option<Buckets<i64>>,
     rediscoveries: Option<Buckets<Entity>>,
 }
 
@@ -109,6 +120,14 @@ impl RateLimits {
                 rates.notifications_per_entity,
                 "notifications from this entity's server",
             ),
+            notification_domains: per_second(
+                rates.notifications_per_domain,
+                "notifications from the servers of this entity's domain",
+            ),
+            notification_users: per_second(
+                rates.notifications_per_user,
+                "notifications to this user",
+            ),
             rediscoveries: Buckets::new(
                 super::host::REDISCOVERIES_PER_MINUTE,
                 60 * TICKS_PER_SECOND,
@@ -127,15 +146,27 @@ impl RateLimits {
             Rate::AnonymousRead(peer) => check(&mut self.reads, peer, now),
             Rate::Registration(peer) => check(&mut self.registrations, peer, now),
             Rate::SignIn(peer) => check(&mut self.sign_ins, peer, now),
-            Rate::Notification(entity) => self
-                .notifications
-                .as_mut()
-                .map_or(Ok(()), |b| b.check(entity.clone(), now)),
+            Rate::Notification { sender, user } => self.check_notification(sender, user, now),
             Rate::Rediscovery(entity) => self
                 .rediscoveries
                 .as_mut()
                 .map_or(Ok(()), |b| b.check(entity.clone(), now)),
         }
+    }
+
+    /// A notification from `sender` to user `user`: counted against the
+    /// sender's bucket, its registrable domain's and the user's, only if
+    /// all three can pay (a refused notification costs no bucket a token).
+    fn check_notification(&mut self, sender: &Entity, user: i64, now: i64) -> Result<(), Limited> {
+        let entity_key = (user, sender.clone());
+        let domain_key = (user, registrable_domain(sender).to_owned());
+        let entity = admit(&self.notifications, &entity_key, now)?;
+        let domain = admit(&self.notification_domains, &domain_key, now)?;
+        let everyone = admit(&self.notification_users, &user, now)?;
+        settle(&mut self.notifications, entity_key, entity);
+        settle(&mut self.notification_domains, domain_key, domain);
+        settle(&mut self.notification_users, user, everyone);
+        Ok(())
     }
 
     /// Drops the state of keys whose buckets are full again.
@@ -144,10 +175,16 @@ impl RateLimits {
         if let Some(b) = &mut self.writes {
             b.forget_idle(now);
         }
-        for b in [&mut self.notifications, &mut self.rediscoveries]
-            .into_iter()
-            .flatten()
-        {
+        if let Some(b) = &mut self.notifications {
+            b.forget_idle(now);
+        }
+        if let Some(b) = &mut self.notification_domains {
+            b.forget_idle(now);
+        }
+        if let Some(b) = &mut self.notification_users {
+            b.forget_idle(now);
+        }
+        if let Some(b) = &mut self.rediscoveries {
             b.forget_idle(now);
         }
         for b in [&mut self.reads, &mut self.registrations, &mut self.sign_ins]
@@ -157,6 +194,34 @@ impl RateLimits {
             b.forget_idle(now);
         }
     }
+}
+
+/// [`Buckets::admit`] on a rate that may be off (then always admitted).
+fn admit<K: Hash + Eq>(
+    buckets: &Option<Buckets<K>>,
+    key: &K,
+    now: i64,
+) -> Result<Option<i64>, Limited> {
+    buckets.as_ref().map(|b| b.admit(key, now)).transpose()
+}
+
+/// Counts what [`admit`] admitted.
+fn settle<K: Hash + Eq>(buckets: &mut Option<Buckets<K>>, key: K, arrival: Option<i64>) {
+    if let (Some(b), Some(arrival)) = (buckets, arrival) {
+        b.arrivals.insert(key, arrival);
+    }
+}
+
+/// The registrable domain of an entity's host name, by the public suffix
+/// list (`e1.evil.example` → `evil.example`; a name under an unlisted
+/// suffix, such as `bob.test`, is its last two labels): what one owner
+/// controls, and so the unit a flood from many names is counted in. A
+/// name that is itself a public suffix is its own domain.
+pub fn registrable_domain(entity: &Entity) -> &str {
+    let name = entity.as_str();
+    psl::domain(name.as_bytes())
+        .and_then(|domain| std::str::from_utf8(domain.as_bytes()).ok())
+        .unwrap_or(name)
 }
 
 /// A rate counted per client address, in the form a host carries it to
@@ -216,7 +281,7 @@ impl AddressRate {
                 peer,
                 limits.sign_in_attempts_per_minute.is_some(),
             ),
-            Rate::Write(_) | Rate::Notification(_) | Rate::Rediscovery(_) => return None,
+            Rate::Write(_) | Rate::Notification { .. } | Rate::Rediscovery(_) => return None,
         };
         on.then_some(AddressRate {
             kind,

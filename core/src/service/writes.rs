@@ -18,14 +18,16 @@ use crate::access::Access;
 use crate::apps::{ServerKeys, server_public_key};
 use crate::events::LiveVersion;
 use crate::federation::recipients;
-use crate::model::{ClientId, Entity, ReceivedRecord, Record, RecordDate, RecordId, VersionHash};
+use crate::model::{
+    ClientId, Entity, ReceivedRecord, Record, RecordDate, RecordId, RecordSource, VersionHash,
+};
 use crate::query::{IndexEntry, index_entries};
 use crate::register::{Registration, RegistrationError, RegistrationPlan, registration_access};
 use crate::store::{
     NeedRow, NeedRows, Replaces, Statement, StoredDataError, WRITE_ATTEMPTS, WriteOrigin,
-    app_credentials_sql, app_key_sql, event_seq_sql, last_received_at_sql, latest_hash_sql,
-    need_sql, queue_notification_sql, read_links, read_record, read_version, version_sql,
-    version_statements_replacing,
+    app_credentials_sql, app_key_sql, count_received_sql, event_seq_sql, last_received_at_sql,
+    latest_hash_sql, need_sql, queue_notification_sql, read_links, read_record, read_version,
+    version_sql, version_statements_replacing,
 };
 use crate::write::{
     Commit, Need, RecordKey, Step, Supplied, Write, WriteContext, WriteError, WriteRequest,
@@ -458,6 +460,10 @@ struct PendingVersion {
     /// The entities to notify of it (federation): queued in the outbox in
     /// the same commit.
     recipients: Vec<Entity>,
+    /// A version another server notified: the source it came with and its
+    /// size as stored, counted in the user's received usage in the same
+    /// commit (the quotas of `Limits::received_from_*`).
+    received: Option<(RecordSource, u64)>,
 }
 
 /// A job's first answer: a replay's stored version, or the first version
@@ -570,7 +576,13 @@ impl<'u> Pending<'u> {
             let replaced =
                 (version.record.version.parent_hash).and_then(|parent| self.entries_of(&parent));
             let recipients = recipients(&self.user.entity, version.record.record(), &version.links);
+            let received = job
+                .request
+                .received_source()
+                .filter(|source| source.is_notification())
+                .map(|source| (source, received_bytes(version.record.record())));
             self.versions.push(PendingVersion {
+                received,
                 entries: index_entries(&version.links),
                 replaced,
                 first: version.replaces.is_none(),
@@ -715,6 +727,10 @@ impl<'u> Pending<'u> {
             })
         }));
         let notifications = statements.len() - notifications;
+        statements.extend(self.versions.iter().filter_map(|version| {
+            let (source, bytes) = version.received?;
+            Some(count_received_sql(self.user.id, source, bytes))
+        }));
         statements.extend(self.extra);
         statements.push(event_seq_sql(self.user.id));
         let rows = match tx.commit(&statements).await {
@@ -742,6 +758,12 @@ impl<'u> Pending<'u> {
             notifications,
         }))
     }
+}
+
+/// The size a received version counts for against the quotas: its JSON,
+/// as served and stored.
+pub fn received_bytes(record: &Record) -> u64 {
+    serde_json::to_vec(record).map_or(u64::MAX, |json| json.len() as u64)
 }
 
 impl PendingVersion {

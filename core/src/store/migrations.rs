@@ -59,6 +59,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "federation",
         sql: include_str!("sql/0008_federation.sql"),
     },
+    Migration {
+        version: 9,
+        name: "received",
+        sql: include_str!("sql/0009_received.sql"),
+    },
 ];
 
 impl Migration {

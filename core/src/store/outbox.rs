@@ -1,8 +1,34 @@
 //! The statements of federation: users' server keys and the outbox of
-//! notifications (schema 8, `docs/federation.md`).
+//! notifications (schema 8, `docs/federation.md`), and what other servers
+//! stored in each user's store (schema 9).
 
 use super::{Binder, Statement};
-use crate::model::{Entity, RecordId, VersionHash};
+use crate::model::{Entity, RecordId, RecordSource, VersionHash};
+
+/// `versions, bytes` that servers sent the user with `source`
+/// (`notification` or `notification_unknown`): no row when none.
+pub fn received_usage_sql(user_id: i64, source: RecordSource) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT versions, bytes FROM received_usage WHERE user_id = {} AND source = {}",
+        b.bind(user_id),
+        b.bind(source.as_str())
+    );
+    b.finish(sql)
+}
+
+/// Counts one version of `bytes` received with `source` in the user's usage.
+pub fn count_received_sql(user_id: i64, source: RecordSource, bytes: u64) -> Statement {
+    let mut b = Binder::default();
+    let bytes = b.bind(i64::try_from(bytes).unwrap_or(i64::MAX));
+    let sql = format!(
+        "INSERT INTO received_usage (user_id, source, versions, bytes) VALUES ({}, {}, 1, {bytes}) \
+         ON CONFLICT (user_id, source) DO UPDATE SET versions = versions + 1, bytes = bytes + excluded.bytes",
+        b.bind(user_id),
+        b.bind(source.as_str()),
+    );
+    b.finish(sql)
+}
 
 /// `seed, public_key` of the user's server key, if it has one.
 pub fn server_key_sql(user_id: i64) -> Statement {

@@ -46,6 +46,19 @@ pub enum WriteError {
     /// describe another entity: discovery serves it (`auth/403-forbidden`).
     #[error("the user's own Entity record cannot be deleted or describe another entity")]
     OwnEntityRecord,
+    /// A caller's write would create the user's own Entity record, or
+    /// change one of its fields that only the user's server changes
+    /// ([`SERVER_KEPT_ENTITY_FIELDS`](crate::access::SERVER_KEPT_ENTITY_FIELDS),
+    /// its permissions or type): `auth/403-forbidden`.
+    #[error(
+        "`{0}` of the user's own Entity record is kept by the server; a write may change `profile` only"
+    )]
+    ServerKept(&'static str),
+    /// A stranger's server notified a version that does not name the user
+    /// ([`WriteRequest::notified`](super::WriteRequest::notified)):
+    /// `federation/403-unsolicited`.
+    #[error("the version names nobody here, and the user has never linked to its author")]
+    Unsolicited,
     /// No record the writer can read has this key (`record/404-not-found`).
     #[error("no record {0}")]
     NotFound(RecordKey),
@@ -165,7 +178,9 @@ impl WriteError {
             WriteError::BuiltinRecord
             | WriteError::WriteNotPermitted(_)
             | WriteError::TypeNotGranted
-            | WriteError::OwnEntityRecord => ProblemType::Forbidden,
+            | WriteError::OwnEntityRecord
+            | WriteError::ServerKept(_) => ProblemType::Forbidden,
+            WriteError::Unsolicited => ProblemType::Unsolicited,
             WriteError::NotFound(_) => ProblemType::RecordNotFound,
             WriteError::Deleted(_) => ProblemType::RecordDeleted,
             WriteError::VersionConflict { .. } => ProblemType::VersionConflict,
@@ -216,7 +231,9 @@ mod tests {
             WriteError::BuiltinRecord
             | WriteError::WriteNotPermitted(_)
             | WriteError::TypeNotGranted
-            | WriteError::OwnEntityRecord => "auth/403-forbidden",
+            | WriteError::OwnEntityRecord
+            | WriteError::ServerKept(_) => "auth/403-forbidden",
+            WriteError::Unsolicited => "federation/403-unsolicited",
             WriteError::NotFound(_) => "record/404-not-found",
             WriteError::Deleted(_) => "record/410-deleted",
             WriteError::VersionConflict { .. } => "record/409-version-conflict",
@@ -247,6 +264,8 @@ mod tests {
             WriteError::WriteNotPermitted(key.clone()),
             WriteError::TypeNotGranted,
             WriteError::OwnEntityRecord,
+            WriteError::ServerKept("signing_keys"),
+            WriteError::Unsolicited,
             WriteError::NotFound(key.clone()),
             WriteError::Deleted(key.clone()),
             WriteError::VersionConflict {
@@ -282,7 +301,7 @@ mod tests {
     #[test]
     fn each_write_error_maps_to_its_documented_problem_type() {
         let errors = every_variant();
-        assert_eq!(errors.len(), 21, "one sample per variant");
+        assert_eq!(errors.len(), 23, "one sample per variant");
         for error in errors {
             let problem = Problem::from(&error);
             assert_eq!(problem.kind, error.problem_type(), "{error:?}");

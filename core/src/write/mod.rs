@@ -189,6 +189,7 @@ impl Write {
                 context,
                 key,
                 fetched: Fetched::default(),
+                by_server: request.by_server,
             },
             types: Types::default(),
             phase: Phase::Start,

@@ -9,11 +9,12 @@ use super::links;
 use super::needs::{Asker, Fetched, Need, RecordKey};
 use super::request::{Create, Operation, Receive, Update};
 use super::{Commit, NewVersion, WriteContext};
-use crate::access::{is_own_entity_record, is_type};
+use crate::access::{is_own_entity_record, is_type, server_kept_change};
 use crate::builtin::BuiltinType;
+use crate::federation::recipients;
 use crate::model::{
     DeletionAction, EntityLink, LinkPath, Permission, Permissions, ReceivedRecord, Record,
-    RecordDate, VersionHash, VersionLink,
+    RecordDate, RecordSource, VersionHash, VersionLink,
 };
 use crate::schema::{RecordType, Validated};
 
@@ -25,6 +26,8 @@ pub(super) struct Env {
     /// The record written.
     pub(super) key: RecordKey,
     pub(super) fetched: Fetched,
+    /// The user's server writes this itself ([`WriteRequest::by_server`](super::WriteRequest::by_server)).
+    pub(super) by_server: bool,
 }
 
 #[derive(Debug)]
@@ -155,6 +158,11 @@ impl Env {
             body: build::live(&create.content),
         };
         let candidate = build::first_version(self.key.record_id, &self.stamp(), fields);
+        // Only the server creates the record discovery serves: a second
+        // one from an app would put its `signing_keys` beside the server's.
+        if !self.by_server && is_own_entity_record(&candidate, &self.context.user) {
+            return fail(WriteError::ServerKept("entity"));
+        }
         match existing.flatten() {
             None => Advance::Next(Phase::Validate {
                 candidate: Box::new(candidate),
@@ -229,8 +237,15 @@ impl Env {
                     return fail(error);
                 }
                 let user = &self.context.user;
-                if is_own_entity_record(latest, user) && !is_own_entity_record(&candidate, user) {
-                    return fail(WriteError::OwnEntityRecord);
+                if is_own_entity_record(latest, user) {
+                    if !is_own_entity_record(&candidate, user) {
+                        return fail(WriteError::OwnEntityRecord);
+                    }
+                    if let Some(field) =
+                        server_kept_change(latest, &candidate).filter(|_| !self.by_server)
+                    {
+                        return fail(WriteError::ServerKept(field));
+                    }
                 }
                 Advance::Next(Phase::Validate {
                     candidate: Box::new(candidate),
@@ -500,6 +515,12 @@ impl Env {
             Ok(validated) => validated.links,
             Err(violation) => return fail(WriteError::SchemaViolation(violation)),
         };
+        if receive.notified
+            && receive.source == RecordSource::NotificationUnknown
+            && !recipients(&record.author.entity, record, &links).contains(&self.context.user)
+        {
+            return fail(WriteError::Unsolicited);
+        }
         let mut received = record.clone();
         received.source = latest.map_or(receive.source, |l| l.source.max(receive.source));
         received.received_at = latest.and_then(|l| l.received_at);

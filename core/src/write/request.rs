@@ -19,6 +19,9 @@ use crate::model::{
 pub struct WriteRequest {
     pub(super) operation: Operation,
     include_links: Option<Vec<String>>,
+    /// Made by the user's server itself, not asked for by any caller: see
+    /// [`WriteRequest::by_server`].
+    pub(super) by_server: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +41,9 @@ pub(super) struct Receive {
     /// The oldest version the receiver could fetch: stored without its
     /// parent when the store holds no version of the record.
     pub(super) chain_start: bool,
+    /// The version a notification named (not a parent fetched to fill
+    /// the chain): see [`WriteRequest::notified`].
+    pub(super) notified: bool,
 }
 
 /// The record an update or deletion addresses. A POST body may leave out
@@ -116,6 +122,7 @@ impl WriteRequest {
         Ok(Self {
             operation,
             include_links,
+            by_server: false,
         })
     }
 
@@ -138,8 +145,10 @@ impl WriteRequest {
                 record,
                 source,
                 chain_start,
+                notified: false,
             })),
             include_links: None,
+            by_server: false,
         }
     }
 
@@ -151,6 +160,7 @@ impl WriteRequest {
         Ok(Self {
             operation: Operation::Update(Target::from(target), body.into_update()?),
             include_links,
+            by_server: false,
         })
     }
 
@@ -167,7 +177,40 @@ impl WriteRequest {
         Ok(Self {
             operation: Operation::Delete(Target::from(target), body.into_delete()),
             include_links,
+            by_server: false,
         })
+    }
+
+    /// Marks a received version as the one a notification named. From a
+    /// stranger's server (`source: "notification_unknown"`: the user never
+    /// linked to its entity) it is stored only if it names the user, as
+    /// [`recipients`](crate::federation::recipients) decides for the
+    /// sender: a reader, a notified entity, or a link in its content to
+    /// the user or the user's records. Else [`WriteError::Unsolicited`].
+    pub fn notified(mut self) -> Self {
+        if let Operation::Receive(receive) = &mut self.operation {
+            receive.notified = true;
+        }
+        self
+    }
+
+    /// The source a received version is stored with (`None` for any other
+    /// write): what the server counts against its quotas.
+    pub fn received_source(&self) -> Option<RecordSource> {
+        match &self.operation {
+            Operation::Receive(receive) => Some(receive.source),
+            _ => None,
+        }
+    }
+
+    /// Marks a write the user's server makes itself (creating a user, a
+    /// base-URL change, a key rotation), never one a caller asked for: the
+    /// only write that may create the user's own Entity record or change its
+    /// server-kept fields ([`SERVER_KEPT_ENTITY_FIELDS`](crate::access::SERVER_KEPT_ENTITY_FIELDS)).
+    /// Nothing parsed from a request body sets it.
+    pub fn by_server(mut self) -> Self {
+        self.by_server = true;
+        self
     }
 
     /// The body's `include_links`, as given (a list, or one comma-separated

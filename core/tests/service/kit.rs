@@ -211,7 +211,7 @@ impl From<Rate<'_>> for RateKey {
             Rate::Write(app) => RateKey::Write(*app),
             Rate::Registration(peer) => RateKey::Registration(peer),
             Rate::SignIn(peer) => RateKey::SignIn(peer),
-            Rate::Notification(_) | Rate::Rediscovery(_) => RateKey::Notification,
+            Rate::Notification { .. } | Rate::Rediscovery(_) => RateKey::Notification,
         }
     }
 }

@@ -245,7 +245,7 @@ impl FakeHost {
             Some(USER),
             None,
         );
-        host.store.entity_record = Some(host.owner_post(json!({
+        host.store.entity_record = Some(host.server_post(json!({
             "type": BuiltinType::Entity.link(),
             "permissions": {"read": "public"},
             "content": content,
@@ -398,9 +398,20 @@ impl FakeHost {
 
     /// Writes a record as the owner, outside the log.
     pub fn owner_post(&self, body: Value) -> Record {
+        self.owner_create(WriteRequest::post(body.to_string().as_bytes()).expect("a create body"))
+    }
+
+    /// Creates a record as the user's server itself does (the user's own
+    /// Entity record: [`WriteRequest::by_server`]), outside the log.
+    pub fn server_post(&self, body: Value) -> Record {
+        let request = WriteRequest::post(body.to_string().as_bytes()).expect("a create body");
+        self.owner_create(request.by_server())
+    }
+
+    fn owner_create(&self, request: WriteRequest) -> Record {
         let user = &self.store.user;
         let write = RecordWrite {
-            request: WriteRequest::post(body.to_string().as_bytes()).expect("a create body"),
+            request,
             access: Access::Owner {
                 entity: user.entity.clone(),
             },
