@@ -102,6 +102,11 @@ pub const PEER_UNREACHABLE: Problem =
 pub const PEER_REFUSED: Problem = problem("federation/502-peer-refused", "peer_refused");
 pub const INVALID_PEER_ANSWER: Problem =
     problem("federation/502-invalid-peer-answer", "invalid_peer_answer");
+pub const UNKNOWN_SERVER: Problem = problem("auth/401-unknown-server", "unknown_server");
+pub const UNSOLICITED: Problem = problem("federation/403-unsolicited", "unsolicited");
+pub const VERSION_TOO_LARGE: Problem =
+    problem("federation/413-version-too-large", "version_too_large");
+pub const QUOTA_EXCEEDED: Problem = problem("federation/507-quota-exceeded", "quota_exceeded");
 
 /// The response has exactly this status.
 pub fn status(response: &Response, expected: u16) -> Result<(), String> {

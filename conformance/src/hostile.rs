@@ -46,10 +46,16 @@ pub enum Fault {
     Elsewhere,
     /// Has no records; sends the notification flood.
     Flood,
+    /// A stranger the user never linked to: serves, honestly, the records
+    /// a check [publishes](HostilePeer::publish) for it, whatever their
+    /// size, and notifies them.
+    Stranger,
+    /// Another name under the same domain, for the many-names sender.
+    Swarm,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 9] = [
         Fault::Honest,
         Fault::WrongHash,
         Fault::WrongAuthor,
@@ -57,6 +63,8 @@ impl Fault {
         Fault::Redirect,
         Fault::Elsewhere,
         Fault::Flood,
+        Fault::Stranger,
+        Fault::Swarm,
     ];
 
     /// The first label of the entity's name.
@@ -69,6 +77,8 @@ impl Fault {
             Fault::Redirect => "redirect",
             Fault::Elsewhere => "elsewhere",
             Fault::Flood => "flood",
+            Fault::Stranger => "stranger",
+            Fault::Swarm => "swarm",
         }
     }
 }
@@ -131,6 +141,8 @@ struct State {
     /// A version link to a Type record, for the records served.
     type_link: Value,
     seen: Mutex<Vec<SeenRequest>>,
+    /// What [`Fault::Stranger`] serves: its published records, by id.
+    published: Mutex<Vec<Value>>,
 }
 
 impl HostilePeer {
@@ -162,6 +174,7 @@ impl HostilePeer {
             entities,
             type_link: entity_type,
             seen: Mutex::new(Vec::new()),
+            published: Mutex::new(Vec::new()),
         });
         let accept = tokio::spawn(accept_loop(listener, acceptor, Arc::clone(&state)));
         Ok(Self { state, accept })
@@ -175,6 +188,27 @@ impl HostilePeer {
     /// The key the entity with this fault publishes and signs with.
     pub fn key(&self, fault: Fault) -> ServerKey {
         self.state.entity(fault).key.clone()
+    }
+
+    /// Publishes a record of the entity with `fault` (only
+    /// [`Fault::Stranger`] serves them): authored by it, of `type_link`,
+    /// with `permissions` and `content`, hashed right. Returns the record.
+    pub fn publish(
+        &self,
+        fault: Fault,
+        type_link: &Value,
+        permissions: Value,
+        content: Value,
+    ) -> Value {
+        let mut published = record(&self.entity(fault), &record_id(), type_link, content);
+        published["permissions"] = permissions;
+        published["version"]["hash"] = version_hash(&published).into();
+        self.state
+            .published
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(published.clone());
+        published
     }
 
     /// Every request received so far, in order.
@@ -509,7 +543,25 @@ impl State {
                 )],
                 body: Vec::new(),
             },
-            Fault::Honest | Fault::Elsewhere | Fault::Flood => Answer::not_found(),
+            Fault::Stranger => {
+                let published = self
+                    .published
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let hash_matches = |record: &Value| {
+                    asked
+                        .hash
+                        .is_none_or(|hash| record["version"]["hash"] == hash)
+                };
+                match published
+                    .iter()
+                    .find(|record| record["id"] == asked.id && hash_matches(record))
+                {
+                    Some(record) => found(record.clone()),
+                    None => Answer::not_found(),
+                }
+            }
+            Fault::Honest | Fault::Elsewhere | Fault::Flood | Fault::Swarm => Answer::not_found(),
         }
     }
 }

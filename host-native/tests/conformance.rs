@@ -123,8 +123,17 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
     // serves this debug build slower than the default 300 reads a second;
     // the other checks' anonymous reads retry their 429s.
     // Logged as an operator would keep it (every request, as JSON), to
-    // check below that no line carries a secret the suite sent.
-    let mut args = vec!["--read-rate", "50/100", "--log-format", "json"];
+    // check below that no line carries a secret the suite sent. A quota
+    // for strangers' versions that `federation/strangers-quota-exhausted`
+    // can fill with a few versions of 256 KiB.
+    let mut args = vec![
+        "--read-rate",
+        "50/100",
+        "--log-format",
+        "json",
+        "--unsolicited-quota",
+        "1000/1MiB",
+    ];
     args.extend(peer_args.iter().map(String::as_str));
     let server = Server::start_with_env(&data, port, &args, &[("FOLIO_LOG", "info")]);
     let mut target = Target {

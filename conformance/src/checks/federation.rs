@@ -7,7 +7,7 @@
 //! nothing stored: a link to the record it served still does not resolve.
 
 use futures_util::future::join_all;
-use serde_json::json;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use url::Url;
 
@@ -16,7 +16,8 @@ use crate::client::{Call, Response, nonce, now_ms, record_id, retry_after};
 use crate::context::{Ctx, with_query};
 use crate::expect::{
     self, INVALID_LINK, INVALID_PEER_ANSWER, INVALID_SIGNATURE, PEER_REFUSED, Problem,
-    RATE_LIMITED, RECORD_NOT_FOUND, REPLAYED_REQUEST, STALE_TIMESTAMP, ensure,
+    QUOTA_EXCEEDED, RATE_LIMITED, RECORD_NOT_FOUND, REPLAYED_REQUEST, STALE_TIMESTAMP, UNSOLICITED,
+    VERSION_TOO_LARGE, ensure, ensure_eq, str_at,
 };
 use crate::hostile::{Fault, HostilePeer};
 use crate::server_signature::{CONTENT_SHA256, ServerKey};
@@ -65,6 +66,33 @@ pub fn checks() -> Vec<Check> {
         check!(
             "federation/server-request-cross-path",
             server_request_cross_path,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/stranger-version-naming-the-user-stored",
+            stranger_version_stored,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/unsolicited-version-refused",
+            unsolicited_version_refused,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/oversized-version-refused",
+            oversized_version_refused,
+            Needs::HostilePeer
+        ),
+        // After the others that store a stranger's versions: it fills the quota.
+        check!(
+            "federation/strangers-quota-exhausted",
+            strangers_quota_exhausted,
+            Needs::HostilePeer
+        ),
+        // Next to last: it empties the domain's notification bucket.
+        check!(
+            "federation/many-names-of-one-domain-share-a-rate",
+            many_names_share_a_rate,
             Needs::HostilePeer
         ),
         // Last: it empties the flood entity's notification bucket.
@@ -308,5 +336,220 @@ async fn notification_flood_limited(ctx: &Ctx) -> CheckResult {
         expect::problem_response(response, RECORD_NOT_FOUND)
             .map_err(|error| format!("a notification of the flood not limited: {error}"))?;
     }
+    Ok(())
+}
+
+/// A type for a stranger's records: `text` of any length.
+async fn text_type(ctx: &Ctx) -> Result<Value, String> {
+    ctx.new_type(json!({
+        "type": "object",
+        "properties": {"content": {"type": "object", "properties": {
+            "text": {"type": "string"}
+        }}}
+    }))
+    .await
+}
+
+/// Permissions that name the user: the stranger shares the record with them.
+fn shared_with_user(ctx: &Ctx) -> Value {
+    json!({"read": [ctx.entity_link()]})
+}
+
+/// The stranger publishes a record of `ty` with `permissions` and `text`
+/// and notifies the user of it: the record and the answer.
+async fn stranger_notifies(
+    ctx: &Ctx,
+    peer: &HostilePeer,
+    ty: &Value,
+    permissions: Value,
+    text: String,
+) -> Result<(Value, Response), String> {
+    let record = peer.publish(Fault::Stranger, ty, permissions, json!({"text": text}));
+    let key = peer.key(Fault::Stranger);
+    let body = json!({"versions": [{
+        "entity": key.entity,
+        "record_id": str_at(&record, "/id")?,
+        "version_hash": str_at(&record, "/version/hash")?,
+    }]})
+    .to_string()
+    .into_bytes();
+    let call = notification(ctx, &key, &body, &ctx.api("/notifications")?, now_ms())?;
+    let response = ctx.http.without_retries().send(&call).await?;
+    Ok((record, response))
+}
+
+/// The user's store holds the stranger's `record` (`Some` of it), or not.
+async fn stored(ctx: &Ctx, record: &Value) -> Result<Option<Value>, String> {
+    let url = ctx.record_url_at(str_at(record, "/author/entity")?, str_at(record, "/id")?)?;
+    let response = ctx.send(Call::get(url).signed(&ctx.full)).await?;
+    match response.status {
+        404 => Ok(None),
+        _ => Ok(Some(expect::json(&response, 200)?["record"].clone())),
+    }
+}
+
+/// A stranger (an entity the user never linked to) shares a record with
+/// the user: it is stored, as `notification_unknown`.
+async fn stranger_version_stored(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let ty = text_type(ctx).await?;
+    let (record, response) =
+        stranger_notifies(ctx, peer, &ty, shared_with_user(ctx), "hello".into()).await?;
+    ensure_eq!(
+        expect::json(&response, 200)?,
+        json!({"received": 1}),
+        "the answer"
+    );
+    let kept = stored(ctx, &record)
+        .await?
+        .ok_or("the shared record is not stored")?;
+    ensure_eq!(kept["source"], json!("notification_unknown"), "its source");
+    Ok(())
+}
+
+/// A stranger's public record that names nobody here is refused and not
+/// stored: anyone could otherwise fill the user's store with the public
+/// records of the whole network (docs/federation.md §4).
+async fn unsolicited_version_refused(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let ty = text_type(ctx).await?;
+    let public = json!({"read": "public"});
+    let (record, response) = stranger_notifies(ctx, peer, &ty, public, "buy now".into()).await?;
+    expect::problem_response(&response, UNSOLICITED)?;
+    ensure!(
+        stored(ctx, &record).await?.is_none(),
+        "the unsolicited record was stored"
+    );
+    Ok(())
+}
+
+/// A version larger than the server's own JSON body limit, shared with
+/// the user: refused, not stored.
+async fn oversized_version_refused(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let limit = ctx.limit("json_body_bytes", 1 << 20).await?;
+    // A record answer may have 2 MiB: past that the answer itself is refused.
+    ensure!(
+        limit + (64 << 10) < 2 << 20,
+        "the JSON body limit ({limit} bytes) leaves no room below a record answer's 2 MiB"
+    );
+    let text = "a".repeat(usize::try_from(limit).map_err(|error| error.to_string())? + 1);
+    let ty = text_type(ctx).await?;
+    let (record, response) = stranger_notifies(ctx, peer, &ty, shared_with_user(ctx), text).await?;
+    expect::problem_response(&response, VERSION_TOO_LARGE)?;
+    ensure!(
+        stored(ctx, &record).await?.is_none(),
+        "the oversized version was stored"
+    );
+    Ok(())
+}
+
+/// A stranger shares records of 256 KiB with the user until the quota
+/// for strangers is full: the next is `507 quota_exceeded` and is not
+/// stored; none fails otherwise.
+async fn strangers_quota_exhausted(ctx: &Ctx) -> CheckResult {
+    const SIZE: u64 = 256 << 10;
+    let peer = ctx.hostile_peer().await?;
+    let quota = ctx.limits().await?["received_from_strangers"].clone();
+    let (versions, bytes) = match (quota["versions"].as_u64(), quota["bytes"].as_u64()) {
+        (Some(versions), Some(bytes)) => (versions, bytes),
+        _ => {
+            return Err(format!(
+                "server_info reports no quota for strangers: {quota}"
+            ));
+        }
+    };
+    let sends = versions.min(bytes / SIZE + 1) + 1;
+    ensure!(
+        sends <= 64,
+        "the quota for strangers ({versions} versions, {bytes} bytes) is too large to fill here: \
+         run the suite against a server with at most 64 versions or 16 MiB for them"
+    );
+    let ty = text_type(ctx).await?;
+    let text = "q".repeat(usize::try_from(SIZE).map_err(|error| error.to_string())?);
+    for sent in 1..=sends {
+        let (record, response) =
+            stranger_notifies(ctx, peer, &ty, shared_with_user(ctx), text.clone()).await?;
+        if response.status == 507 {
+            expect::problem_response(&response, QUOTA_EXCEEDED)?;
+            ensure!(
+                stored(ctx, &record).await?.is_none(),
+                "the version refused for the quota was stored"
+            );
+            return Ok(());
+        }
+        expect::json(&response, 200).map_err(|error| format!("shared version {sent}: {error}"))?;
+    }
+    Err(format!(
+        "{sends} versions of {SIZE} bytes were all stored: the quota for strangers \
+         ({versions} versions, {bytes} bytes) was never applied"
+    ))
+}
+
+/// Three names under one domain (`honest.`, `swarm.` and `stranger.` of
+/// the peer's domain) notify together more than the domain's burst and two
+/// seconds of its rate, each staying below its own burst: some are `429`,
+/// for the domain, with a `Retry-After`.
+async fn many_names_share_a_rate(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let (per_second, burst) = ctx
+        .rate_limit("notifications_per_domain", (100, 200))
+        .await?;
+    let (_, entity_burst) = ctx
+        .rate_limit("notifications_per_entity", (100, 200))
+        .await?;
+    let senders = [Fault::Honest, Fault::Swarm, Fault::Stranger];
+    let each = (burst + 2 * per_second).div_ceil(senders.len() as u64);
+    ensure!(
+        each < entity_burst,
+        "the domain's rate ({per_second}/{burst}) is too far above one entity's burst \
+         ({entity_burst}) for three names to exceed it"
+    );
+    let url = ctx.api("/notifications")?;
+    let mut calls = Vec::new();
+    for fault in senders {
+        let key = peer.key(fault);
+        for _ in 0..each {
+            calls.push(notification(
+                ctx,
+                &key,
+                &notification_body(&key.entity),
+                &url,
+                now_ms(),
+            )?);
+        }
+    }
+    let http = ctx.http.without_retries();
+    let responses = join_all(calls.iter().map(|call| http.send(call))).await;
+    let responses = responses.into_iter().collect::<Result<Vec<_>, _>>()?;
+    if let Some(failed) = responses.iter().find(|response| response.status >= 500) {
+        return Err(format!(
+            "a notification failed on the server: {}: {}",
+            failed.status,
+            failed.excerpt()
+        ));
+    }
+    let limited: Vec<&Response> = responses
+        .iter()
+        .filter(|response| response.status == 429)
+        .collect();
+    let first = limited.first().ok_or_else(|| {
+        format!(
+            "none of {} notifications from three names of one domain was rate limited",
+            responses.len()
+        )
+    })?;
+    let problem = expect::problem_response(first, RATE_LIMITED)?;
+    ensure!(
+        limited
+            .iter()
+            .any(|response| response.excerpt().contains("domain")),
+        "no 429 names the domain's rate: {problem}"
+    );
+    ensure!(
+        retry_after(&first.headers).is_some(),
+        "429 without a Retry-After in seconds: {:?}",
+        first.header("retry-after")
+    );
     Ok(())
 }

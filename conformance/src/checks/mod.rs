@@ -21,6 +21,7 @@ mod events;
 mod faults;
 mod federation;
 mod filters;
+mod identity;
 mod limits;
 mod links;
 mod list;
@@ -86,6 +87,7 @@ pub fn all() -> Vec<Check> {
         transport::checks(),
         cors::checks(),
         discovery::checks(),
+        identity::checks(),
         errors::checks(),
         auth::checks(),
         bearer::checks(),
