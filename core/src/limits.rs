@@ -121,6 +121,15 @@ impl ReceivedQuota {
     }
 }
 
+impl ReceivedQuota {
+    /// Whether a store holding `stored` (versions, bytes) under this quota
+    /// takes `incoming` more: neither bound may be passed.
+    pub fn admits(&self, stored: (u64, u64), incoming: (u64, u64)) -> bool {
+        stored.0.saturating_add(incoming.0) <= self.versions
+            && stored.1.saturating_add(incoming.1) <= self.bytes
+    }
+}
+
 /// As [`ReceivedQuota::parse_setting`] reads it: `VERSIONS/BYTES`.
 impl std::fmt::Display for ReceivedQuota {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -426,6 +435,41 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quota_reads_as_versions_and_bytes_with_binary_units() {
+        let read = |text: &str| ReceivedQuota::parse_setting(text);
+        assert_eq!(
+            read("20/1MiB"),
+            Ok(Some(ReceivedQuota {
+                versions: 20,
+                bytes: 1 << 20
+            }))
+        );
+        assert_eq!(read("5/512").map(|q| q.map(|q| q.bytes)), Ok(Some(512)));
+        assert_eq!(read("off"), Ok(None));
+        for bad in ["20", "0/1MiB", "20/0", "20/-1", "x/1", "20/99999999999GiB"] {
+            assert!(read(bad).is_err(), "{bad}");
+        }
+        // What --help shows reads back as itself.
+        for quota in [DEFAULT_RECEIVED_FROM_KNOWN, DEFAULT_RECEIVED_FROM_STRANGERS] {
+            assert_eq!(read(&quota.to_string()), Ok(Some(quota)));
+        }
+        assert_eq!(DEFAULT_RECEIVED_FROM_STRANGERS.to_string(), "10000/64MiB");
+    }
+
+    #[test]
+    fn a_quota_admits_until_either_bound_would_be_passed() {
+        let quota = ReceivedQuota {
+            versions: 3,
+            bytes: 1_000,
+        };
+        assert!(quota.admits((0, 0), (3, 1_000)), "exactly full");
+        assert!(!quota.admits((3, 10), (1, 1)), "one version too many");
+        assert!(!quota.admits((1, 990), (1, 11)), "one byte too many");
+        assert!(quota.admits((1, 990), (1, 10)));
+        assert!(!quota.admits((u64::MAX, 0), (1, 0)), "no overflow");
+    }
 
     #[test]
     fn defaults_are_protocol_section_13() {

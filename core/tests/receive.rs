@@ -232,3 +232,62 @@ fn a_record_keeps_its_highest_source() {
     let commit = receive(&mut other, &second, RecordSource::Notification).unwrap();
     assert_eq!(commit.record().source, RecordSource::Notification);
 }
+
+/// Bob's note `digit` with `permissions` and `content`, hashed.
+fn bobs_with(note_type: &Value, digit: char, permissions: Value, content: Value) -> Record {
+    let mut record = bobs(note_type, digit, "x");
+    let mut value = serde_json::to_value(&record).unwrap();
+    value["permissions"] = permissions;
+    value["content"] = content;
+    record = serde_json::from_value(value).unwrap();
+    record.version.hash = record.hash_input().hash();
+    record
+}
+
+fn notified(
+    store: &mut FakeStore,
+    record: &Record,
+    source: RecordSource,
+) -> Result<Commit, WriteError> {
+    let access = store.owner();
+    let request = WriteRequest::receive(record.clone(), source, false).notified();
+    store.run(request, access)
+}
+
+#[test]
+fn a_strangers_notified_version_is_stored_only_if_it_names_the_user() {
+    let (mut store, note_type) = setup();
+    let public = json!({"read": "public"});
+    // Public, naming nobody here: unsolicited from a stranger.
+    let spam = bobs_with(&note_type, '1', public.clone(), json!({"text": "buy now"}));
+    assert_eq!(
+        notified(&mut store, &spam, RecordSource::NotificationUnknown).unwrap_err(),
+        WriteError::Unsolicited
+    );
+    assert_eq!(store.version_count(&RecordKey::of(&spam)), 0);
+    // The same from someone the user knows is theirs to send.
+    notified(&mut store, &spam, RecordSource::Notification).unwrap();
+    // A stranger may name the user: as a reader, in `notify`, or by a
+    // mention in the content.
+    let read = json!({"read": [{"entity": ALICE}, {"entity": BOB}]});
+    let notify = json!({"read": "public", "notify": [{"entity": ALICE}]});
+    let mention = json!({"text": "hi", "mention": {"entity": ALICE}});
+    for (digit, permissions, content) in [
+        ('2', read, json!({"text": "shared"})),
+        ('3', notify, json!({"text": "look"})),
+        ('4', public, mention),
+    ] {
+        let record = bobs_with(&note_type, digit, permissions, content);
+        let commit = notified(&mut store, &record, RecordSource::NotificationUnknown)
+            .unwrap_or_else(|error| panic!("{digit}: {error}"));
+        assert_eq!(commit.record().source, RecordSource::NotificationUnknown);
+    }
+    // A parent fetched to fill a chain is not what the notification named.
+    let parent = bobs_with(
+        &note_type,
+        '5',
+        json!({"read": "public"}),
+        json!({"text": "old"}),
+    );
+    receive(&mut store, &parent, RecordSource::NotificationUnknown).unwrap();
+}

@@ -366,11 +366,11 @@ impl<H: Host> Federation<'_, H> {
             ),
             None => (0, 0),
         };
-        let incoming_bytes: u64 = versions.iter().map(received_bytes).sum();
-        let incoming_versions = versions.len() as u64;
-        if stored_versions.saturating_add(incoming_versions) <= quota.versions
-            && stored_bytes.saturating_add(incoming_bytes) <= quota.bytes
-        {
+        let incoming = (
+            versions.len() as u64,
+            versions.iter().map(received_bytes).sum(),
+        );
+        if quota.admits((stored_versions, stored_bytes), incoming) {
             return Ok(());
         }
         let whom = match source {

@@ -388,6 +388,117 @@ mod tests {
 
     const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
+    fn entity(name: &str) -> Entity {
+        name.parse().expect("an entity")
+    }
+
+    #[test]
+    fn registrable_domains_come_from_the_public_suffix_list() {
+        let domain = |name: &str| registrable_domain(&entity(name)).to_owned();
+        assert_eq!(domain("e1.evil.example"), "evil.example");
+        assert_eq!(domain("a.b.evil.test"), "evil.test");
+        assert_eq!(domain("alice.co.uk"), "alice.co.uk");
+        assert_eq!(domain("x.alice.co.uk"), "alice.co.uk");
+        // Each user of a hosting suffix is a domain of their own.
+        assert_eq!(domain("alice.github.io"), "alice.github.io");
+        assert_ne!(domain("alice.github.io"), domain("bob.github.io"));
+        assert_eq!(domain("evil.example"), "evil.example");
+    }
+
+    /// Notifications to user 1: one entity at 10/s with bursts of 10, its
+    /// domain at 10/s with bursts of 15, everyone at 10/s with bursts of 20.
+    fn notifications() -> RateLimits {
+        RateLimits::new(&Limits {
+            notifications_per_entity: Some(RateLimit {
+                per_second: 10,
+                burst: 10,
+            }),
+            notifications_per_domain: Some(RateLimit {
+                per_second: 10,
+                burst: 15,
+            }),
+            notifications_per_user: Some(RateLimit {
+                per_second: 10,
+                burst: 20,
+            }),
+            ..Limits::default()
+        })
+    }
+
+    fn notify(limits: &mut RateLimits, sender: &str, user: i64) -> Result<(), Limited> {
+        limits.check(
+            Rate::Notification {
+                sender: &entity(sender),
+                user,
+            },
+            at(0),
+        )
+    }
+
+    #[test]
+    fn many_names_of_one_domain_share_the_domains_bucket() {
+        let mut limits = notifications();
+        for n in 0..15 {
+            let name = format!("e{n}.evil.example");
+            assert!(notify(&mut limits, &name, 1).is_ok(), "{name}");
+        }
+        let limited = notify(&mut limits, "e99.evil.example", 1).expect_err("the domain's 16th");
+        assert!(
+            limited
+                .problem
+                .detail
+                .as_deref()
+                .unwrap_or_default()
+                .contains("domain"),
+            "{:?}",
+            limited.problem.detail
+        );
+        // Another domain, and another user, are still served.
+        assert!(notify(&mut limits, "friend.example", 1).is_ok());
+        assert!(notify(&mut limits, "e0.evil.example", 2).is_ok());
+    }
+
+    #[test]
+    fn a_user_takes_at_most_its_own_burst_from_everyone_together() {
+        let mut limits = notifications();
+        for n in 0..20 {
+            let name = format!("sender{n}.example");
+            assert!(notify(&mut limits, &name, 1).is_ok(), "{name}");
+        }
+        let limited = notify(&mut limits, "sender99.example", 1).expect_err("the user's 21st");
+        assert!(
+            limited
+                .problem
+                .detail
+                .as_deref()
+                .unwrap_or_default()
+                .contains("to this user"),
+            "{:?}",
+            limited.problem.detail
+        );
+        assert!(
+            notify(&mut limits, "sender99.example", 2).is_ok(),
+            "another user"
+        );
+    }
+
+    #[test]
+    fn a_refused_notification_costs_no_bucket_a_token() {
+        let mut limits = notifications();
+        for _ in 0..10 {
+            assert!(notify(&mut limits, "a.evil.example", 1).is_ok());
+        }
+        // a.evil.example's own bucket is empty: refused before the domain pays.
+        assert!(notify(&mut limits, "a.evil.example", 1).is_err());
+        for n in 0..5 {
+            let name = format!("b{n}.evil.example");
+            assert!(
+                notify(&mut limits, &name, 1).is_ok(),
+                "{name}: the domain kept its tokens"
+            );
+        }
+    }
+
     #[test]
     fn a_burst_passes_then_one_token_per_interval() {
         let mut limits = limits(10, 5);
