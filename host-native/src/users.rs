@@ -631,3 +631,65 @@ fn records(
         .map(|(record, links)| Ok(read_version(record, links)?.0))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The public keys `user`'s Entity record lists, as stored now.
+    fn published_keys(conn: &Connection, user: &User) -> Vec<String> {
+        let rows = db::fetch_versions(conn, &entity_record_sql(user.id, &user.entity), 0).unwrap();
+        let (record, links) = rows.first().expect("an Entity record");
+        let (record, _) = read_version(record, links).unwrap();
+        record.content().expect("live").as_value()["signing_keys"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|key| key["public_key"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// A key an app added before the server kept its fields (issue 40) is
+    /// dropped at the next start, and the rewrite says why.
+    #[tokio::test]
+    async fn a_start_puts_back_the_users_signing_keys() {
+        let conn = db::open_scratch().unwrap();
+        let entity: Entity = "bob.example".parse().unwrap();
+        let base_url = "https://bob.example";
+        let user = add_user(&conn, "bob", &entity, "a password long enough", base_url)
+            .await
+            .unwrap();
+        let server_key = published_keys(&conn, &user);
+        assert_eq!(server_key.len(), 1, "the server key is published");
+        assert!(
+            update_entity_records(&conn, base_url)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        // What a takeover left in the store: the app's key beside the server's.
+        let rows = db::fetch_versions(&conn, &entity_record_sql(user.id, &entity), 0).unwrap();
+        let (record, links) = rows.first().unwrap();
+        let (record, _) = read_version(record, links).unwrap();
+        let mut content = record.content().unwrap().as_value().clone();
+        content["signing_keys"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"algorithm": "ed25519", "public_key": "O2onvM62pC1io6jQKm8Nc2UyFXcd4kOmOsBIoYtZ2ik="}));
+        let body = serde_json::json!({"content": content, "version": {"parent_hash": record.version.hash}});
+        let forged = WriteRequest::put(RecordKey::of(&record), body.to_string().as_bytes())
+            .unwrap()
+            .by_server();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let written = owner_write(&mut Savepoint(&conn), &user, forged).await;
+        finish(&conn, written).unwrap();
+        assert_eq!(published_keys(&conn, &user).len(), 2);
+
+        let updated = update_entity_records(&conn, base_url).await.unwrap();
+        assert_eq!(updated.len(), 1);
+        assert_eq!(updated[0].0.name, "bob");
+        assert_eq!(updated[0].1, ["signing_keys"]);
+        assert_eq!(published_keys(&conn, &user), server_key);
+    }
+}
