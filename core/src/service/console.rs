@@ -815,19 +815,18 @@ impl<H: Host> Console<'_, '_, '_, H> {
         };
         let types = self.load_types().await?;
         let view = self.view(&record, &entries, &types).await?;
-        let diff = match &parent {
-            Some(parent) => diff_lines(
+        // Bounded work whatever the two versions hold (console::diff).
+        let diff = parent.as_ref().map(|parent| {
+            diff_lines(
                 &format!("{}\n", pretty(&editable_json(parent))),
                 &format!("{}\n", view.json),
-            ),
-            None => Vec::new(),
-        };
+            )
+        });
         Ok(html(
             200,
             render(&VersionPage {
                 frame,
                 record_href: self.record_href(&path.entity, &path.record_id),
-                first: parent.is_none(),
                 view,
                 diff,
             }),
