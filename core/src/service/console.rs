@@ -211,10 +211,17 @@ async fn answer<H: Host>(
                 Some(Session::clear_cookie()),
             ))
         }
-        (ConsolePage::SignOut, Some(_)) => Ok(see_other(
-            &console_href(&user.name, ""),
-            Some(Session::clear_cookie()),
-        )),
+        // Ends this session on the server, not only in this browser: a
+        // copy of its cookie is refused from now on, on every page.
+        (ConsolePage::SignOut, Some(_)) => {
+            console
+                .run_statement(sign_out_everywhere_sql(user.id, session.sign_out_mark()))
+                .await?;
+            Ok(see_other(
+                &console_href(&user.name, ""),
+                Some(Session::clear_cookie()),
+            ))
+        }
         (ConsolePage::Unknown, _) => Err(message(
             404,
             Some(&user.name),
