@@ -285,7 +285,9 @@ fn create_transition(c: &mut Criterion) {
 fn console_diff(c: &mut Criterion) {
     use folio_core::console::{Differences, MAX_DIFF_EDITS, MAX_DIFF_LINES, diff_lines};
     let lines = |count: usize, mark: &dyn Fn(usize) -> &'static str| -> String {
-        (0..count).map(|i| format!("  \"{i}\": \"{}\",\n", mark(i))).collect()
+        (0..count)
+            .map(|i| format!("  \"{i}\": \"{}\",\n", mark(i)))
+            .collect()
     };
     let review_before = lines(40_000, &|_| "a");
     let review_after = lines(40_000, &|_| "b");
@@ -293,9 +295,15 @@ fn console_diff(c: &mut Criterion) {
     let all_changed = lines(MAX_DIFF_LINES, &|_| "b");
     let spread = MAX_DIFF_LINES / (MAX_DIFF_EDITS / 2);
     let most_edits = lines(MAX_DIFF_LINES, &|i| if i % spread == 0 { "b" } else { "a" });
-    assert_eq!(diff_lines(&review_before, &review_after), Differences::TooLarge);
+    assert_eq!(
+        diff_lines(&review_before, &review_after),
+        Differences::TooLarge
+    );
     assert_eq!(diff_lines(&before, &all_changed), Differences::TooLarge);
-    assert!(matches!(diff_lines(&before, &most_edits), Differences::Lines(_)));
+    assert!(matches!(
+        diff_lines(&before, &most_edits),
+        Differences::Lines(_)
+    ));
     c.bench_function("console_diff_40000_lines_changed", |b| {
         b.iter(|| diff_lines(black_box(&review_before), black_box(&review_after)))
     });

@@ -54,6 +54,14 @@ pub enum Rate<'a> {
     Registration(Option<IpAddr>),
     /// A consent-page sign-in attempt from an address.
     SignIn(Option<IpAddr>),
+    /// A password typed for an account (the user's name), wherever: the
+    /// console's and the consent page's sign-in and a password change.
+    /// Counted before the password is checked, and refused while the
+    /// account backs off ([`AccountBackoff`](super::rates::AccountBackoff)).
+    AccountSignIn(&'a str),
+    /// The account's password was typed right: its count starts again.
+    /// Never refused.
+    AccountSignedIn(&'a str),
     /// A notification from another entity's server (federation).
     Notification(&'a Entity),
     /// Discovering an entity again because its stored keys did not verify

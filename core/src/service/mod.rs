@@ -73,7 +73,11 @@ pub use host::{
     STORAGE_FULL_RETRY_AFTER_SECS, Secrets, Settings, Store, Streams, UploadFailure, User,
     WriteFailure,
 };
-pub use rates::{AddressRate, AddressRateKind, AddressVerdict, RateLimits};
+pub use rates::{
+    ACCOUNT_BACKOFF_FIRST_SECS, ACCOUNT_BACKOFF_MAX_SECS, ACCOUNT_BACKOFF_RESET_SECS,
+    ACCOUNT_SIGN_IN_ATTEMPTS, AccountAttempts, AccountBackoff, AddressRate, AddressRateKind,
+    AddressVerdict, RateLimits, address_key,
+};
 
 use std::fmt;
 use std::net::IpAddr;
