@@ -55,6 +55,11 @@ pub const RECENT_VERSIONS: u32 = 20;
 /// Versions of one record the record page lists (the API's largest page).
 pub const MAX_VERSIONS_SHOWN: u32 = 200;
 
+/// The most Type, App and App Authorization records a console page reads,
+/// the last received: anyone may register an app and other servers send
+/// records, so a page's work must not grow with what strangers store.
+pub const MAX_BUILTIN_RECORDS: u32 = 1_000;
+
 /// Entity links whose names the record page looks up.
 pub const MAX_NAMED_ENTITIES: usize = 20;
 

@@ -446,7 +446,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
 
     async fn builtin(&self, builtin: BuiltinType) -> Result<Vec<Record>, Reply<H::Stream>> {
         Ok(self
-            .versions_of(&builtin_records_sql(self.user.id, builtin), 0)
+            .versions_of(
+                &builtin_records_sql(self.user.id, builtin, console::MAX_BUILTIN_RECORDS),
+                0,
+            )
             .await?
             .into_iter()
             .map(|(record, _)| record)
