@@ -16,7 +16,11 @@
 //! `2 × MAX_DIFF_LINES × (MAX_DIFF_EDITS + 1)` comparisons (about 20
 //! million) and `(MAX_DIFF_EDITS + 1)²` remembered positions (4 MB), plus
 //! one pass over both texts. Core has no clock, so the bound is on work,
-//! not on time.
+//! not on time. Measured (`cargo bench -p folio-core --bench core --
+//! console_diff`, release, on a shared 2-core machine): the review's
+//! 40,000 changed lines are refused in 1.4 ms (10.15 s before), every line
+//! of 10,000 changed in 8.6 ms, and 500 changes spread over 10,000 lines
+//! (the most edits still compared) in 9.8 ms.
 
 use std::collections::HashMap;
 
