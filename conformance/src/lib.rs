@@ -185,6 +185,10 @@ fn exclusion(check: &checks::Check, target: &Target, options: &RunOptions) -> Op
             Some("the target has no \"hostile_peer\" to serve hostile entities from".into())
         }
         Needs::HostilePeer => None,
+        Needs::Loopback if !target.is_loopback() => Some(
+            "the target is not on loopback, where the suite can send from many addresses".into(),
+        ),
+        Needs::Loopback => None,
         _ if !target.transport => Some("the target has \"transport\": false".into()),
         Needs::Redirect if target.http_redirect_url.is_none() => {
             Some("the target has no \"http_redirect_url\"".into())

@@ -56,6 +56,17 @@ fn yes() -> bool {
 }
 
 impl Target {
+    /// Whether `base_url` names a loopback host (`localhost`, `127.x.x.x`,
+    /// `[::1]`): a server on this machine.
+    pub fn is_loopback(&self) -> bool {
+        url::Url::parse(&self.base_url).is_ok_and(|url| match url.host() {
+            Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(address)) => address.is_loopback(),
+            Some(url::Host::Ipv6(address)) => address.is_loopback(),
+            None => false,
+        })
+    }
+
     /// A target reached as one app, for a tool or test that drives the API
     /// rather than run the suite: `app` stands for the full and the scoped
     /// app alike (no scoped types), the server's certificate is `ca_cert`,

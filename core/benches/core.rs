@@ -2,7 +2,8 @@
 //! header's parse + verify against raw ed25519-dalek verification of the same
 //! message, the yardstick it should stay close to; and validating a 1 KiB
 //! post (../shared/real-types/post.json) while extracting its links; and the
-//! whole create transition of a 1 KiB post, its needs answered from memory.
+//! whole create transition of a 1 KiB post, its needs answered from memory;
+//! and the console's bounded line diff at its worst cases (issue 40).
 //!
 //! Run: `cargo bench -p folio-core --bench core`
 
@@ -277,11 +278,49 @@ fn create_transition(c: &mut Criterion) {
     });
 }
 
+/// The console's version diff where it costs most: the review's 40,000
+/// changed lines (refused by the line limit), every line of the largest
+/// comparable side changed (refused by the edit budget, after it), and the
+/// most edits still compared.
+fn console_diff(c: &mut Criterion) {
+    use folio_core::console::{Differences, MAX_DIFF_EDITS, MAX_DIFF_LINES, diff_lines};
+    let lines = |count: usize, mark: &dyn Fn(usize) -> &'static str| -> String {
+        (0..count)
+            .map(|i| format!("  \"{i}\": \"{}\",\n", mark(i)))
+            .collect()
+    };
+    let review_before = lines(40_000, &|_| "a");
+    let review_after = lines(40_000, &|_| "b");
+    let before = lines(MAX_DIFF_LINES, &|_| "a");
+    let all_changed = lines(MAX_DIFF_LINES, &|_| "b");
+    let spread = MAX_DIFF_LINES / (MAX_DIFF_EDITS / 2);
+    let most_edits = lines(MAX_DIFF_LINES, &|i| if i % spread == 0 { "b" } else { "a" });
+    assert_eq!(
+        diff_lines(&review_before, &review_after),
+        Differences::TooLarge
+    );
+    assert_eq!(diff_lines(&before, &all_changed), Differences::TooLarge);
+    assert!(matches!(
+        diff_lines(&before, &most_edits),
+        Differences::Lines(_)
+    ));
+    c.bench_function("console_diff_40000_lines_changed", |b| {
+        b.iter(|| diff_lines(black_box(&review_before), black_box(&review_after)))
+    });
+    c.bench_function("console_diff_every_line_changed", |b| {
+        b.iter(|| diff_lines(black_box(&before), black_box(&all_changed)))
+    });
+    c.bench_function("console_diff_most_edits_compared", |b| {
+        b.iter(|| diff_lines(black_box(&before), black_box(&most_edits)))
+    });
+}
+
 criterion_group!(
     benches,
     version_hash,
     authorization,
     validation,
-    create_transition
+    create_transition,
+    console_diff
 );
 criterion_main!(benches);

@@ -156,6 +156,14 @@ impl Endpoint {
         }
     }
 
+    /// Whether the endpoint serves pages a person reads in a browser (the
+    /// consent page and the console) rather than the API: those send no
+    /// CORS headers, so no other origin's script may read them, and their
+    /// preflights allow nothing.
+    pub fn is_page(&self) -> bool {
+        matches!(self, Endpoint::Consent { .. } | Endpoint::Console { .. })
+    }
+
     /// The `Allow` header value: the endpoint's methods and `OPTIONS`.
     pub fn allow(&self) -> String {
         let mut names: Vec<&str> = self.methods().iter().map(|m| m.as_str()).collect();

@@ -228,7 +228,9 @@ pub struct ServeOptions {
     /// App registrations per client address: `PER_SECOND/BURST`, or `off`.
     #[arg(long, value_parser = parse_rate, default_value_t = OrOff(default_limits().registrations_per_address))]
     pub register_rate: OrOff<RateLimit>,
-    /// Consent-page sign-in attempts per client address per minute, or `off`.
+    /// Sign-in attempts (consent page, console, password change) per client
+    /// address (an IPv6 address by its /64) per minute, or `off`. Each
+    /// account's own budget with back-off is fixed and stays on.
     #[arg(long, value_parser = parse_per_minute, default_value_t = OrOff(default_limits().sign_in_attempts_per_minute))]
     pub sign_in_rate: OrOff<u32>,
     /// Notifications one other entity's server may send one user, `PER_SECOND/BURST` or `off`.

@@ -97,7 +97,9 @@ impl Limit {
             Rate::AnonymousRead(_) => Limit::ReadRate,
             Rate::Write(_) => Limit::WriteRate,
             Rate::Registration(_) => Limit::RegistrationRate,
-            Rate::SignIn(_) => Limit::SignInRate,
+            Rate::SignIn(_) | Rate::AccountSignIn(_) | Rate::AccountSignedIn(_) => {
+                Limit::SignInRate
+            }
             // A refused rediscovery answers nothing: the signature fails as it is.
             Rate::Notification { .. } | Rate::Rediscovery(_) => Limit::NotificationRate,
         }

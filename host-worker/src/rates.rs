@@ -8,7 +8,9 @@
 //! An app's writes are counted where they are made: an app is authorized
 //! by one user, and its writes all go through that user's object (see
 //! [`UserStore`](crate::UserStore)), which keeps them in a [`RateLimits`]
-//! of its own without a subrequest.
+//! of its own without a subrequest; so are the passwords typed for the
+//! user's account (core's `AccountBackoff`). An address's place is core's
+//! [`AddressRate::place_name`]: an IPv6 client's /64 is one object.
 
 use std::cell::RefCell;
 
@@ -73,7 +75,9 @@ pub fn configured(env: &Env) -> Limits {
     }
 }
 
-/// Only the rates a user object counts itself: an app's writes.
+/// Only the rates a user object counts itself: an app's writes, and the
+/// account's sign-in budget (every sign-in to an account reaches its user's
+/// object).
 pub fn kept_by_user(limits: &Limits) -> RateLimits {
     RateLimits::new(&Limits {
         unauthenticated_reads_per_address: None,

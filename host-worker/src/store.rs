@@ -17,7 +17,7 @@ use folio_core::fresh::Fresh;
 use folio_core::limits::{Limits, header_section_len};
 use folio_core::model::{BlobHash, RecordDate, UserName};
 use folio_core::problem::default_docs_url;
-use folio_core::service::Peers;
+use folio_core::service::{AccountAttempts, Peers};
 use folio_core::store::{Statement, user_by_name_sql, users_sql};
 use folio_core::{
     Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate, RateLimits,
@@ -816,8 +816,61 @@ impl Streams for UserStore {
     }
 }
 
+/// Where the object keeps an account's sign-in attempts beyond its memory.
+fn account_attempts_key(account: &str) -> String {
+    format!("sign_in_attempts:{account}")
+}
+
+impl UserStore {
+    /// Counts a password typed for `account` in core's budget, kept in the
+    /// object's storage as well, so an eviction between two attempts (a
+    /// guesser pausing for it) does not start the count again. Storage that
+    /// fails refuses the attempt, as an unreachable counter does.
+    async fn count_account(
+        &self,
+        rate: Rate<'_>,
+        account: &str,
+        now: RecordDate,
+    ) -> Result<(), Limited> {
+        let storage = self.state.storage();
+        let key = account_attempts_key(account);
+        if self.writes.borrow().account_attempts(account).is_none() {
+            match storage.get::<String>(&key).await {
+                Ok(Some(text)) => match serde_json::from_str::<AccountAttempts>(&text) {
+                    Ok(kept) => self.writes.borrow_mut().restore_account(account, kept),
+                    Err(error) => worker::console_error!("{key}: {error}"),
+                },
+                Ok(None) => {}
+                Err(error) => {
+                    worker::console_error!("reading {key}: {error}");
+                    return Err(Limited::counter_unreachable());
+                }
+            }
+        }
+        let verdict = self.writes.borrow_mut().check(rate, now);
+        let kept = self.writes.borrow().account_attempts(account);
+        let stored = match kept {
+            Some(attempts) => match serde_json::to_string(&attempts) {
+                Ok(text) => storage.put(&key, text).await,
+                Err(error) => Err(error.into()),
+            },
+            None => storage.delete(&key).await.map(|_| ()),
+        };
+        if let Err(error) = stored {
+            worker::console_error!("keeping {key}: {error}");
+            if verdict.is_ok() && matches!(rate, Rate::AccountSignIn(_)) {
+                return Err(Limited::counter_unreachable());
+            }
+        }
+        verdict
+    }
+}
+
 impl Guards for UserStore {
     async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
+        if let Rate::AccountSignIn(account) | Rate::AccountSignedIn(account) = rate {
+            return self.count_account(rate, account, now).await;
+        }
         match rates::count_per_address(&self.env, &self.rates, rate, now).await {
             Some(verdict) => verdict,
             None => self.writes.borrow_mut().check(rate, now),

@@ -286,6 +286,18 @@ pub struct Http {
 
 impl Http {
     pub fn new(trust: &impl Trust) -> Result<Self, String> {
+        Self::with_builder(Self::builder(trust)?)
+    }
+
+    /// A client like [`Http::new`]'s whose connections leave from the
+    /// local address `local`: for a test that must come from several
+    /// addresses of one machine (`127.0.0.2`, `127.0.0.3`, … to a server on
+    /// loopback).
+    pub fn bound_to(trust: &impl Trust, local: std::net::IpAddr) -> Result<Self, String> {
+        Self::with_builder(Self::builder(trust)?.local_address(local))
+    }
+
+    fn builder(trust: &impl Trust) -> Result<reqwest::ClientBuilder, String> {
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
@@ -299,6 +311,10 @@ impl Http {
         if trust.insecure() {
             builder = builder.danger_accept_invalid_certs(true);
         }
+        Ok(builder)
+    }
+
+    fn with_builder(builder: reqwest::ClientBuilder) -> Result<Self, String> {
         let client = builder
             .build()
             .map_err(|error| format!("HTTP client: {}", describe(&error)))?;

@@ -9,7 +9,7 @@ use serde_json::json;
 use url::Url;
 
 use super::{Check, CheckResult, Needs, check};
-use crate::apps::{NewApp, ScopeItem, authorize, password, scope_type};
+use crate::apps::{NewApp, ScopeItem, authorize, consent_url, password, register, scope_type};
 use crate::browser::{Browser, csrf, html, see_other, summary};
 use crate::client::{Call, Response};
 use crate::context::{Ctx, type_value};
@@ -60,6 +60,11 @@ pub fn checks() -> Vec<Check> {
         check!(
             "console/filter-error-is-shown-at-its-position",
             filter_error,
+            Needs::Password
+        ),
+        check!(
+            "console/signed-out-session-is-dead-everywhere",
+            signed_out_session_is_dead,
             Needs::Password
         ),
     ]
@@ -231,6 +236,42 @@ async fn page_headers(ctx: &Ctx) -> CheckResult {
         .post_form(&sign_out, &[("csrf", "nonsense")])
         .await?;
     ensure_headers(&response, "a refused form")?;
+    Ok(())
+}
+
+/// Signing out ends the session on the server (issue 40): a copy of its
+/// cookie, taken before, opens neither the console nor the consent page
+/// afterwards: each is the sign-in form.
+async fn signed_out_session_is_dead(ctx: &Ctx) -> CheckResult {
+    let app = NewApp::fresh();
+    register(ctx, &app, &[]).await?;
+    let consent = consent_url(ctx, app.id())?;
+    let mut browser = signed_in(ctx).await?;
+    let overview = own(ctx, "")?;
+    let (page, token) = browser.open(&overview).await?;
+    ensure!(
+        page.find("input", &[("name", "password")]).is_none(),
+        "signed in, the overview asks for a password"
+    );
+    let copied = browser.session().map(str::to_owned);
+    let sign_out = own(ctx, "/sign-out")?;
+    let response = browser.post_form(&sign_out, &[("csrf", &token)]).await?;
+    see_other(&response, &sign_out).map_err(|e| format!("signing out: {e}"))?;
+    ensure!(
+        browser.session().is_none(),
+        "signing out left the browser a session cookie"
+    );
+    let mut thief = Browser::new(&ctx.http, &overview);
+    for url in [overview, own(ctx, "/account")?, consent] {
+        thief.use_session(copied.clone());
+        let response = thief.get(&url).await?;
+        let page = html(&response, 200)
+            .map_err(|e| format!("GET {url} with the signed-out session's cookie: {e}"))?;
+        ensure_sign_in(
+            &page,
+            &format!("GET {url} with a copy of a signed-out session's cookie"),
+        )?;
+    }
     Ok(())
 }
 

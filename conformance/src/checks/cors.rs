@@ -1,5 +1,6 @@
-//! CORS: preflights on every endpoint and the headers of other responses
-//! (spec §4.0.2, PROTOCOL.md §12).
+//! CORS: preflights on every API endpoint and the headers of other
+//! responses (spec §4.0.2, PROTOCOL.md §12); the pages a person reads (the
+//! console, the consent page) send none (issue 40).
 
 use reqwest::Method;
 
@@ -20,6 +21,7 @@ pub fn checks() -> Vec<Check> {
         check!("cors/preflight-server-info", preflight_server_info),
         check!("cors/allow-origin-on-success", allow_origin_on_success),
         check!("cors/expose-headers-on-success", expose_headers_on_success),
+        check!("cors/pages-send-no-cors-headers", pages_send_no_cors),
     ]
 }
 
@@ -135,4 +137,39 @@ async fn expose_headers_on_success(ctx: &Ctx) -> CheckResult {
         .await?;
     expect::status(&response, 200)?;
     ensure_exposed_headers(&response)
+}
+
+/// The console and the consent page are for a person's browser on this
+/// origin: no answer of theirs, a preflight included, carries a CORS
+/// header, so no other origin's script may read them.
+async fn pages_send_no_cors(ctx: &Ctx) -> CheckResult {
+    let user = &ctx.target.user;
+    let pages = [
+        ctx.url(&format!("/{user}/console"))?,
+        ctx.url(&format!("/{user}/console/account"))?,
+        ctx.url(&format!("/{user}/auth/{}", record_id()))?,
+    ];
+    for page in pages {
+        let get = Call::get(page.clone())
+            .header("origin", "https://app.example")
+            .header("accept", "text/html");
+        let preflight = Call::new(Method::OPTIONS, page.clone())
+            .header("origin", "https://app.example")
+            .header("access-control-request-method", "POST");
+        for (what, call) in [("GET", get), ("OPTIONS", preflight)] {
+            let response = ctx.send(call).await?;
+            let cors: Vec<&str> = response
+                .headers
+                .keys()
+                .map(|name| name.as_str())
+                .filter(|name| name.starts_with("access-control-"))
+                .collect();
+            ensure!(
+                cors.is_empty(),
+                "{what} {page} ({}) sent CORS headers: {cors:?}",
+                response.status
+            );
+        }
+    }
+    Ok(())
 }

@@ -57,6 +57,9 @@ pub enum Needs {
     Faults,
     /// The suite's hostile peer (`hostile_peer`), which the server reaches.
     HostilePeer,
+    /// A target on loopback, which the suite reaches from several of its
+    /// addresses (127.0.0.2, 127.0.0.3, …).
+    Loopback,
 }
 
 pub struct Check {

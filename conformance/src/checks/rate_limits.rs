@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{Check, CheckResult, Needs, check};
 use crate::apps::{NewApp, PUBLIC_KEY_HEADER, consent_url, register, registration};
-use crate::browser::{Browser, csrf, html};
+use crate::browser::{Browser, csrf, html, summary};
 use crate::client::{Call, Http, Response, record_id, retry_after};
 use crate::context::{Ctx, with_query};
 use crate::expect::{self, RATE_LIMITED, ensure};
@@ -36,6 +36,11 @@ pub fn checks() -> Vec<Check> {
         check!(
             "rate-limits/registrations-past-burst-429-with-retry-after",
             registrations_past_burst
+        ),
+        check!(
+            "rate-limits/account-wrong-passwords-from-many-addresses-429",
+            account_sign_in_failures,
+            Needs::Loopback
         ),
         check!(
             "rate-limits/sign-in-failures-429-with-retry-after",
@@ -276,6 +281,72 @@ async fn sign_in_failures(ctx: &Ctx) -> CheckResult {
     let url = consent_url(ctx, app.id())?;
     wrong_passwords_until_limited(ctx, &url, &url, &[("action", "sign_in")]).await
 }
+
+/// Wrong passwords for one account, each from an address of its own
+/// (127.0.0.2, 127.0.0.3, …, so no address's sign-in rate is reached), are
+/// refused past the account's budget: a `429` page with a `Retry-After`
+/// (issue 40). On the console's sign-in form and then the consent page's,
+/// which share the budget.
+async fn account_sign_in_failures(ctx: &Ctx) -> CheckResult {
+    let console = ctx.url(&format!("/{}/console", ctx.target.user))?;
+    let action = ctx.url(&format!("/{}/console/sign-in", ctx.target.user))?;
+    let wrong = format!("not-the-password-{}", record_id());
+    for attempt in 1..=ADDRESSES_PER_ACCOUNT_CHECK {
+        let local = std::net::Ipv4Addr::new(127, 0, 0, 1 + attempt);
+        let http = Http::bound_to(&ctx.target, local.into())?.without_retries();
+        let mut browser = Browser::new(&http, &console);
+        let (_, token) = browser
+            .open(&console)
+            .await
+            .map_err(|e| format!("from {local}: {e}"))?;
+        let response = browser
+            .post_form(&action, &[("csrf", &token), ("password", &wrong)])
+            .await?;
+        match response.status {
+            401 => {}
+            429 => {
+                html(&response, 429)?;
+                ensure!(
+                    retry_after(&response.headers).is_some(),
+                    "429 after {attempt} wrong passwords without a Retry-After in seconds: {:?}",
+                    response.header("retry-after")
+                );
+                // The consent page counts against the same account.
+                let app = NewApp::fresh();
+                register(ctx, &app, &[]).await?;
+                let url = consent_url(ctx, app.id())?;
+                let local = std::net::Ipv4Addr::new(127, 0, 0, 2 + attempt);
+                let http = Http::bound_to(&ctx.target, local.into())?.without_retries();
+                let mut browser = Browser::new(&http, &url);
+                let (_, token) = browser.open(&url).await?;
+                let fields = [
+                    ("csrf", token.as_str()),
+                    ("action", "sign_in"),
+                    ("password", wrong.as_str()),
+                ];
+                let response = browser.post_form(&url, &fields).await?;
+                ensure!(
+                    response.status == 429 && retry_after(&response.headers).is_some(),
+                    "the consent page from {local} after the console's 429: {}",
+                    summary(&response)
+                );
+                return Ok(());
+            }
+            status => {
+                return Err(format!(
+                    "wrong password {attempt} from {local}: expected 401 or 429, got {status}: {}",
+                    response.excerpt()
+                ));
+            }
+        }
+    }
+    Err(format!(
+        "{ADDRESSES_PER_ACCOUNT_CHECK} wrong passwords for one account, each from its own address, were never refused"
+    ))
+}
+
+/// The addresses [`account_sign_in_failures`] sends from, one wrong password each.
+const ADDRESSES_PER_ACCOUNT_CHECK: u8 = 30;
 
 /// Posts wrong passwords from the sign-in form of `page` to `action` (with
 /// `fields` besides the token and the password) until a `429` page with a

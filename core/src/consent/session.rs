@@ -4,7 +4,9 @@
 //! when, when it expires, and a random nonce the CSRF token of its forms is
 //! derived from. Signing out of every session moves the user's
 //! `sessions_after` mark past every sign-in made so far
-//! ([`Session::is_current`]).
+//! ([`Session::is_current`]); signing out of one moves it to that session's
+//! sign-in ([`Session::sign_out_mark`]), so a copy of its cookie is dead
+//! too. The mark only moves forward.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -96,6 +98,16 @@ impl Session {
     /// mark (Unix milliseconds; 0 when the user never signed out).
     pub fn is_current(&self, user: &str, sessions_after_ms: i64) -> bool {
         self.signed_in && self.user == user && self.since_ms > sessions_after_ms
+    }
+
+    /// The `sessions_after` mark that signing out of this session sets (its
+    /// sign-in time): it ends this session wherever its cookie is, and
+    /// every session of the user signed in at or before it; sessions signed
+    /// in later go on. One mark per user, the one that signing out
+    /// everywhere and a password change move, so the server keeps no list
+    /// of sessions.
+    pub fn sign_out_mark(&self) -> i64 {
+        self.since_ms
     }
 
     /// The same session with its expiry moved on, when less than half of
@@ -271,6 +283,25 @@ mod tests {
         assert!(!session.is_current("me", at));
         assert!(!session.is_current("you", 0));
         assert!(!Session::visitor("me", [1; 16], fixed_time()).is_current("me", 0));
+    }
+
+    #[test]
+    fn signing_out_ends_this_session_and_earlier_ones_only() {
+        let at = |ms: i64| {
+            RecordDate::from_unix_millis(fixed_time().unix_millis() + ms).expect("a date")
+        };
+        let earlier = Session::signed_in("me", [1; 16], at(-60_000));
+        let this = Session::signed_in("me", [2; 16], fixed_time());
+        let later = Session::signed_in("me", [3; 16], at(1));
+        // A renewed copy of the session keeps its sign-in time, so it ends too.
+        let renewed = this
+            .renewed(at(SIGNED_IN_LIFETIME_MS - 60_000))
+            .expect("renewed");
+        let mark = this.sign_out_mark();
+        assert!(!this.is_current("me", mark));
+        assert!(!renewed.is_current("me", mark));
+        assert!(!earlier.is_current("me", mark));
+        assert!(later.is_current("me", mark));
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //! password, and is usable without JavaScript (it has none): every action
 //! is a form that carries the session's CSRF token.
 
+pub mod diff;
 pub mod page;
+
+pub use diff::{DiffLine, Differences, MAX_DIFF_EDITS, MAX_DIFF_LINES, diff_lines};
 
 use serde_json::Value;
 
@@ -51,6 +54,11 @@ pub const RECENT_VERSIONS: u32 = 20;
 
 /// Versions of one record the record page lists (the API's largest page).
 pub const MAX_VERSIONS_SHOWN: u32 = 200;
+
+/// The most Type, App and App Authorization records a console page reads,
+/// the last received: anyone may register an app and other servers send
+/// records, so a page's work must not grow with what strangers store.
+pub const MAX_BUILTIN_RECORDS: u32 = 1_000;
 
 /// Entity links whose names the record page looks up.
 pub const MAX_NAMED_ENTITIES: usize = 20;
@@ -417,29 +425,6 @@ pub fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
-/// One line of the difference between a version and its parent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiffLine {
-    /// `+` added, `-` removed, ` ` kept.
-    pub sign: char,
-    pub text: String,
-}
-
-/// The lines of `after` against `before` (both pretty JSON).
-pub fn diff_lines(before: &str, after: &str) -> Vec<DiffLine> {
-    similar::TextDiff::from_lines(before, after)
-        .iter_all_changes()
-        .map(|change| DiffLine {
-            sign: match change.tag() {
-                similar::ChangeTag::Delete => '-',
-                similar::ChangeTag::Insert => '+',
-                similar::ChangeTag::Equal => ' ',
-            },
-            text: change.value().trim_end_matches('\n').to_owned(),
-        })
-        .collect()
-}
-
 /// The write body of the console's edit form: the typed JSON (an object
 /// with `content`, and optionally `permissions`), with the parent the
 /// form was made from as `version.parent_hash`, so that an edit made
@@ -632,12 +617,5 @@ mod tests {
         let body: Value = serde_json::from_slice(&body).expect("JSON");
         assert_eq!(body["type"]["record_id"], "01");
         assert!(create_body(r#"{"content": {}}"#, "").is_err());
-    }
-
-    #[test]
-    fn differences_mark_each_line() {
-        let lines = diff_lines("{\n  \"a\": 1\n}\n", "{\n  \"a\": 2\n}\n");
-        let signs: String = lines.iter().map(|line| line.sign).collect();
-        assert_eq!(signs, " -+ ");
     }
 }

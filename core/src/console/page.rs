@@ -4,7 +4,7 @@
 
 use askama::Template;
 
-use super::{DiffLine, FilterProblem, LinkView, ListForm, PermissionWords, SORTS};
+use super::{Differences, FilterProblem, LinkView, ListForm, PermissionWords, SORTS};
 
 /// What every signed-in page knows: whose console, the token of its
 /// forms, and which section of the menu it is in.
@@ -167,8 +167,8 @@ pub struct VersionPage<'a> {
     pub frame: Frame<'a>,
     pub view: VersionView,
     pub record_href: String,
-    pub diff: Vec<DiffLine>,
-    pub first: bool,
+    /// `None` for a record's first version.
+    pub diff: Option<Differences>,
 }
 
 #[derive(Template)]

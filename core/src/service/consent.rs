@@ -76,14 +76,15 @@ async fn answer<H: Host>(
             "The form was not sent from this page, or it is too old. Go back, reload the page and try again.",
         )),
         Decision::CheckPassword { session, password } => {
-            if let Err(limited) = cx.rate(Rate::SignIn(cx.request.peer)).await {
-                let (title, text) = sign_in_refusal(limited.problem.kind);
-                return Err(message(limited.problem.status(), title, text)
-                    .with("retry-after", limited.retry_after_secs.to_string()));
-            }
-            let matches = password_matches(host, user, password)
-                .await
-                .map_err(|error| logged(host, &error))?;
+            let matches = match attempt_password(cx, user, &password).await {
+                Ok(Ok(matches)) => matches,
+                Ok(Err(limited)) => {
+                    let (title, text) = sign_in_refusal(limited.problem.kind);
+                    return Err(message(limited.problem.status(), title, text)
+                        .with("retry-after", limited.retry_after_secs.to_string()));
+                }
+                Err(error) => return Err(logged(host, &error)),
+            };
             if matches {
                 host.note(Note::SignedIn { user: &user.name });
                 let session = Session::signed_in(&user.name, cx.request.fresh.bytes(), now);
@@ -249,9 +250,40 @@ fn sign_in<H: Host>(
     }
 }
 
+/// A password typed for `user`, on the consent page, the console's
+/// sign-in or a password change: counted against the address's sign-in
+/// rate, then against the account's budget
+/// ([`AccountBackoff`](super::rates::AccountBackoff)), and only then
+/// checked; a right one starts the account's count again. `Err` is the
+/// refusal to show (nothing was checked); the host's failure is its text.
+pub(super) async fn attempt_password<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    password: &str,
+) -> Result<Result<bool, super::Limited>, String> {
+    // An address over its rate does not spend the account's budget.
+    if let Err(limited) = cx.rate(Rate::SignIn(cx.request.peer)).await {
+        return Ok(Err(limited));
+    }
+    if let Err(limited) = cx.rate(Rate::AccountSignIn(&user.name)).await {
+        return Ok(Err(limited));
+    }
+    if password.len() > crate::consent::MAX_PASSWORD_BYTES {
+        return Ok(Ok(false));
+    }
+    let right = password_matches(cx.host, user, password.to_owned()).await?;
+    if right {
+        // Never refused: clearing a count has nothing to limit.
+        cx.rate(Rate::AccountSignedIn(&user.name))
+            .await
+            .map_err(|limited| limited.problem.kind.title().to_owned())?;
+    }
+    Ok(Ok(right))
+}
+
 /// Whether `password` is the user's (the consent page's and the
 /// console's check); the host's failure as its text.
-pub(super) async fn password_matches<H: Host>(
+async fn password_matches<H: Host>(
     host: &H,
     user: &User,
     password: String,
@@ -278,7 +310,7 @@ pub(super) fn sign_in_refusal(kind: ProblemType) -> (&'static str, &'static str)
     match kind {
         ProblemType::RateLimited => (
             "Too many attempts",
-            "Too many sign-in attempts from your address. Wait a minute, then try again.",
+            "Too many sign-in attempts from your address or for this account. Wait a while, then try again.",
         ),
         // The attempt could not be counted (the edge's rate object did not
         // answer): refused, but not as too many.

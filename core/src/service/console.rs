@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::access::{Access, is_type};
 use crate::apps::Scope;
 use crate::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_record_type};
-use crate::consent::{AppRequest, MAX_PASSWORD_BYTES, Session};
+use crate::consent::{AppRequest, Session};
 use crate::console::page::{
     AccountPage, AppView, AppsPage, EditError, EditPage, Frame, LandingPage, LinkShown,
     MessagePage, Overview, RecordPage, RecordRow, Records, Section, SignInPage, TypeChoice,
@@ -36,7 +36,7 @@ use crate::write::{RecordKey, WriteRequest};
 
 use super::store::{RowExt, version_row};
 use super::writes::{Done, Job, RecordWrite};
-use super::{Context, Host, Note, Rate, Reply, ReplyBody, User, WriteFailure};
+use super::{Context, Host, Note, Reply, ReplyBody, User, WriteFailure};
 
 /// A page, or the page that says why not.
 type Page<S> = Result<Reply<S>, Reply<S>>;
@@ -211,10 +211,17 @@ async fn answer<H: Host>(
                 Some(Session::clear_cookie()),
             ))
         }
-        (ConsolePage::SignOut, Some(_)) => Ok(see_other(
-            &console_href(&user.name, ""),
-            Some(Session::clear_cookie()),
-        )),
+        // Ends this session on the server, not only in this browser: a
+        // copy of its cookie is refused from now on, on every page.
+        (ConsolePage::SignOut, Some(_)) => {
+            console
+                .run_statement(sign_out_everywhere_sql(user.id, session.sign_out_mark()))
+                .await?;
+            Ok(see_other(
+                &console_href(&user.name, ""),
+                Some(Session::clear_cookie()),
+            ))
+        }
         (ConsolePage::Unknown, _) => Err(message(
             404,
             Some(&user.name),
@@ -296,13 +303,8 @@ async fn sign_in<H: Host>(
     form: &Form,
 ) -> Page<H::Stream> {
     let host = cx.host;
-    if let Err(limited) = cx.rate(Rate::SignIn(cx.request.peer)).await {
-        let (title, text) = super::consent::sign_in_refusal(limited.problem.kind);
-        return Err(message(limited.problem.status(), None, title, text)
-            .with("retry-after", limited.retry_after_secs.to_string()));
-    }
     let password = form.get("password").unwrap_or_default();
-    if password.len() <= MAX_PASSWORD_BYTES && check_password(cx, user, password).await? {
+    if check_password(cx, user, password).await? {
         host.note(Note::SignedIn { user: &user.name });
         let now = cx.request.now;
         let session = Session::signed_in(&user.name, cx.request.fresh.bytes(), now);
@@ -318,15 +320,23 @@ async fn sign_in<H: Host>(
     Ok(sign_in_page(cx, user, visitor, Some("Wrong password"), 401))
 }
 
-/// Whether `password` is the user's.
+/// Whether `password` is the user's, counted as a sign-in attempt
+/// ([`attempt_password`](super::consent::attempt_password)); a refused
+/// attempt is the page that says so, with its `Retry-After`.
 async fn check_password<H: Host>(
     cx: &Context<'_, '_, H>,
     user: &User,
     password: &str,
 ) -> Result<bool, Reply<H::Stream>> {
-    super::consent::password_matches(cx.host, user, password.to_owned())
-        .await
-        .map_err(|error| logged(cx.host, &error))
+    match super::consent::attempt_password(cx, user, password).await {
+        Ok(Ok(right)) => Ok(right),
+        Ok(Err(limited)) => {
+            let (title, text) = super::consent::sign_in_refusal(limited.problem.kind);
+            Err(message(limited.problem.status(), None, title, text)
+                .with("retry-after", limited.retry_after_secs.to_string()))
+        }
+        Err(error) => Err(logged(cx.host, &error)),
+    }
 }
 
 /// The Type records of a store, to name types and offer them.
@@ -436,7 +446,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
 
     async fn builtin(&self, builtin: BuiltinType) -> Result<Vec<Record>, Reply<H::Stream>> {
         Ok(self
-            .versions_of(&builtin_records_sql(self.user.id, builtin), 0)
+            .versions_of(
+                &builtin_records_sql(self.user.id, builtin, console::MAX_BUILTIN_RECORDS),
+                0,
+            )
             .await?
             .into_iter()
             .map(|(record, _)| record)
@@ -815,19 +828,18 @@ impl<H: Host> Console<'_, '_, '_, H> {
         };
         let types = self.load_types().await?;
         let view = self.view(&record, &entries, &types).await?;
-        let diff = match &parent {
-            Some(parent) => diff_lines(
+        // Bounded work whatever the two versions hold (console::diff).
+        let diff = parent.as_ref().map(|parent| {
+            diff_lines(
                 &format!("{}\n", pretty(&editable_json(parent))),
                 &format!("{}\n", view.json),
-            ),
-            None => Vec::new(),
-        };
+            )
+        });
         Ok(html(
             200,
             render(&VersionPage {
                 frame,
                 record_href: self.record_href(&path.entity, &path.record_id),
-                first: parent.is_none(),
                 view,
                 diff,
             }),
@@ -1273,18 +1285,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
             return refuse(error);
         }
         // The current password is a sign-in: counted, then checked.
-        if let Err(limited) = self.cx.rate(Rate::SignIn(self.cx.request.peer)).await {
-            return Err(message(
-                limited.problem.status(),
-                Some(&self.user.name),
-                "Too many attempts",
-                "Too many password attempts from your address. Wait a minute, then try again.",
-            )
-            .with("retry-after", limited.retry_after_secs.to_string()));
-        }
-        if current.len() > MAX_PASSWORD_BYTES
-            || !check_password(self.cx, self.user, current).await?
-        {
+        if !check_password(self.cx, self.user, current).await? {
             return refuse("The current password is wrong: the password was not changed.");
         }
         let Some(hash) = self

@@ -54,6 +54,14 @@ pub enum Rate<'a> {
     Registration(Option<IpAddr>),
     /// A consent-page sign-in attempt from an address.
     SignIn(Option<IpAddr>),
+    /// A password typed for an account (the user's name), wherever: the
+    /// console's and the consent page's sign-in and a password change.
+    /// Counted before the password is checked, and refused while the
+    /// account backs off ([`AccountBackoff`](super::rates::AccountBackoff)).
+    AccountSignIn(&'a str),
+    /// The account's password was typed right: its count starts again.
+    /// Never refused.
+    AccountSignedIn(&'a str),
     /// A notification from another entity's server (federation) to the
     /// user with row id `user`: counted per sending entity, per its
     /// registrable domain and per receiving user.

@@ -73,7 +73,11 @@ pub use host::{
     STORAGE_FULL_RETRY_AFTER_SECS, Secrets, Settings, Store, Streams, UploadFailure, User,
     WriteFailure,
 };
-pub use rates::{AddressRate, AddressRateKind, AddressVerdict, RateLimits};
+pub use rates::{
+    ACCOUNT_BACKOFF_FIRST_SECS, ACCOUNT_BACKOFF_MAX_SECS, ACCOUNT_BACKOFF_RESET_SECS,
+    ACCOUNT_SIGN_IN_ATTEMPTS, AccountAttempts, AccountBackoff, AddressRate, AddressRateKind,
+    AddressVerdict, RateLimits, address_key,
+};
 
 use std::fmt;
 use std::net::IpAddr;
@@ -292,7 +296,9 @@ pub async fn handle<H: Host>(host: &H, request: Request<'_>, body: H::Body) -> R
     let settings = host.settings();
     let mut body = Some(body);
     let mut route = UNROUTED;
-    let outcome = dispatch(host, &request, &mut body, &mut route).await;
+    // The API's CORS headers go on every answer but a page's.
+    let mut cors = true;
+    let outcome = dispatch(host, &request, &mut body, &mut route, &mut cors).await;
     // A body the answer did not read is drained, so that a client still
     // sending it receives the answer (and a proxy in front is not left
     // with half a stream).
@@ -313,8 +319,10 @@ pub async fn handle<H: Host>(host: &H, request: Request<'_>, body: H::Body) -> R
         }
     };
     if !preflight {
-        for (name, value) in settings.dialect.cors_headers() {
-            reply.set(name, value);
+        if cors {
+            for (name, value) in settings.dialect.cors_headers() {
+                reply.set(name, value);
+            }
         }
         reply.set(NOSNIFF.0, NOSNIFF.1);
         if let Some(value) = strict_transport_security(&settings.base_url) {
@@ -357,23 +365,28 @@ async fn dispatch<'r, H: Host>(
     request: &'r Request<'r>,
     body: &mut Option<H::Body>,
     route_name: &mut &'static str,
+    cors: &mut bool,
 ) -> Outcome<H::Stream> {
     let limits = &host.settings().limits;
     check_request_target(request.target.len(), limits)?;
     check_header_bytes(request.header_bytes, limits)?;
-    if request.method == "OPTIONS" {
-        *route_name = "preflight";
-        let mut reply = Reply::empty(PREFLIGHT_STATUS);
-        for (name, value) in host.settings().dialect.preflight_headers() {
-            reply.set(name, value);
-        }
-        return Ok(reply);
-    }
     let (path, query) = match request.target.split_once('?') {
         Some((path, query)) => (path, query),
         None => (request.target, ""),
     };
-    let endpoint = route(path)?;
+    let endpoint = route(path);
+    *cors = !endpoint.as_ref().is_ok_and(Endpoint::is_page);
+    if request.method == "OPTIONS" {
+        *route_name = "preflight";
+        let mut reply = Reply::empty(PREFLIGHT_STATUS);
+        if *cors {
+            for (name, value) in host.settings().dialect.preflight_headers() {
+                reply.set(name, value);
+            }
+        }
+        return Ok(reply);
+    }
+    let endpoint = endpoint?;
     let method = Method::parse(request.method).ok_or_else(|| {
         Failure::from(Problem::new(ProblemType::MethodNotAllowed))
             .with("allow", endpoint.allow().to_string())

@@ -2,10 +2,15 @@
 //! as token buckets, kept by the generic cell rate algorithm: each key
 //! remembers only the theoretical arrival time of its next request. The
 //! host passes the time in; both hosts count alike.
+//!
+//! An address is counted as [`address_key`] gives it: an IPv6 address by
+//! its /64, which one subscriber or one machine usually holds whole. A
+//! password typed for an account is counted per account too, with a
+//! back-off ([`AccountBackoff`]), so that many addresses gain nothing.
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 use crate::limits::{Limits, RateLimit};
 use serde::{Deserialize, Serialize};
@@ -16,6 +21,131 @@ use crate::problem::{Problem, ProblemType};
 use super::{Limited, Rate};
 
 const TICKS_PER_SECOND: i64 = 10_000_000;
+
+/// The key a per-address rate counts a client under: an IPv4 address as it
+/// is (also written as an IPv4-mapped IPv6 address), an IPv6 address by
+/// its first 64 bits. One subscriber or machine is usually given a whole
+/// /64, so keying by the address would give it 2^64 buckets.
+pub fn address_key(peer: Option<IpAddr>) -> Option<IpAddr> {
+    peer.map(|address| match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX))),
+        },
+    })
+}
+
+/// Passwords typed for one account, right or wrong, before it backs off:
+/// the next attempt waits [`ACCOUNT_BACKOFF_FIRST_SECS`], and each further
+/// one twice as long as the one before, up to
+/// [`ACCOUNT_BACKOFF_MAX_SECS`]. A right password starts the count again.
+pub const ACCOUNT_SIGN_IN_ATTEMPTS: u32 = 5;
+
+/// The first wait of an account past [`ACCOUNT_SIGN_IN_ATTEMPTS`].
+pub const ACCOUNT_BACKOFF_FIRST_SECS: i64 = 15;
+
+/// The longest wait between two attempts on one account.
+pub const ACCOUNT_BACKOFF_MAX_SECS: i64 = 15 * 60;
+
+/// An account with no attempt for this long starts its count again.
+pub const ACCOUNT_BACKOFF_RESET_SECS: i64 = 60 * 60;
+
+/// The attempts on one account since its last right password: what a host
+/// keeps of an account's budget where its memory does not last (an edge
+/// object may be evicted between two attempts), and gives back with
+/// [`RateLimits::restore_account`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountAttempts {
+    counted: u32,
+    /// When the last one was counted, in ticks (as a string on the wire,
+    /// past what a JavaScript number holds exactly).
+    #[serde(with = "ticks_text")]
+    last: i64,
+}
+
+mod ticks_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(ticks: &i64, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&ticks.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+        String::deserialize(deserializer)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The per-account budget of password attempts, with back-off: whatever
+/// the address, an account takes [`ACCOUNT_SIGN_IN_ATTEMPTS`] attempts,
+/// then one after a wait that doubles with each attempt (15 s, 30 s, …,
+/// 15 min). A sustained guesser gets about four guesses an hour, and the
+/// owner (whose open sessions go on) waits at most 15 minutes to sign in.
+/// Every attempt is counted before its password is checked, so that
+/// attempts sent at once are no faster than one after the other.
+#[derive(Debug, Default)]
+pub struct AccountBackoff {
+    accounts: HashMap<String, AccountAttempts>,
+}
+
+impl AccountBackoff {
+    /// The wait after the `counted`-th attempt before the next, in ticks.
+    fn wait(counted: u32) -> i64 {
+        match counted.checked_sub(ACCOUNT_SIGN_IN_ATTEMPTS) {
+            None => 0,
+            Some(past) => {
+                let secs = ACCOUNT_BACKOFF_FIRST_SECS
+                    .saturating_mul(1 << past.min(30))
+                    .min(ACCOUNT_BACKOFF_MAX_SECS);
+                secs * TICKS_PER_SECOND
+            }
+        }
+    }
+
+    /// Counts an attempt on `account` at `now`, or refuses it (counting
+    /// nothing) while the account waits.
+    fn check(&mut self, account: &str, now: i64) -> Result<(), Limited> {
+        let previous =
+            self.accounts.get(account).copied().filter(|attempts| {
+                now - attempts.last < ACCOUNT_BACKOFF_RESET_SECS * TICKS_PER_SECOND
+            });
+        if let Some(attempts) = previous {
+            let ready = attempts.last + Self::wait(attempts.counted);
+            if now < ready {
+                let secs = (ready - now + TICKS_PER_SECOND - 1) / TICKS_PER_SECOND;
+                return Err(Limited {
+                    problem: Problem::new(ProblemType::RateLimited).with_detail(
+                        "too many password attempts for this account; wait before the next",
+                    ),
+                    retry_after_secs: u64::try_from(secs).unwrap_or(1).max(1),
+                });
+            }
+        }
+        let counted = previous.map_or(0, |attempts| attempts.counted);
+        self.accounts.insert(
+            account.to_owned(),
+            AccountAttempts {
+                counted: counted.saturating_add(1),
+                last: now,
+            },
+        );
+        Ok(())
+    }
+
+    /// The account's password was right: its count starts again.
+    fn clear(&mut self, account: &str) {
+        self.accounts.remove(account);
+    }
+
+    /// Forgets the accounts whose count has started again.
+    fn forget_idle(&mut self, now: i64) {
+        self.accounts.retain(|_, attempts| {
+            now - attempts.last < ACCOUNT_BACKOFF_RESET_SECS * TICKS_PER_SECOND
+        });
+    }
+}
 
 /// One bucket per key: `burst` requests at once, then one per interval.
 #[derive(Debug)]
@@ -86,6 +216,8 @@ pub struct RateLimits {
     notification_domains: Option<Buckets<(i64, String)>>,
     notification_users: Option<Buckets<i64>>,
     rediscoveries: Option<Buckets<Entity>>,
+    /// Always on: a fixed limit, not a setting.
+    accounts: AccountBackoff,
 }
 
 impl RateLimits {
@@ -134,6 +266,7 @@ impl RateLimits {
                 1,
                 "discoveries of this entity",
             ),
+            accounts: AccountBackoff::default(),
         }
     }
 
@@ -151,6 +284,11 @@ impl RateLimits {
                 .rediscoveries
                 .as_mut()
                 .map_or(Ok(()), |b| b.check(entity.clone(), now)),
+            Rate::AccountSignIn(account) => self.accounts.check(account, now),
+            Rate::AccountSignedIn(account) => {
+                self.accounts.clear(account);
+                Ok(())
+            }
         }
     }
 
@@ -169,12 +307,30 @@ impl RateLimits {
         Ok(())
     }
 
+    /// The attempts counted on `account` since its last right password
+    /// (`None`: none), for a host to keep beyond its memory after each
+    /// [`Rate::AccountSignIn`] and [`Rate::AccountSignedIn`].
+    pub fn account_attempts(&self, account: &str) -> Option<AccountAttempts> {
+        self.accounts.accounts.get(account).copied()
+    }
+
+    /// Gives back what [`RateLimits::account_attempts`] gave, once memory
+    /// was lost (an evicted edge object starting again). Attempts counted
+    /// in memory meanwhile are kept: they are the newer.
+    pub fn restore_account(&mut self, account: &str, attempts: AccountAttempts) {
+        self.accounts
+            .accounts
+            .entry(account.to_owned())
+            .or_insert(attempts);
+    }
+
     /// Drops the state of keys whose buckets are full again.
     pub fn forget_idle(&mut self, now: RecordDate) {
         let now = now.unix_ticks();
         if let Some(b) = &mut self.writes {
             b.forget_idle(now);
         }
+        self.accounts.forget_idle(now);
         if let Some(b) = &mut self.notifications {
             b.forget_idle(now);
         }
@@ -281,18 +437,22 @@ impl AddressRate {
                 peer,
                 limits.sign_in_attempts_per_minute.is_some(),
             ),
-            Rate::Write(_) | Rate::Notification { .. } | Rate::Rediscovery(_) => return None,
+            Rate::Write(_)
+            | Rate::Notification { .. }
+            | Rate::Rediscovery(_)
+            | Rate::AccountSignIn(_)
+            | Rate::AccountSignedIn(_) => return None,
         };
         on.then_some(AddressRate {
             kind,
-            peer,
+            peer: address_key(peer),
             now: now.unix_ticks(),
         })
     }
 
-    /// Where this address's buckets are kept: one place per address;
-    /// requests whose address is unknown share one, as they share one
-    /// bucket natively.
+    /// Where this address's buckets are kept: one place per
+    /// [`address_key`] (an IPv6 /64 is one place); requests whose address
+    /// is unknown share one, as they share one bucket natively.
     pub fn place_name(&self) -> String {
         match self.peer {
             Some(address) => format!("address:{address}"),
@@ -365,7 +525,9 @@ fn check(
     peer: Option<IpAddr>,
     now: i64,
 ) -> Result<(), Limited> {
-    buckets.as_mut().map_or(Ok(()), |b| b.check(peer, now))
+    buckets
+        .as_mut()
+        .map_or(Ok(()), |b| b.check(address_key(peer), now))
 }
 
 #[cfg(test)]
@@ -620,5 +782,127 @@ mod tests {
         assert_eq!(limits.reads.as_ref().map(|b| b.arrivals.len()), Some(1));
         limits.forget_idle(at(100));
         assert_eq!(limits.reads.as_ref().map(|b| b.arrivals.len()), Some(0));
+    }
+
+    #[test]
+    fn an_ipv6_64_is_one_address_and_a_mapped_ipv4_is_its_ipv4() {
+        let v6 = |text: &str| Some(text.parse::<IpAddr>().expect("an address"));
+        assert_eq!(
+            address_key(v6("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            v6("2001:db8:1:2::")
+        );
+        assert_eq!(address_key(v6("::ffff:192.0.2.7")), v6("192.0.2.7"));
+        assert_eq!(address_key(v6("192.0.2.7")), v6("192.0.2.7"));
+        assert_eq!(address_key(None), None);
+        // Three addresses of one /64 share its sign-in bucket; the next /64 has its own.
+        let mut limits = limits(1, 1);
+        for host in [
+            "2001:db8::1",
+            "2001:db8::2:3",
+            "2001:db8::ffff:ffff:ffff:ffff",
+        ] {
+            assert!(
+                limits.check(Rate::SignIn(v6(host)), at(0)).is_ok(),
+                "{host}"
+            );
+        }
+        assert!(
+            limits
+                .check(Rate::SignIn(v6("2001:db8::4")), at(0))
+                .is_err()
+        );
+        assert!(
+            limits
+                .check(Rate::SignIn(v6("2001:db8:0:1::4")), at(0))
+                .is_ok()
+        );
+        // And the edge counts it in one place.
+        let on = Limits::default();
+        let place = |host: &str| {
+            AddressRate::of(Rate::SignIn(v6(host)), at(0), &on)
+                .expect("counted per address")
+                .place_name()
+        };
+        assert_eq!(place("2001:db8::1"), place("2001:db8::9:9"));
+        assert_eq!(place("2001:db8::1"), "address:2001:db8::");
+        assert_ne!(place("2001:db8::1"), place("2001:db8:0:1::1"));
+    }
+
+    #[test]
+    fn an_account_backs_off_whatever_the_address_until_a_right_password() {
+        let mut limits = limits(1, 1);
+        let attempt =
+            |limits: &mut RateLimits, ms: i64| limits.check(Rate::AccountSignIn("me"), at(ms));
+        for n in 0..ACCOUNT_SIGN_IN_ATTEMPTS {
+            assert!(attempt(&mut limits, i64::from(n)).is_ok(), "attempt {n}");
+        }
+        let last = i64::from(ACCOUNT_SIGN_IN_ATTEMPTS - 1);
+        let limited = attempt(&mut limits, last + 1).expect_err("past the budget");
+        assert_eq!(limited.problem.status(), 429);
+        assert_eq!(limited.retry_after_secs, 15);
+        // Another account is not held back.
+        assert!(limits.check(Rate::AccountSignIn("you"), at(last)).is_ok());
+        // Then 15 s, 30 s, 60 s, … between attempts; a refusal counts nothing.
+        let mut at_ms = last;
+        for wait in [15_000, 30_000, 60_000, 120_000] {
+            assert!(attempt(&mut limits, at_ms + wait - 1).is_err());
+            at_ms += wait;
+            assert!(attempt(&mut limits, at_ms).is_ok(), "after {wait} ms");
+        }
+        // Capped at 15 minutes.
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            at_ms += ACCOUNT_BACKOFF_MAX_SECS * 1000;
+            assert!(attempt(&mut limits, at_ms).is_ok());
+            waits.push(
+                attempt(&mut limits, at_ms)
+                    .expect_err("waits")
+                    .retry_after_secs,
+            );
+        }
+        assert_eq!(waits, [480, 900, 900, 900, 900, 900]);
+        // A right password starts the count again.
+        assert!(limits.check(Rate::AccountSignedIn("me"), at(at_ms)).is_ok());
+        for n in 0..ACCOUNT_SIGN_IN_ATTEMPTS {
+            assert!(attempt(&mut limits, at_ms + 1 + i64::from(n)).is_ok());
+        }
+        // So does an hour without attempts, and the account is forgotten.
+        let quiet = at_ms + ACCOUNT_BACKOFF_RESET_SECS * 1000 + 10;
+        limits.forget_idle(at(quiet));
+        assert!(limits.accounts.accounts.is_empty());
+        assert!(attempt(&mut limits, quiet).is_ok());
+    }
+
+    #[test]
+    fn an_accounts_attempts_outlive_a_restart_when_the_host_keeps_them() {
+        let mut limits = limits(1, 1);
+        for n in 0..ACCOUNT_SIGN_IN_ATTEMPTS {
+            assert!(
+                limits
+                    .check(Rate::AccountSignIn("me"), at(i64::from(n)))
+                    .is_ok()
+            );
+        }
+        let kept = limits.account_attempts("me").expect("attempts");
+        let wire = serde_json::to_string(&kept).unwrap();
+        assert!(
+            wire.contains(&format!("\"{}\"", at(4).unix_ticks())),
+            "{wire}"
+        );
+        let mut restarted = self::limits(1, 1);
+        restarted.restore_account("me", serde_json::from_str(&wire).unwrap());
+        assert!(restarted.check(Rate::AccountSignIn("me"), at(10)).is_err());
+        assert!(restarted.check(Rate::AccountSignedIn("me"), at(10)).is_ok());
+        assert_eq!(restarted.account_attempts("me"), None);
+    }
+
+    #[test]
+    fn the_account_rates_are_not_carried_to_an_address() {
+        let on = Limits::default();
+        assert_eq!(AddressRate::of(Rate::AccountSignIn("me"), at(0), &on), None);
+        assert_eq!(
+            AddressRate::of(Rate::AccountSignedIn("me"), at(0), &on),
+            None
+        );
     }
 }

@@ -81,18 +81,19 @@ pub fn recent_versions_sql(user_id: i64, limit: u32) -> Statement {
     b.finish(sql)
 }
 
-/// The latest versions of every record of a built-in type, tombstones
-/// included, latest received first: rows `(record, links)`.
-pub fn builtin_records_sql(user_id: i64, builtin: BuiltinType) -> Statement {
+/// The latest versions of the `limit` records of a built-in type received
+/// last, tombstones included, latest received first: rows `(record, links)`.
+pub fn builtin_records_sql(user_id: i64, builtin: BuiltinType, limit: u32) -> Statement {
     let mut b = Binder::default();
     let sql = format!(
         "SELECT v.record, v.links FROM records r \
          JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
          WHERE r.user_id = {} AND r.type_record_id = {} AND r.type_entity = {} \
-         ORDER BY r.received_at DESC",
+         ORDER BY r.received_at DESC LIMIT {}",
         b.bind(user_id),
         b.bind(builtin.record_id().to_string()),
         b.bind(SYSTEM_ENTITY),
+        b.bind(i64::from(limit)),
     );
     b.finish(sql)
 }

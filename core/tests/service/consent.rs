@@ -94,10 +94,44 @@ fn a_wrong_password_is_a_401_page_and_a_wrong_password_note() {
         }]
     );
     assert_eq!(host.log.borrow().passwords_checked, 1);
-    let rates = host.counters.rates_counted();
-    assert_eq!(rates.len(), 1);
-    assert_eq!(rates[0].key, RateKey::SignIn(Some(PEER)));
+    assert_eq!(
+        host.counters.rate_keys(),
+        [RateKey::SignIn(Some(PEER)), RateKey::AccountSignIn]
+    );
     assert!(reply.header("set-cookie").is_none());
+}
+
+/// Wrong passwords for one account from ever new addresses (each within
+/// its own rate) are refused past the account's budget: a 429 page with
+/// a `Retry-After`, and no password is checked, the right one included
+/// (issue 40).
+#[test]
+fn an_accounts_wrong_passwords_from_many_addresses_back_off() {
+    use folio_core::service::ACCOUNT_SIGN_IN_ATTEMPTS;
+    let (host, _) = host_with_app(Config::default());
+    let (cookie, csrf) = session(&host, false);
+    let attempt = |n: u8, password: &str| {
+        let form = format!("csrf={csrf}&action=sign_in&password={password}");
+        let call = Call::post(page())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("content-length", form.len().to_string())
+            .header("cookie", &cookie)
+            .from(Some(std::net::IpAddr::from([198, 51, 100, n])));
+        send(&host, &call, Body::of(form.as_str()))
+    };
+    for n in 0..ACCOUNT_SIGN_IN_ATTEMPTS as u8 {
+        assert_page(&attempt(n, "guess"), 401);
+    }
+    let checked = host.log.borrow().passwords_checked;
+    let refused = attempt(200, "guess");
+    assert_page(&refused, 429);
+    assert_eq!(header(&refused, "retry-after"), "15");
+    assert!(text(&refused).contains("Too many"));
+    let right = PASSWORD.replace(' ', "+");
+    assert_page(&attempt(201, &right), 429);
+    assert_eq!(host.log.borrow().passwords_checked, checked, "none checked");
+    let keys = host.counters.rate_keys();
+    assert_eq!(keys.last(), Some(&RateKey::AccountSignIn));
 }
 
 #[test]

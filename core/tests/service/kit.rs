@@ -202,6 +202,9 @@ pub enum RateKey {
     SignIn(Option<IpAddr>),
     /// A notification from another entity's server (whose name is left out).
     Notification,
+    /// A password typed for an account, and a right one (the account's name left out).
+    AccountSignIn,
+    AccountSignedIn,
 }
 
 impl From<Rate<'_>> for RateKey {
@@ -212,6 +215,8 @@ impl From<Rate<'_>> for RateKey {
             Rate::Registration(peer) => RateKey::Registration(peer),
             Rate::SignIn(peer) => RateKey::SignIn(peer),
             Rate::Notification { .. } | Rate::Rediscovery(_) => RateKey::Notification,
+            Rate::AccountSignIn(_) => RateKey::AccountSignIn,
+            Rate::AccountSignedIn(_) => RateKey::AccountSignedIn,
         }
     }
 }
