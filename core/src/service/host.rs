@@ -163,6 +163,13 @@ pub enum Note<'a> {
         user: &'a str,
         app: &'a RecordId,
     },
+    /// A sign-in found a stored password hash whose parameters are not the
+    /// server's ([`check_password_hash`](crate::consent::check_password_hash)):
+    /// refused without running argon2; the operator sets a new password.
+    PasswordHashRefused {
+        user: &'a str,
+        reason: &'a crate::consent::PasswordHashError,
+    },
 }
 
 impl fmt::Display for Note<'_> {
@@ -186,6 +193,11 @@ impl fmt::Display for Note<'_> {
                 authorization,
             } => write!(f, "user {user} authorized app {app} ({authorization})"),
             Note::Denied { user, app } => write!(f, "user {user} denied app {app}"),
+            Note::PasswordHashRefused { user, reason } => write!(
+                f,
+                "user {user}'s stored password hash is not checked ({reason}): nobody can sign \
+                 in as {user} until the operator runs `folio user passwd {user}`"
+            ),
         }
     }
 }

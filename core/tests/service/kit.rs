@@ -41,10 +41,13 @@ use serde_json::Value;
 pub const USER: &str = "alice";
 pub const ENTITY: &str = "alice.example";
 pub const BASE_URL: &str = "https://alice.example";
-/// The consent-page password of [`USER`], and its argon2id hash (cheap
-/// parameters, m=8 KiB and one pass, so that a test checks it quickly).
+/// The consent-page password of [`USER`], and its argon2id hash with the
+/// server's parameters (`folio_core::consent::check_password_hash`).
 pub const PASSWORD: &str = "correct horse";
-pub const PASSWORD_HASH: &str =
+pub const PASSWORD_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$Zm9saW8tdGVzdC1zYWx0IQ$iGwh47Jv6zU0hs4hkbHbwju1nkq4yk3rlih/Tyz32xA";
+/// [`PASSWORD`]'s argon2id hash with other parameters than the server's
+/// (m=8 KiB, one pass), as an archive from elsewhere may bring it.
+pub const OFF_POLICY_PASSWORD_HASH: &str =
     "$argon2id$v=19$m=8,t=1,p=1$Zm9saW8tdGVzdC1zYWx0IQ$dGWMpzxvQvrn6A77CjQpoAB4ODRjrOkI4Bb7L9kjthw";
 
 /// When every request arrives unless a test says otherwise.
@@ -260,6 +263,9 @@ pub enum Noted {
     PasswordChanged {
         user: String,
     },
+    PasswordHashRefused {
+        user: String,
+    },
 }
 
 impl From<Note<'_>> for Noted {
@@ -290,6 +296,9 @@ impl From<Note<'_>> for Noted {
                 app: *app,
             },
             Note::PasswordChanged { user } => Noted::PasswordChanged {
+                user: user.to_owned(),
+            },
+            Note::PasswordHashRefused { user, .. } => Noted::PasswordHashRefused {
                 user: user.to_owned(),
             },
         }
