@@ -59,11 +59,30 @@ pub enum Rate<'a> {
     /// Discovering an entity again because its stored keys did not verify
     /// a signature: at most [`REDISCOVERIES_PER_MINUTE`] per entity.
     Rediscovery(&'a Entity),
+    /// Discovering an entity the store does not know, for a server-signed
+    /// request from an address whose signature cannot be checked before:
+    /// at most [`UNVERIFIED_DISCOVERIES_PER_ADDRESS_PER_MINUTE`] per address.
+    UnverifiedDiscovery(Option<IpAddr>),
+    /// The same, from every address together: at most
+    /// [`UNVERIFIED_DISCOVERIES_PER_MINUTE`] for the server.
+    AnyUnverifiedDiscovery,
 }
 
 /// How often an entity is discovered again for a signature its stored keys
 /// do not verify ([`Rate::Rediscovery`]): a fixed limit, not a setting.
 pub const REDISCOVERIES_PER_MINUTE: u32 = 1;
+
+/// How many entities one address may make this server discover, a minute,
+/// by naming them in server-signed requests ([`Rate::UnverifiedDiscovery`]):
+/// each costs requests to a host the requester chose, before anything is
+/// verified. A fixed limit, not a setting: a real server names each of
+/// its entities once, after which the entity is known.
+pub const UNVERIFIED_DISCOVERIES_PER_ADDRESS_PER_MINUTE: u32 = 10;
+
+/// How many such discoveries every address together may cause a minute
+/// ([`Rate::AnyUnverifiedDiscovery`]), so that many addresses cannot make
+/// this server a crawler for them either.
+pub const UNVERIFIED_DISCOVERIES_PER_MINUTE: u32 = 60;
 
 /// A request over its rate: the problem and the seconds to wait.
 #[derive(Debug)]

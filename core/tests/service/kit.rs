@@ -205,6 +205,8 @@ pub enum RateKey {
     SignIn(Option<IpAddr>),
     /// A notification from another entity's server (whose name is left out).
     Notification,
+    UnverifiedDiscovery(Option<IpAddr>),
+    AnyUnverifiedDiscovery,
 }
 
 impl From<Rate<'_>> for RateKey {
@@ -215,6 +217,8 @@ impl From<Rate<'_>> for RateKey {
             Rate::Registration(peer) => RateKey::Registration(peer),
             Rate::SignIn(peer) => RateKey::SignIn(peer),
             Rate::Notification(_) | Rate::Rediscovery(_) => RateKey::Notification,
+            Rate::UnverifiedDiscovery(peer) => RateKey::UnverifiedDiscovery(peer),
+            Rate::AnyUnverifiedDiscovery => RateKey::AnyUnverifiedDiscovery,
         }
     }
 }
@@ -486,6 +490,8 @@ pub struct Log {
     pub reports: Vec<String>,
     pub bodies: BodyLog,
     pub passwords_checked: usize,
+    /// The URL of every request to another server, in order.
+    pub peer_requests: Vec<String>,
 }
 
 /// A host of core's service for tests over the store `S`: core's counters,
@@ -540,6 +546,11 @@ impl<S: Backend> Fake<S> {
 
     pub fn reports(&self) -> Vec<String> {
         self.log.borrow().reports.clone()
+    }
+
+    /// The URLs of the requests to other servers so far.
+    pub fn peer_requests(&self) -> Vec<String> {
+        self.log.borrow().peer_requests.clone()
     }
 
     pub fn bodies(&self) -> BodyLog {
@@ -955,12 +966,16 @@ pub fn header<'r, S>(reply: &'r Reply<S>, name: &str) -> &'r str {
         .unwrap_or_else(|| panic!("no `{name}` header in {:?}", reply.headers))
 }
 
-/// The fake host reaches no other server.
+/// The fake host reaches no other server; it logs what it was asked.
 impl<S: Backend> folio_core::service::Peers for Fake<S> {
     async fn send(
         &self,
         request: folio_core::federation::PeerRequest,
     ) -> Result<folio_core::federation::PeerAnswer, folio_core::federation::PeerFailure> {
+        self.log
+            .borrow_mut()
+            .peer_requests
+            .push(request.url.clone());
         Err(folio_core::federation::PeerFailure::Unreachable(format!(
             "the fake host reaches no other server ({})",
             request.url
