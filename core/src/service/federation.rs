@@ -884,7 +884,9 @@ fn queued_row(row: &Row) -> Result<Queued, RowError> {
 /// `entity`'s server, asked as the user; `record` for a single record,
 /// else the list with the request's other parameters. Only the user's own
 /// callers (the owner, an authorized app) may proxy, and an app sees only
-/// what its grant covers; nothing is stored.
+/// what its grant covers; nothing is stored. Only `entity`'s own records
+/// are answered: a record of another author is asked of that author's
+/// server, and one in a list is dropped.
 pub(super) async fn proxy<H: Host>(
     cx: &Context<'_, '_, H>,
     user: &User,
@@ -904,6 +906,19 @@ pub(super) async fn proxy<H: Host>(
                 .with_detail("a server's request is not proxied further")
                 .into());
         }
+    }
+    // A server vouches for its own entity's records only: another author's
+    // record is asked of that author's server (`proxy_to={author}`).
+    if let Some(path) = record
+        && path.entity != *entity
+    {
+        return Err(Problem::new(ProblemType::InvalidParameter)
+            .with_detail(format!(
+                "proxy_to={entity} answers only {entity}'s own records; for a record of {}, \
+                 use proxy_to={}",
+                path.entity, path.entity
+            ))
+            .into());
     }
     let federation = Federation::new(cx.host, user, cx.request.now, &cx.request.fresh);
     let remote = federation
@@ -956,8 +971,8 @@ pub(super) async fn proxy<H: Host>(
                 .send_signed(PeerMethod::Get, &url, None, PROXIED_LIST_BYTES)
                 .await
                 .map_err(Trouble::into_failure)?;
-            let (records, next_page) =
-                proxied_list(&url, &answer).map_err(|e| Failure::from(Problem::from(&e)))?;
+            let (records, next_page) = proxied_list(&url, &answer, entity)
+                .map_err(|e| Failure::from(Problem::from(&e)))?;
             let records: Vec<Record> = records
                 .into_iter()
                 .filter(|record| caller.access.can_read(record))
