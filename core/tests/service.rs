@@ -28,6 +28,8 @@ mod blobs;
 mod consent;
 #[path = "service/events.rs"]
 mod events;
+#[path = "service/federation.rs"]
+mod federation;
 #[path = "service/records.rs"]
 mod records;
 
