@@ -539,6 +539,8 @@ async fn provision(
         "--base-url",
         base_url,
         "--json",
+        // Each entity is served at another host name (alice.test at a.test).
+        "--allow-foreign-entity",
     ];
     cli(binary, data, &add).await?;
     let key = AppKey::from_seed("", "", rand::random());

@@ -36,7 +36,10 @@ pub enum Fault {
     Honest,
     /// Serves a record of its own whose `version.hash` is not its hash.
     WrongHash,
-    /// Serves a record authored by `honest.{domain}`, hashed correctly.
+    /// Serves a record authored by `honest.{domain}`, hashed correctly; a
+    /// record asked under another author's path as that author's; and a
+    /// list (`GET /records`) of one record of its own and one of
+    /// `honest.{domain}`.
     WrongAuthor,
     /// Answers `200` with 3 MiB, more than a record answer may be.
     Oversized,
@@ -493,11 +496,41 @@ impl State {
             ("GET", "/entity") => {
                 Answer::json(200, &json!({"record": entity.record, "linked_records": []}))
             }
+            ("GET", target) if entity.fault == Fault::WrongAuthor => self.wrong_author(target),
             ("GET", target) => match AskedRecord::parse(target) {
                 Some(asked) if asked.author == name => self.record_answer(entity, &asked, target),
                 _ => Answer::not_found(),
             },
             _ => Answer::not_found(),
+        }
+    }
+
+    /// What [`Fault::WrongAuthor`] answers to a `GET`: a list of its own
+    /// record and the honest entity's, or a record asked of it, whoever's
+    /// path it is under, authored by someone else than it.
+    fn wrong_author(&self, target: &str) -> Answer {
+        let entity = self.entity(Fault::WrongAuthor);
+        let honest = &self.entity(Fault::Honest).name;
+        let path = target.split_once('?').map_or(target, |(path, _)| path);
+        if path == "/records" {
+            let records = [
+                record(&entity.name, &record_id(), &self.type_link, json!({})),
+                record(honest, &record_id(), &self.type_link, json!({})),
+            ];
+            return Answer::json(200, &json!({"records": records, "linked_records": []}));
+        }
+        match AskedRecord::parse(target) {
+            Some(asked) if asked.author == entity.name => {
+                self.record_answer(entity, &asked, target)
+            }
+            Some(asked) => Answer::json(
+                200,
+                &json!({
+                    "record": record(asked.author, asked.id, &self.type_link, json!({})),
+                    "linked_records": [],
+                }),
+            ),
+            None => Answer::not_found(),
         }
     }
 

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::auth::ServerKey;
+use crate::consent::{PasswordHashError, check_password_hash};
 use crate::model::{BlobHash, Entity, ReceivedRecord, Record, RecordDate, RecordId, UserName};
 use crate::query::IndexEntry;
 use crate::store::{
@@ -72,7 +73,9 @@ pub struct Header {
     pub created_at: RecordDate,
     /// The argon2id hash of the user's password, only in an archive made
     /// with credentials; without it the imported user cannot sign in until
-    /// `folio user passwd`.
+    /// `folio user passwd`. A hash whose parameters are not the importing
+    /// server's ([`check_password_hash`]) is not kept either: they would
+    /// set the cost of every sign-in ([`ArchiveReader::password_hash_refused`]).
     pub password_hash: Option<String>,
     /// The seed of the user's server key (federation), only in an archive
     /// made with credentials: the user keeps the key other servers know
@@ -311,6 +314,7 @@ pub struct ArchiveReader {
     blobs: u64,
     app_keys: u64,
     blob: Option<OpenBlob>,
+    password_hash_refused: Option<PasswordHashError>,
 }
 
 impl Default for ArchiveReader {
@@ -332,7 +336,15 @@ impl ArchiveReader {
             blobs: 0,
             app_keys: 0,
             blob: None,
+            password_hash_refused: None,
         }
+    }
+
+    /// Why the header's password hash was not kept (its parameters are not
+    /// this server's), once the header is read: the user is imported
+    /// without a password, and the operator sets one (`folio user passwd`).
+    pub fn password_hash_refused(&self) -> Option<&PasswordHashError> {
+        self.password_hash_refused.as_ref()
     }
 
     /// The archive's header, once read (its user name is a valid one).
@@ -390,11 +402,18 @@ impl ArchiveReader {
                     .map_err(|_| ArchiveError::UserName(header.user.clone()))?;
                 self.user_id = user_row_id(name.as_str());
                 self.header = Some(header.clone());
+                let password_hash = match header.password_hash.as_deref().map(check_password_hash) {
+                    Some(Err(refused)) => {
+                        self.password_hash_refused = Some(refused);
+                        None
+                    }
+                    _ => header.password_hash.as_deref(),
+                };
                 step.statements.push(insert_user_with_id_sql(
                     self.user_id,
                     &header.user,
                     &header.entity,
-                    header.password_hash.as_deref(),
+                    password_hash,
                     header.created_at,
                 ));
                 if let Some(seed) = &header.server_key {
@@ -649,12 +668,17 @@ mod tests {
 
     /// An archive of the built-in records, a blob and an app key.
     fn archive() -> Vec<u8> {
+        archive_with(None)
+    }
+
+    /// [`archive`] with `password_hash` in its header.
+    fn archive_with(password_hash: Option<String>) -> Vec<u8> {
         let header = Header {
             format: ARCHIVE_FORMAT,
             user: "me".to_owned(),
             entity: "localhost".parse().unwrap(),
             created_at: RecordDate::from_unix_ticks(1).unwrap(),
-            password_hash: None,
+            password_hash,
             server_key: None,
             exported_at: RecordDate::from_unix_ticks(2).unwrap(),
         };
@@ -713,6 +737,39 @@ mod tests {
                 .iter()
                 .any(|s| s.sql.starts_with("INSERT INTO apps"))
         );
+    }
+
+    #[test]
+    fn a_password_hash_is_kept_only_with_the_servers_parameters() {
+        let users_row = |archive: Vec<u8>| {
+            let mut reader = ArchiveReader::new();
+            let line = archive.split_inclusive(|&b| b == b'\n').next().unwrap();
+            let step = reader.line(line).expect("the header reads");
+            let refused = reader.password_hash_refused().cloned();
+            (step.statements[0].params[3].clone(), refused)
+        };
+        let on_policy = crate::consent::hash_password("correct horse", [1; 16]).unwrap();
+        assert_eq!(
+            users_row(archive_with(Some(on_policy.clone()))),
+            (crate::store::SqlValue::Text(on_policy), None)
+        );
+        // m=256 MiB, t=8: every sign-in would cost 3 s and 273 MiB.
+        let costly = "$argon2id$v=19$m=262144,t=8,p=1$AwMDAwMDAwMDAwMDAwMDAw$\
+                      AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        let (kept, refused) = users_row(archive_with(Some(costly.to_owned())));
+        assert_eq!(kept, crate::store::SqlValue::Null, "the hash is not kept");
+        assert!(
+            matches!(
+                refused,
+                Some(PasswordHashError::Parameters {
+                    memory_kib: 262_144,
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        // The rest of the archive imports as before.
+        assert!(read(&archive_with(Some(costly.to_owned()))).is_ok());
     }
 
     #[test]

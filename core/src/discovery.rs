@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::dialect::Dialect;
 use crate::limits::Limits;
-use crate::model::{Entity, RecordId};
+use crate::model::{Entity, Record, RecordId};
 
 /// `software` of the `server_info` answer.
 pub const SOFTWARE: &str = "folio";
@@ -175,6 +175,38 @@ pub fn entity_content(
     })
 }
 
+/// Whether `entity` is a name of the server at `base_url`: its host, or a
+/// subdomain of it. Only such an entity can be made a user here without
+/// the operator saying so (`--allow-foreign-entity`): another name may be
+/// some other server's entity, which a user here would shadow for this
+/// server's other users (`docs/federation.md` §1).
+pub fn entity_under_base_url(entity: &Entity, base_url: &str) -> bool {
+    let Some(host) = url::Url::parse(base_url)
+        .ok()
+        .and_then(|url| url.host_str().map(|host| host.to_ascii_lowercase()))
+    else {
+        return false;
+    };
+    let entity = entity.as_str();
+    entity == host
+        || entity
+            .strip_suffix(host.as_str())
+            .is_some_and(|label| label.ends_with('.'))
+}
+
+/// Whether `record`, `user`'s own Entity record for `entity`, says that
+/// this server (at `base_url`) serves the entity: a live Entity record of
+/// the entity whose first server's `records` endpoint is this server's for
+/// `user`. Only then does this server answer for the entity itself (local
+/// delivery, local reads); a user whose record points elsewhere (an
+/// archive of another server's entity, imported here) does not shadow the
+/// entity's own server, which is found by discovery as any other's.
+pub fn entity_served_here(record: &Record, entity: &Entity, user: &str, base_url: &str) -> bool {
+    crate::federation::RemoteEntity::from_record(entity, record.clone()).is_ok_and(|served| {
+        served.endpoints.records == format!("{}/records", api_url(base_url, user))
+    })
+}
+
 /// The URL of a user's Entity record: the `record` template of
 /// [`entity_content`], filled in with the entity and the record's id.
 pub fn entity_record_url(
@@ -232,6 +264,21 @@ pub fn server_info_json(version: &str, limits: &Limits) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entity_under_the_base_url_is_its_host_or_a_subdomain() {
+        let under = |entity: &str, base_url: &str| {
+            entity_under_base_url(&entity.parse().unwrap(), base_url)
+        };
+        assert!(under("localhost", "https://localhost:8443"));
+        assert!(under("you.localhost", "https://localhost:8443/"));
+        assert!(under("alice.example", "https://alice.example"));
+        assert!(under("alice.folio.example", "https://folio.example"));
+        assert!(!under("bob.test", "https://a.test"));
+        assert!(!under("evilfolio.example", "https://folio.example"));
+        assert!(!under("folio.example", "https://alice.folio.example"));
+        assert!(!under("alice.example", "not a url"));
+    }
 
     #[test]
     fn user_segments_are_encoded_and_trailing_slashes_dropped() {

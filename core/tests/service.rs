@@ -30,6 +30,8 @@ mod consent;
 mod events;
 #[path = "service/identity.rs"]
 mod identity;
+#[path = "service/federation.rs"]
+mod federation;
 #[path = "service/records.rs"]
 mod records;
 

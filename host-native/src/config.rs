@@ -291,8 +291,9 @@ pub struct ServeOptions {
     #[arg(long)]
     pub allow_http_peers: bool,
     /// Development only: resolve another server's host name to this
-    /// address, as /etc/hosts would; the port is used for URLs that name
-    /// none. `NAME=ADDRESS:PORT`, repeatable.
+    /// address and port: a URL of that name that names no port goes to
+    /// PORT, one that names another port is refused. `NAME=ADDRESS:PORT`,
+    /// repeatable.
     #[arg(long, value_name = "NAME=ADDRESS:PORT", value_parser = parse_peer_resolve)]
     pub peer_resolve: Vec<(String, SocketAddr)>,
     /// A CA certificate (PEM) to trust for other servers besides the

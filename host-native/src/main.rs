@@ -155,6 +155,11 @@ enum Command {
         /// is pointed at.
         #[arg(long, requires = "emit_sql")]
         base_url: Option<String>,
+        /// Make the user although the entity may be another server's: it is
+        /// not this server's host nor a subdomain of it, or records of it
+        /// were received here from its own server. Prints a warning.
+        #[arg(long)]
+        allow_foreign_entity: bool,
     },
     /// Copy the data directory (database, blobs, settings, keys) to DIR, a
     /// new directory, while the server runs; `folio serve --data-dir DIR`
@@ -193,6 +198,11 @@ enum UserCommand {
         /// is not touched. The file holds the password's hash.
         #[arg(long, value_name = "FILE", requires = "base_url")]
         emit_sql: Option<PathBuf>,
+        /// Make the user although the entity may be another server's: it is
+        /// not this server's host nor a subdomain of it, or records of it
+        /// were received here from its own server. Prints a warning.
+        #[arg(long)]
+        allow_foreign_entity: bool,
     },
     /// List the users.
     List,
@@ -340,8 +350,15 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             password_stdin,
             json,
             emit_sql: Some(file),
+            allow_foreign_entity,
         }) => {
             let base_url = base_url.ok_or("--emit-sql needs --base-url: the worker's URL")?;
+            let base_url = base_url.trim_end_matches('/').to_owned();
+            if let Some(warning) =
+                users::check_entity_here(None, &entity, &base_url, allow_foreign_entity)?
+            {
+                eprintln!("{warning}");
+            }
             let password = read_password(password_stdin)?;
             let statements =
                 emit::user_add(&name, &entity, &password, base_url.trim_end_matches('/')).await?;
@@ -394,6 +411,7 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
         emit_sql: Some(sql),
         blobs_dir: Some(blobs),
         base_url,
+        allow_foreign_entity,
     } = &command
     {
         let base_url = base_url
@@ -404,7 +422,7 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             blobs,
             base_url,
         };
-        let (user, moved) = transfer::import(file, to).await?;
+        let (user, moved) = transfer::import(file, to, *allow_foreign_entity).await?;
         println!(
             "Wrote the SQL that imports user `{user}` ({} versions, {} app keys) to {}, \
              and its {} blob(s) to {}.\n\
@@ -418,6 +436,13 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             sql.display(),
             blobs.display(),
         );
+        for advice in moved
+            .foreign_entity_warning
+            .iter()
+            .chain(&moved.password_advice(&user))
+        {
+            eprintln!("{advice}");
+        }
         return Ok(());
     }
     if let Command::Export {
@@ -468,14 +493,25 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             password_stdin,
             json,
             emit_sql: _,
+            allow_foreign_entity,
         }) => {
             let mut settings = data.settings()?;
-            if let Some(base_url) = base_url {
+            if let Some(base_url) = &base_url {
                 settings.base_url = base_url.trim_end_matches('/').to_owned();
+            }
+            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
+            if let Some(warning) = users::check_entity_here(
+                Some(&conn),
+                &entity,
+                &settings.base_url,
+                allow_foreign_entity,
+            )? {
+                eprintln!("{warning}");
+            }
+            if base_url.is_some() {
                 data.save_settings(&settings)?;
             }
             let password = read_password(password_stdin)?;
-            let conn = db::open_writer(&data.database(), db::Durability::Full)?;
             let user =
                 users::add_user(&conn, &name, &entity, &password, &settings.base_url).await?;
             standings::note_outside_change(&data)?;
@@ -606,14 +642,25 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
             standings::note_outside_change(&data)?;
             println!("Removed user `{name}` and {files} blob file(s) no other user holds.");
         }
-        Command::Import { file, .. } => {
+        Command::Import {
+            file,
+            allow_foreign_entity,
+            ..
+        } => {
             let to = transfer::Destination::Store(&data);
-            let (user, moved) = transfer::import(&file, to).await?;
+            let (user, moved) = transfer::import(&file, to, allow_foreign_entity).await?;
             standings::note_outside_change(&data)?;
             println!(
                 "Imported user `{user}`: {} versions, {} blob(s), {} app key(s).",
                 moved.versions, moved.blobs, moved.app_keys
             );
+            for advice in moved
+                .foreign_entity_warning
+                .iter()
+                .chain(&moved.password_advice(&user))
+            {
+                eprintln!("{advice}");
+            }
         }
         Command::Schema(_) | Command::Backup { .. } | Command::Export { .. } => {
             unreachable!("handled before")

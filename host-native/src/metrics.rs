@@ -95,6 +95,8 @@ impl Limit {
     pub fn of_rate(rate: &Rate<'_>) -> Limit {
         match rate {
             Rate::AnonymousRead(_) => Limit::ReadRate,
+            // Refused discoveries are unsigned requests refused, as reads are.
+            Rate::UnverifiedDiscovery(_) | Rate::AnyUnverifiedDiscovery => Limit::ReadRate,
             Rate::Write(_) => Limit::WriteRate,
             Rate::Registration(_) => Limit::RegistrationRate,
             Rate::SignIn(_) | Rate::AccountSignIn(_) | Rate::AccountSignedIn(_) => {

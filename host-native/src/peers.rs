@@ -54,10 +54,12 @@ pub struct PeerOptions {
     /// Extra trust roots (PEM files, each may hold several certificates),
     /// added to the built-in webpki roots.
     pub extra_roots: Vec<PathBuf>,
-    /// Test-only name overrides: host name -> socket address (the port is
-    /// used when the URL has no explicit port). The operator named these
-    /// addresses: they are used as given, loopback included, while every
-    /// other name and literal address is still checked.
+    /// Test-only name overrides: host name -> socket address. The operator
+    /// named these addresses: they are used as given, loopback included,
+    /// while every other name and literal address is still checked. The
+    /// port is pinned too: a URL of that name without a port goes to it,
+    /// and one naming another port is refused ([`PeerFailure::BadUrl`]),
+    /// so a peer's URL cannot reach another service of the pinned address.
     pub resolve: Vec<(String, SocketAddr)>,
     /// For the TCP and TLS handshakes.
     pub connect_timeout: Duration,
@@ -85,6 +87,8 @@ pub struct PeerClient {
     http: reqwest::Client,
     allow_private: bool,
     allow_http: bool,
+    /// The overrides' ports, by lowercase name.
+    pinned_ports: Arc<HashMap<String, u16>>,
     connect_timeout: Duration,
     exchange_timeout: Duration,
 }
@@ -123,10 +127,16 @@ impl PeerClient {
         let http = builder
             .build()
             .map_err(|e| format!("the peer client: {}", describe(&e)))?;
+        let pinned_ports = options
+            .resolve
+            .iter()
+            .map(|(name, address)| (name.to_ascii_lowercase(), address.port()))
+            .collect();
         Ok(PeerClient {
             http,
             allow_private: options.allow_private,
             allow_http: options.allow_http,
+            pinned_ports: Arc::new(pinned_ports),
             connect_timeout: options.connect_timeout,
             exchange_timeout: options.exchange_timeout,
         })
@@ -167,9 +177,21 @@ impl PeerClient {
     }
 
     /// The URL, if core may ask it: reqwest never calls the resolver for a
-    /// literal IP, so that is checked here.
+    /// literal IP, so that is checked here; and a name the operator pinned
+    /// is asked at its pinned port only.
     fn checked_url(&self, text: &str) -> Result<Url, PeerFailure> {
-        target_url(text, self.allow_http, self.allow_private)
+        let url = target_url(text, self.allow_http, self.allow_private)?;
+        let pinned = url
+            .host_str()
+            .and_then(|host| self.pinned_ports.get(&host.to_ascii_lowercase()));
+        if let (Some(pinned), Some(port)) = (pinned, url.port())
+            && port != *pinned
+        {
+            return Err(PeerFailure::BadUrl(format!(
+                "{text}: its host is pinned to port {pinned} (--peer-resolve)"
+            )));
+        }
+        Ok(url)
     }
 }
 
@@ -282,7 +304,8 @@ impl StdError for RefusedAddress {}
 
 /// Resolves through the overrides (used as given) or the system, keeping
 /// only the addresses a peer may have. An address with port 0 (from the system)
-/// gets the URL's port; an override's port is kept unless the URL names one.
+/// gets the URL's port; an override's port is kept (a URL naming another
+/// port never gets here: [`PeerClient::checked_url`] refuses it).
 struct CheckingResolver {
     overrides: HashMap<String, SocketAddr>,
     allow_private: bool,
@@ -483,6 +506,38 @@ mod tests {
         );
         assert!(request.contains("\r\nx-one: 1\r\n"), "{request}");
         assert!(request.ends_with("\r\n\r\n{\"a\":1}"), "{request}");
+    }
+
+    #[tokio::test]
+    async fn a_pinned_name_is_asked_at_its_pinned_port_only() {
+        let (pinned, mut at_pinned) = http_server(Some(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_vec(),
+        ))
+        .await;
+        let (other, mut at_other) = http_server(Some(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nno".to_vec(),
+        ))
+        .await;
+        let client = PeerClient::new(PeerOptions {
+            allow_private: false,
+            resolve: vec![("alice.test".into(), pinned)],
+            ..local_http()
+        })
+        .unwrap();
+        let url = format!("http://alice.test:{}/x", other.port());
+        match client.send(get(url.clone(), 100)).await {
+            Err(PeerFailure::BadUrl(reason)) => assert!(reason.contains("pinned"), "{reason}"),
+            answer => panic!("{url}: {answer:?}"),
+        }
+        assert!(at_other.try_recv().is_err(), "the other port was asked");
+        for url in [
+            format!("http://alice.test:{}/y", pinned.port()),
+            "http://alice.test/z".to_owned(),
+        ] {
+            let answer = client.send(get(url.clone(), 100)).await.unwrap();
+            assert_eq!(answer.body, b"ok", "{url}");
+            assert!(at_pinned.recv().await.is_some());
+        }
     }
 
     #[tokio::test]

@@ -73,6 +73,25 @@ pub struct Moved {
     pub versions: u64,
     pub blobs: u64,
     pub app_keys: u64,
+    /// Why the archive's password hash was not kept (its argon2
+    /// parameters are not this server's): the user has no password until
+    /// `folio user passwd`.
+    pub password_hash_refused: Option<String>,
+    /// The warning of an entity made a user with `--allow-foreign-entity`
+    /// ([`check_entity_here`](crate::users::check_entity_here)).
+    pub foreign_entity_warning: Option<String>,
+}
+
+impl Moved {
+    /// What the operator must do before the user can sign in, if anything.
+    pub fn password_advice(&self, user: &str) -> Option<String> {
+        self.password_hash_refused.as_ref().map(|reason| {
+            format!(
+                "The archive's password hash was not kept: it was {reason}. \
+                 User `{user}` cannot sign in until you run `folio user passwd {user}`."
+            )
+        })
+    }
 }
 
 /// Where a blob's bytes are, by its hash.
@@ -314,7 +333,15 @@ pub enum Destination<'a> {
 /// Imports the archive in `file` as a new user; the user's name and what
 /// was imported. The user's Entity record is pointed at the destination's
 /// base URL (a new version, as `folio serve` writes when its URL changes).
-pub async fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved), TransferError> {
+///
+/// The archive's entity must be one this server may serve
+/// ([`check_entity_here`](crate::users::check_entity_here)), or
+/// `allow_foreign_entity`.
+pub async fn import(
+    file: &Path,
+    to: Destination<'_>,
+    allow_foreign_entity: bool,
+) -> Result<(String, Moved), TransferError> {
     let input = std::fs::File::open(file).map_err(io(file))?;
     let mut input = BufReader::new(input);
     let mut reader = ArchiveReader::new();
@@ -338,6 +365,7 @@ pub async fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved),
     let mut pending = PendingBlobs::new(blob_root);
     let mut statements: Vec<Statement> = Vec::new();
     let mut began = false;
+    let mut foreign_entity_warning = None;
     let result = async {
         let mut line = Vec::new();
         loop {
@@ -352,6 +380,17 @@ pub async fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved),
             let step = reader.line(&line)?;
             if !began {
                 check_free(&conn, &reader)?;
+                if let Some(header) = reader.header() {
+                    // The scratch store of a worker import holds nothing
+                    // received: only the name is checked there.
+                    let store = matches!(to, Destination::Store(_)).then_some(&conn);
+                    foreign_entity_warning = crate::users::check_entity_here(
+                        store,
+                        &header.entity,
+                        &base_url,
+                        allow_foreign_entity,
+                    )?;
+                }
                 conn.execute_batch("BEGIN IMMEDIATE")?;
                 began = true;
             }
@@ -404,6 +443,8 @@ pub async fn import(file: &Path, to: Destination<'_>) -> Result<(String, Moved),
                 versions,
                 blobs,
                 app_keys,
+                password_hash_refused: reader.password_hash_refused().map(ToString::to_string),
+                foreign_entity_warning,
             };
             Ok((user, moved))
         }

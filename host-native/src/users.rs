@@ -57,6 +57,46 @@ pub enum ProvisionError {
     Stored(#[from] folio_core::store::StoredDataError),
     #[error("stored data: {0}")]
     Row(#[from] RowError),
+    /// The entity may be another server's: see [`check_entity_here`].
+    #[error(
+        "{0}: a user here would shadow that entity for this server's other users (their \
+         notifications and links would go to this user's store). If this server really is \
+         {entity}'s, pass --allow-foreign-entity",
+        entity = .1
+    )]
+    ForeignEntity(String, Entity),
+}
+
+/// Whether `entity` may be made a user of the server at `base_url`
+/// (`folio user add`, `folio import`): its name must be the base URL's host
+/// or a subdomain of it, and no store here may hold records received from
+/// that entity's own server (`conn`; `None` where no store is read, as with
+/// `--emit-sql`). Otherwise the operator must say so (`allow`); the answer
+/// is then the warning to print.
+pub fn check_entity_here(
+    conn: Option<&Connection>,
+    entity: &Entity,
+    base_url: &str,
+    allow: bool,
+) -> Result<Option<String>, ProvisionError> {
+    let received = match conn {
+        Some(conn) => !db::fetch(conn, &folio_core::store::entity_received_sql(entity))?.is_empty(),
+        None => false,
+    };
+    let why = if received {
+        format!("records of {entity} were received here from its own server")
+    } else if !folio_core::discovery::entity_under_base_url(entity, base_url) {
+        format!("{entity} is neither this server's host ({base_url}) nor a subdomain of it")
+    } else {
+        return Ok(None);
+    };
+    if !allow {
+        return Err(ProvisionError::ForeignEntity(why, entity.clone()));
+    }
+    Ok(Some(format!(
+        "WARNING: {why}; making a user of {entity} anyway (--allow-foreign-entity). \
+         Its Entity record will name this server: make sure https://{entity}/ leads here."
+    )))
 }
 
 impl From<folio_core::write::WriteError> for ProvisionError {

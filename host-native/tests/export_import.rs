@@ -251,3 +251,39 @@ async fn a_user_moves_between_servers_whole_and_a_changed_archive_is_refused() {
         .unwrap();
     assert!(folio_core::consent::verify_password(&hash, &password));
 }
+
+/// An archive of `localhost` imported where the base URL is another host:
+/// that entity may be another server's, so the import is refused unless
+/// the operator passes --allow-foreign-entity (docs/federation.md §1).
+#[test]
+fn an_archive_of_a_foreign_entity_needs_the_operators_word() {
+    let from = scratch("export-foreign-from");
+    add_me(&from, "https://localhost:8443");
+    let archive = from.join("me.folio");
+    folio(
+        &from,
+        &["export", "--user", "me", archive.to_str().unwrap()],
+    );
+    let to = scratch("export-foreign-to");
+    folio(&to, &["user", "list"]);
+    let settings = json!({"base_url": "https://elsewhere.example"});
+    std::fs::write(to.join("settings.json"), settings.to_string()).unwrap();
+
+    let refused = import(&to, &archive);
+    assert!(!refused.status.success(), "localhost was imported");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--allow-foreign-entity"), "{stderr}");
+    assert_eq!(folio(&to, &["user", "list"]), "");
+
+    let allowed = Command::new(FOLIO)
+        .arg("--data-dir")
+        .arg(&to)
+        .args(["import", "--allow-foreign-entity"])
+        .arg(&archive)
+        .output()
+        .expect("folio import runs");
+    let stderr = String::from_utf8_lossy(&allowed.stderr);
+    assert!(allowed.status.success(), "{stderr}");
+    assert!(stderr.contains("WARNING"), "{stderr}");
+    assert_eq!(folio(&to, &["user", "list"]), "me\tlocalhost\n");
+}

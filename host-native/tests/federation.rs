@@ -307,6 +307,8 @@ fn start_native(dir: &Path, ca: &TestCa, user: NativeUser, port: u16, resolve: &
             "--base-url",
             &base_url,
             "--json",
+            // alice.test is served at a.test: discovery leads there.
+            "--allow-foreign-entity",
         ],
     );
     let app = add_app(&data, name, &["--full-access"]);
@@ -936,6 +938,7 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
                 "--base-url",
                 "https://a.test",
                 "--json",
+                "--allow-foreign-entity",
                 "--emit-sql",
                 &user_sql_arg,
             ],
@@ -1079,6 +1082,7 @@ async fn users_of_one_server_share_records_without_the_network() {
             "carol.test",
             "--base-url",
             "https://a.test",
+            "--allow-foreign-entity",
         ],
     );
     let carol_app = add_app(&data, "carol", &["--full-access"]);

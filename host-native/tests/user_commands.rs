@@ -196,3 +196,41 @@ async fn an_app_revoked_beside_a_running_server_is_refused_at_once() {
     assert_eq!(got.status, 401, "the revoked app is refused: {text}");
     assert!(text.contains("unknown-app"), "{text}");
 }
+
+/// `folio user add` of an entity that is not this server's host nor a
+/// subdomain of it is refused: such a user would shadow another server's
+/// entity for this server's users. `--allow-foreign-entity` makes it, with
+/// a warning.
+#[test]
+fn a_foreign_entity_needs_the_operators_word() {
+    let data = scratch("foreign-entity");
+    add_me(&data, "https://localhost:8443");
+    let add = |extra: &[&str]| {
+        let mut args = vec!["user", "add", "imposter", "--entity", "bob.test"];
+        args.extend_from_slice(extra);
+        folio_with_input(&data, &args, "")
+    };
+    let refused = add(&[]);
+    assert!(
+        !refused.status.success(),
+        "bob.test was made a user of localhost"
+    );
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(error.contains("--allow-foreign-entity"), "{error}");
+    assert_eq!(folio(&data, &["user", "list"]), "me\tlocalhost\n");
+
+    let allowed = add(&["--allow-foreign-entity"]);
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    let warning = String::from_utf8_lossy(&allowed.stderr);
+    assert!(
+        warning.contains("WARNING") && warning.contains("bob.test"),
+        "{warning}"
+    );
+
+    // A subdomain of the base URL's host is this server's to serve.
+    folio(&data, &["user", "add", "you", "--entity", "you.localhost"]);
+}

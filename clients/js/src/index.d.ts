@@ -30,6 +30,13 @@ export interface BlobLink {
 /** A record as the server answers it; `C` is its content. */
 export interface FolioRecord<C = Record<string, unknown>> {
   id: string;
+  /**
+   * Where the server got it: `self`, `resolution`, `notification`,
+   * `notification_unknown`, `subscription`, or `proxy` (read through another
+   * server with `proxy_to`, not stored). A `proxy` record was always served
+   * by its author's own server: the server drops any record another server
+   * serves under someone else's name (docs/federation.md §5).
+   */
   source: string;
   author: { entity: string };
   created_at: string;

@@ -15,9 +15,9 @@ use super::{Check, CheckResult, Needs, check};
 use crate::client::{Call, Response, nonce, now_ms, record_id, retry_after};
 use crate::context::{Ctx, with_query};
 use crate::expect::{
-    self, INVALID_LINK, INVALID_PEER_ANSWER, INVALID_SIGNATURE, PEER_REFUSED, Problem,
-    QUOTA_EXCEEDED, RATE_LIMITED, RECORD_NOT_FOUND, REPLAYED_REQUEST, STALE_TIMESTAMP, UNSOLICITED,
-    VERSION_TOO_LARGE, ensure, ensure_eq, str_at,
+    self, INVALID_LINK, INVALID_PARAMETER, INVALID_PEER_ANSWER, INVALID_SIGNATURE, PEER_REFUSED,
+    Problem, QUOTA_EXCEEDED, RATE_LIMITED, RECORD_NOT_FOUND, REPLAYED_REQUEST, STALE_TIMESTAMP,
+    UNSOLICITED, VERSION_TOO_LARGE, ensure, ensure_eq, str_at,
 };
 use crate::hostile::{Fault, HostilePeer};
 use crate::server_signature::{CONTENT_SHA256, ServerKey};
@@ -36,6 +36,11 @@ pub fn checks() -> Vec<Check> {
         check!(
             "federation/wrong-author-refused",
             wrong_author_refused,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/proxied-records-are-the-proxied-entitys",
+            proxied_records_are_the_proxied_entitys,
             Needs::HostilePeer
         ),
         check!(
@@ -122,6 +127,49 @@ async fn wrong_hash_refused(ctx: &Ctx) -> CheckResult {
 
 async fn wrong_author_refused(ctx: &Ctx) -> CheckResult {
     refused_record(ctx, Fault::WrongAuthor, INVALID_PEER_ANSWER).await
+}
+
+/// Through `proxy_to`, a peer vouches for its own entity's records only:
+/// a record it lists under another author is dropped from the list, and a
+/// record of another author is not asked of it at all.
+async fn proxied_records_are_the_proxied_entitys(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let entity = peer.entity(Fault::WrongAuthor);
+    let honest = peer.entity(Fault::Honest);
+
+    let list = with_query(ctx.records_url()?, &[("proxy_to", &entity)]);
+    let response = ctx.send(Call::get(list).signed(&ctx.full)).await?;
+    let body = expect::json(&response, 200)
+        .map_err(|error| format!("a list with proxy_to={entity}: {error}"))?;
+    let authors: Vec<&str> = body["records"]
+        .as_array()
+        .ok_or_else(|| format!("a list with proxy_to={entity} has no records: {body}"))?
+        .iter()
+        .map(|record| record["author"]["entity"].as_str().unwrap_or_default())
+        .collect();
+    ensure!(
+        authors == [entity.as_str()],
+        "{entity}'s list, which holds a record of its own and one it says is {honest}'s, \
+         was answered with records by {authors:?}: only {entity}'s own may be"
+    );
+
+    let id = record_id();
+    let before = peer.seen().len();
+    let url = with_query(ctx.record_url_at(&honest, &id)?, &[("proxy_to", &entity)]);
+    let response = ctx.send(Call::get(url).signed(&ctx.full)).await?;
+    expect::problem_response(&response, INVALID_PARAMETER)
+        .map_err(|error| format!("{honest}/{id} with proxy_to={entity}: {error}"))?;
+    let asked: Vec<_> = peer
+        .seen()
+        .split_off(before)
+        .into_iter()
+        .filter(|request| request.host == entity)
+        .collect();
+    ensure!(
+        asked.is_empty(),
+        "{entity} was asked for {honest}'s record: {asked:?}"
+    );
+    Ok(())
 }
 
 async fn oversized_answer_refused(ctx: &Ctx) -> CheckResult {

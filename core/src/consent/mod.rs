@@ -379,10 +379,88 @@ pub fn approval_writes(
     std::iter::once(create).chain(deletions).collect()
 }
 
+/// The argon2id memory cost of every password hash this server makes or
+/// checks, in KiB (19 MiB): argon2's default and OWASP's recommendation.
+pub const PASSWORD_MEMORY_KIB: u32 = argon2::Params::DEFAULT_M_COST;
+/// The argon2id passes of every password hash.
+pub const PASSWORD_PASSES: u32 = argon2::Params::DEFAULT_T_COST;
+/// The argon2id lanes of every password hash.
+pub const PASSWORD_LANES: u32 = argon2::Params::DEFAULT_P_COST;
+/// The length of every password hash's output, in bytes.
+pub const PASSWORD_OUTPUT_BYTES: usize = argon2::Params::DEFAULT_OUTPUT_LEN;
+
+/// Why a stored password hash is not one this server checks: its
+/// parameters set the cost of every sign-in, so a hash from elsewhere (an
+/// archive) is checked only if it has exactly the server's. The fix is
+/// always the same: `folio user passwd USER` stores a new hash.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PasswordHashError {
+    #[error("not an argon2 PHC string")]
+    Malformed,
+    #[error("made with {0}, not argon2id version 19")]
+    Algorithm(String),
+    #[error(
+        "made with m={memory_kib} KiB, t={passes}, p={lanes}, {output_bytes} bytes, not this \
+         server's m={PASSWORD_MEMORY_KIB}, t={PASSWORD_PASSES}, p={PASSWORD_LANES}, \
+         {PASSWORD_OUTPUT_BYTES} bytes"
+    )]
+    Parameters {
+        memory_kib: u32,
+        passes: u32,
+        lanes: u32,
+        output_bytes: usize,
+    },
+}
+
+/// Whether `hash` (a PHC string) is one this server checks: argon2id,
+/// version 19, with exactly [`PASSWORD_MEMORY_KIB`], [`PASSWORD_PASSES`],
+/// [`PASSWORD_LANES`] and [`PASSWORD_OUTPUT_BYTES`], and no secret key or
+/// associated data. It only parses the string: it costs nothing, so a
+/// sign-in checks it before running argon2, and an import before keeping
+/// a hash.
+pub fn check_password_hash(hash: &str) -> Result<(), PasswordHashError> {
+    let parsed =
+        argon2::password_hash::PasswordHash::new(hash).map_err(|_| PasswordHashError::Malformed)?;
+    let algorithm = parsed.algorithm.as_str();
+    if algorithm != "argon2id" || parsed.version != Some(0x13) {
+        let version = parsed
+            .version
+            .map(|v| format!(" version {v}"))
+            .unwrap_or_default();
+        return Err(PasswordHashError::Algorithm(format!(
+            "{algorithm}{version}"
+        )));
+    }
+    let params = argon2::Params::try_from(&parsed).map_err(|_| PasswordHashError::Malformed)?;
+    let output_bytes = parsed.hash.map_or(0, |output| output.len());
+    let expected = (
+        PASSWORD_MEMORY_KIB,
+        PASSWORD_PASSES,
+        PASSWORD_LANES,
+        PASSWORD_OUTPUT_BYTES,
+    );
+    let found = (
+        params.m_cost(),
+        params.t_cost(),
+        params.p_cost(),
+        output_bytes,
+    );
+    let extras = params.keyid().is_empty() && params.data().is_empty();
+    if found != expected || !extras {
+        return Err(PasswordHashError::Parameters {
+            memory_kib: found.0,
+            passes: found.1,
+            lanes: found.2,
+            output_bytes,
+        });
+    }
+    Ok(())
+}
+
 /// The argon2id hash (a PHC string) stored for `password`, with `salt`
-/// (16 random bytes the host draws) and argon2's default parameters (19
-/// MiB, 2 passes, 1 lane: OWASP's recommendation). It costs what
-/// [`verify_password`] does: the native host runs it off its async workers.
+/// (16 random bytes the host draws) and the server's parameters
+/// ([`check_password_hash`]). It costs what [`verify_password`] does: the
+/// native host runs it off its async workers.
 pub fn hash_password(password: &str, salt: [u8; 16]) -> Option<String> {
     use argon2::PasswordHasher;
     let salt = argon2::password_hash::SaltString::encode_b64(&salt).ok()?;
@@ -392,11 +470,17 @@ pub fn hash_password(password: &str, salt: [u8; 16]) -> Option<String> {
         .map(|hash| hash.to_string())
 }
 
-/// Whether `password` matches `hash`, an argon2id PHC string as the CLI
-/// stores it (its parameters travel in the string). It costs what those
-/// parameters say: the native host runs it off its async workers.
+/// Whether `password` matches `hash`, an argon2id PHC string as
+/// [`hash_password`] makes it. A hash with other parameters never matches,
+/// and is refused before argon2 runs ([`check_password_hash`]): its
+/// parameters would set the cost of the check. Otherwise it costs one
+/// argon2 run at the server's parameters: the native host runs it off its
+/// async workers.
 pub fn verify_password(hash: &str, password: &str) -> bool {
     use argon2::PasswordVerifier;
+    if check_password_hash(hash).is_err() {
+        return false;
+    }
     argon2::password_hash::PasswordHash::new(hash).is_ok_and(|hash| {
         argon2::Argon2::default()
             .verify_password(password.as_bytes(), &hash)
@@ -407,6 +491,69 @@ pub fn verify_password(hash: &str, password: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `password`'s argon2 hash with other parameters than the server's.
+    fn hash_with(algorithm: argon2::Algorithm, params: argon2::Params, password: &str) -> String {
+        use argon2::PasswordHasher;
+        let salt = argon2::password_hash::SaltString::encode_b64(&[3; 16]).unwrap();
+        argon2::Argon2::new(algorithm, argon2::Version::V0x13, params)
+            .hash_password(password.as_bytes(), &salt)
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn the_servers_own_hashes_are_on_policy_and_verify() {
+        let hash = hash_password("correct horse", [9; 16]).unwrap();
+        assert_eq!(check_password_hash(&hash), Ok(()));
+        assert!(verify_password(&hash, "correct horse"));
+        assert!(!verify_password(&hash, "wrong horse"));
+    }
+
+    #[test]
+    fn a_hash_with_other_parameters_never_verifies_and_says_why() {
+        // Cheaper than the policy, so the test is fast; a costlier one
+        // (m=256 MiB, t=8) is refused the same way, before argon2 runs.
+        let cheap = argon2::Params::new(8, 1, 1, None).unwrap();
+        let hash = hash_with(argon2::Algorithm::Argon2id, cheap, "correct horse");
+        assert_eq!(
+            check_password_hash(&hash),
+            Err(PasswordHashError::Parameters {
+                memory_kib: 8,
+                passes: 1,
+                lanes: 1,
+                output_bytes: 32
+            })
+        );
+        assert!(!verify_password(&hash, "correct horse"));
+        let argon2i = hash_with(
+            argon2::Algorithm::Argon2i,
+            argon2::Params::default(),
+            "correct horse",
+        );
+        assert!(matches!(
+            check_password_hash(&argon2i),
+            Err(PasswordHashError::Algorithm(_))
+        ));
+        assert!(!verify_password(&argon2i, "correct horse"));
+        let costly = "$argon2id$v=19$m=262144,t=8,p=1$AwMDAwMDAwMDAwMDAwMDAw$\
+                      AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        let started = std::time::Instant::now();
+        assert!(matches!(
+            check_password_hash(costly),
+            Err(PasswordHashError::Parameters {
+                memory_kib: 262_144,
+                passes: 8,
+                ..
+            })
+        ));
+        assert!(!verify_password(costly, "anything"));
+        assert!(started.elapsed() < std::time::Duration::from_millis(50));
+        assert_eq!(
+            check_password_hash("not a hash"),
+            Err(PasswordHashError::Malformed)
+        );
+    }
 
     fn app(redirect: &str) -> AppRequest {
         AppRequest {

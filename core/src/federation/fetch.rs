@@ -119,12 +119,18 @@ pub fn record_of_answer(asked: &str, answer: &PeerAnswer) -> Result<Record, Peer
     Ok(record)
 }
 
-/// The records of a `200 {records, …, next_page?}` list answer, each
-/// checked to hash to its version hash and marked `source: "proxy"`, and
-/// the answer's `next_page`.
+/// The records of a `200 {records, …, next_page?}` list answer from
+/// `proxied`'s server, each checked to hash to its version hash and marked
+/// `source: "proxy"`, and the answer's `next_page`.
+///
+/// Only `proxied`'s own records are kept: a server vouches for its own
+/// entity's records alone (its certificate is for that name), so a record
+/// it serves under another author, which it may hold or may have made up,
+/// is dropped rather than shown to an app as that author's.
 pub fn proxied_list(
     asked: &str,
     answer: &PeerAnswer,
+    proxied: &Entity,
 ) -> Result<(Vec<Record>, Option<String>), PeerError> {
     if answer.status != 200 {
         return Err(PeerError::status(asked, answer.status));
@@ -149,6 +155,7 @@ pub fn proxied_list(
         }
         record.source = crate::model::RecordSource::Proxy;
     }
+    records.retain(|record| record.author.entity == *proxied);
     Ok((records, next_page))
 }
 
@@ -178,4 +185,31 @@ pub fn check_record(record: &Record, expected: Expected<'_>) -> Result<(), PeerE
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proxied_list_keeps_only_the_proxied_entitys_records() {
+        let records = crate::builtin::builtin_records();
+        let body = serde_json::json!({"records": records, "next_page": null}).to_string();
+        let answer = PeerAnswer {
+            status: 200,
+            headers: Vec::new(),
+            body: body.into_bytes(),
+        };
+        let author: Entity = crate::builtin::SYSTEM_ENTITY.parse().unwrap();
+        let (kept, _) = proxied_list("https://x.example/records", &answer, &author).unwrap();
+        assert_eq!(kept.len(), records.len());
+        assert!(
+            kept.iter()
+                .all(|r| r.source == crate::model::RecordSource::Proxy)
+        );
+        // The same records served by another entity's server: none is its own.
+        let other: Entity = "mallory.example".parse().unwrap();
+        let (kept, _) = proxied_list("https://x.example/records", &answer, &other).unwrap();
+        assert!(kept.is_empty(), "{kept:?}");
+    }
 }

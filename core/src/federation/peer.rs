@@ -89,7 +89,10 @@ pub enum PeerFailure {
     /// The URL is not one core may ask (not https, no host, a port the
     /// host refuses).
     BadUrl(String),
-    /// Every address of the name is one [`address_allowed`] refuses.
+    /// Every address of the name is one [`address_allowed`] refuses. The
+    /// address is for the host's log; the message ([`fmt::Display`]), which
+    /// reaches apps as a problem's detail, never names it: an app that
+    /// names a host would otherwise learn what it resolves to.
     ForbiddenAddress(IpAddr),
     /// The name did not resolve, the connection or TLS failed, or the peer
     /// closed early.
@@ -106,11 +109,8 @@ impl fmt::Display for PeerFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PeerFailure::BadUrl(reason) => write!(f, "not a URL this server asks: {reason}"),
-            PeerFailure::ForbiddenAddress(ip) => {
-                write!(
-                    f,
-                    "the peer's address {ip} is loopback, private or reserved"
-                )
+            PeerFailure::ForbiddenAddress(_) => {
+                f.write_str("the peer's address is loopback, private or reserved")
             }
             PeerFailure::Unreachable(reason) => write!(f, "the peer is unreachable: {reason}"),
             PeerFailure::TimedOut => write!(
@@ -171,7 +171,12 @@ pub fn target_url(
 /// two test servers on loopback). Refused otherwise: loopback,
 /// unspecified, private (RFC 1918, unique local), link-local, shared
 /// (RFC 6598), documentation, benchmarking, multicast, broadcast and
-/// reserved ranges, and IPv4-mapped or -compatible forms of them.
+/// reserved ranges, and IPv4-mapped or -compatible forms of them; in IPv6
+/// also site-local (`fec0::/10`, deprecated but still routed by some
+/// networks) and the transition ranges that reach an IPv4 address through
+/// a relay, whatever that address is: 6to4 (`2002::/16`), Teredo
+/// (`2001::/32`) and NAT64 (`64:ff9b::/96`, `64:ff9b:1::/48`). A relay
+/// chooses where such an address leads, so no embedded address is trusted.
 pub fn address_allowed(ip: IpAddr, allow_private: bool) -> bool {
     allow_private
         || match ip {
@@ -206,6 +211,9 @@ fn public_v6(ip: Ipv6Addr) -> bool {
         || ip.is_multicast()
         || (first & 0xfe00) == 0xfc00 // unique local
         || (first & 0xffc0) == 0xfe80 // link-local
+        || (first & 0xffc0) == 0xfec0 // site-local, RFC 3879
+        || first == 0x2002 // 6to4, RFC 3056: an IPv4 address behind a relay
+        || (first == 0x2001 && ip.segments()[1] == 0) // Teredo, RFC 4380
         || (first == 0x2001 && ip.segments()[1] == 0x0db8) // documentation
         || (first == 0 && ip.segments()[..6].iter().all(|&s| s == 0)) // IPv4-compatible
         || first == 0x0064 && ip.segments()[1] == 0xff9b) // NAT64
@@ -238,6 +246,17 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_address_is_not_named_to_apps() {
+        let ip: IpAddr = "10.1.2.3".parse().unwrap();
+        let problem = crate::problem::Problem::from(&super::super::PeerError::from(
+            PeerFailure::ForbiddenAddress(ip),
+        ));
+        let detail = problem.detail.unwrap_or_default();
+        assert!(!detail.contains("10.1.2.3"), "{detail}");
+        assert!(detail.contains("private"), "{detail}");
+    }
+
+    #[test]
     fn only_public_unicast_addresses_are_allowed() {
         for refused in [
             "127.0.0.1",
@@ -259,6 +278,16 @@ mod tests {
             "::ffff:10.0.0.1",
             "2001:db8::1",
             "64:ff9b::a00:1",
+            "fec0::1",
+            "feff::1",
+            // 6to4 and Teredo reach IPv4 through a relay: the embedded
+            // address (10.0.0.1, 127.0.0.1, or even a public one) is not
+            // what is connected to.
+            "2002:a00:1::1",
+            "2002:7f00:1::1",
+            "2002:808:808::1",
+            "2001:0:4136:e378:8000:63bf:f5ff:fffe",
+            "2001::1",
         ] {
             let ip: IpAddr = refused.parse().unwrap();
             assert!(!address_allowed(ip, false), "{refused} must be refused");
@@ -272,6 +301,8 @@ mod tests {
             "93.184.216.34",
             "2606:4700::1111",
             "::ffff:8.8.8.8",
+            "2001:4860:4860::8888",
+            "2003::1",
         ] {
             let ip: IpAddr = allowed.parse().unwrap();
             assert!(address_allowed(ip, false), "{allowed} must be allowed");

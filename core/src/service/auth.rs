@@ -205,11 +205,15 @@ impl<H: Host> Context<'_, '_, H> {
         let signed = request.signed();
         // The keys the store knows for the entity; else discovery, counted
         // against the address's unauthenticated rate first (anyone may
-        // name any entity), and stored only once the signature verifies.
+        // name any entity) and against the few discoveries an unverified
+        // request may cause (each asks a host the requester chose), and
+        // stored only once the signature verifies.
         let (mut remote, mut discovered) = match federation.stored_entity(&header.entity).await? {
             Some(remote) => (remote, false),
             None => {
                 self.rate(Rate::AnonymousRead(request.peer)).await?;
+                self.rate(Rate::UnverifiedDiscovery(request.peer)).await?;
+                self.rate(Rate::AnyUnverifiedDiscovery).await?;
                 let remote = federation.discover(&header.entity).await.map_err(unknown)?;
                 (remote, true)
             }

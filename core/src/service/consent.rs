@@ -299,10 +299,19 @@ async fn password_matches<H: Host>(
             .map(str::to_owned),
         None => None,
     };
-    match stored {
-        Some(stored) => Ok(host.verify_password(stored, password).await),
-        None => Ok(false),
+    let Some(stored) = stored else {
+        return Ok(false);
+    };
+    // Another server's parameters (an imported hash) would set the cost of
+    // every attempt: refused before argon2 runs, and the owner told why.
+    if let Err(reason) = crate::consent::check_password_hash(&stored) {
+        host.note(Note::PasswordHashRefused {
+            user: &user.name,
+            reason: &reason,
+        });
+        return Ok(false);
     }
+    Ok(host.verify_password(stored, password).await)
 }
 
 /// What a refused sign-in attempt's page says: `(title, text)`.

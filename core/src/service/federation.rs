@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::access::Access;
 use crate::auth::ServerKey;
 use crate::builtin::SYSTEM_ENTITY;
+use crate::discovery::entity_served_here;
 use crate::federation::entity::{discovery_request, entity_record_location, entity_record_request};
 use crate::federation::notify::{MAX_NOTIFICATION_BYTES, MAX_NOTIFIED_VERSIONS, RetryPolicy};
 use crate::federation::{
@@ -116,6 +117,31 @@ pub(super) fn write_failure(failure: &WriteFailure) -> Failure {
         WriteFailure::StorageFull(error) => Failure::storage_full(error),
         WriteFailure::Failed(_) => Failure::internal(failure),
     }
+}
+
+/// The user of this server who serves `entity`, among `users`: one with
+/// that entity whose own Entity record points at this server
+/// ([`entity_served_here`]). A user whose record points elsewhere does not
+/// shadow the entity's own server: its records and notifications go there.
+async fn serving_user<H: Host>(
+    host: &H,
+    users: &[User],
+    entity: &Entity,
+) -> Result<Option<User>, Failure> {
+    let Some(user) = users.iter().find(|user| user.entity == *entity) else {
+        return Ok(None);
+    };
+    let rows = host
+        .fetch(&entity_record_sql(user.id, &user.entity))
+        .await
+        .map_err(Failure::internal)?;
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let (record, links) = version_row(row)?;
+    let record = read_version(&record, &links)?.0;
+    let base_url = &host.settings().base_url;
+    Ok(entity_served_here(&record, entity, &user.name, base_url).then(|| user.clone()))
 }
 
 /// `author/id` of a record, for messages.
@@ -407,11 +433,11 @@ impl<H: Host> Federation<'_, H> {
         .into())
     }
 
-    /// Where `entity`'s records are: a user of this server's store, or
-    /// another server.
+    /// Where `entity`'s records are: the store of the user of this server
+    /// who serves it ([`serving_user`]), or another server.
     async fn author(&self, entity: &Entity) -> Result<Author, Trouble> {
         let users = self.host.users().await.map_err(Failure::internal)?;
-        match users.into_iter().find(|user| user.entity == *entity) {
+        match serving_user(self.host, &users, entity).await? {
             Some(user) => Ok(Author::Local(user)),
             None => Ok(Author::Remote(Box::new(self.entity(entity, false).await?))),
         }
@@ -857,7 +883,8 @@ type Delivered = (Entity, Vec<Queued>, Result<(), Trouble>);
 
 /// Sends `items` (notifications of `user`'s versions, in queued order) to
 /// `recipient`, in batches of at most [`MAX_NOTIFIED_VERSIONS`]; a
-/// recipient that is a user of this server receives them in-process.
+/// recipient that a user of this server serves ([`serving_user`]) receives
+/// them in-process.
 async fn deliver_to<H: Host>(
     host: &H,
     users: &[User],
@@ -868,6 +895,10 @@ async fn deliver_to<H: Host>(
     fresh: &Fresh,
 ) -> Vec<Delivered> {
     items.sort_by_key(|item| item.id);
+    let local = match serving_user(host, users, &recipient).await {
+        Ok(local) => local,
+        Err(failure) => return vec![(recipient, items, Err(Trouble::Failure(failure)))],
+    };
     let mut outcomes = Vec::new();
     let mut items = items.into_iter().peekable();
     while items.peek().is_some() {
@@ -882,7 +913,7 @@ async fn deliver_to<H: Host>(
                 version_hash: item.version_hash,
             })
             .collect();
-        let outcome = match users.iter().find(|local| local.entity == recipient) {
+        let outcome = match &local {
             Some(local) => match host.hand_over(user, local, &links).await {
                 Some(handed) => handed.map_err(|error| {
                     Trouble::Failure(Failure::internal(format!("handing over: {error}")))
@@ -971,7 +1002,9 @@ fn queued_row(row: &Row) -> Result<Queued, RowError> {
 /// `entity`'s server, asked as the user; `record` for a single record,
 /// else the list with the request's other parameters. Only the user's own
 /// callers (the owner, an authorized app) may proxy, and an app sees only
-/// what its grant covers; nothing is stored.
+/// what its grant covers; nothing is stored. Only `entity`'s own records
+/// are answered: a record of another author is asked of that author's
+/// server, and one in a list is dropped.
 pub(super) async fn proxy<H: Host>(
     cx: &Context<'_, '_, H>,
     user: &User,
@@ -991,6 +1024,19 @@ pub(super) async fn proxy<H: Host>(
                 .with_detail("a server's request is not proxied further")
                 .into());
         }
+    }
+    // A server vouches for its own entity's records only: another author's
+    // record is asked of that author's server (`proxy_to={author}`).
+    if let Some(path) = record
+        && path.entity != *entity
+    {
+        return Err(Problem::new(ProblemType::InvalidParameter)
+            .with_detail(format!(
+                "proxy_to={entity} answers only {entity}'s own records; for a record of {}, \
+                 use proxy_to={}",
+                path.entity, path.entity
+            ))
+            .into());
     }
     let federation = Federation::new(cx.host, user, cx.request.now, &cx.request.fresh);
     let remote = federation
@@ -1043,8 +1089,8 @@ pub(super) async fn proxy<H: Host>(
                 .send_signed(PeerMethod::Get, &url, None, PROXIED_LIST_BYTES)
                 .await
                 .map_err(Trouble::into_failure)?;
-            let (records, next_page) =
-                proxied_list(&url, &answer).map_err(|e| Failure::from(Problem::from(&e)))?;
+            let (records, next_page) = proxied_list(&url, &answer, entity)
+                .map_err(|e| Failure::from(Problem::from(&e)))?;
             let records: Vec<Record> = records
                 .into_iter()
                 .filter(|record| caller.access.can_read(record))

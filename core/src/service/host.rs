@@ -69,11 +69,30 @@ pub enum Rate<'a> {
     /// Discovering an entity again because its stored keys did not verify
     /// a signature: at most [`REDISCOVERIES_PER_MINUTE`] per entity.
     Rediscovery(&'a Entity),
+    /// Discovering an entity the store does not know, for a server-signed
+    /// request from an address whose signature cannot be checked before:
+    /// at most [`UNVERIFIED_DISCOVERIES_PER_ADDRESS_PER_MINUTE`] per address.
+    UnverifiedDiscovery(Option<IpAddr>),
+    /// The same, from every address together: at most
+    /// [`UNVERIFIED_DISCOVERIES_PER_MINUTE`] for the server.
+    AnyUnverifiedDiscovery,
 }
 
 /// How often an entity is discovered again for a signature its stored keys
 /// do not verify ([`Rate::Rediscovery`]): a fixed limit, not a setting.
 pub const REDISCOVERIES_PER_MINUTE: u32 = 1;
+
+/// How many entities one address may make this server discover, a minute,
+/// by naming them in server-signed requests ([`Rate::UnverifiedDiscovery`]):
+/// each costs requests to a host the requester chose, before anything is
+/// verified. A fixed limit, not a setting: a real server names each of
+/// its entities once, after which the entity is known.
+pub const UNVERIFIED_DISCOVERIES_PER_ADDRESS_PER_MINUTE: u32 = 10;
+
+/// How many such discoveries every address together may cause a minute
+/// ([`Rate::AnyUnverifiedDiscovery`]), so that many addresses cannot make
+/// this server a crawler for them either.
+pub const UNVERIFIED_DISCOVERIES_PER_MINUTE: u32 = 60;
 
 /// A request over its rate: the problem and the seconds to wait.
 #[derive(Debug)]
@@ -173,6 +192,13 @@ pub enum Note<'a> {
         user: &'a str,
         app: &'a RecordId,
     },
+    /// A sign-in found a stored password hash whose parameters are not the
+    /// server's ([`check_password_hash`](crate::consent::check_password_hash)):
+    /// refused without running argon2; the operator sets a new password.
+    PasswordHashRefused {
+        user: &'a str,
+        reason: &'a crate::consent::PasswordHashError,
+    },
 }
 
 impl fmt::Display for Note<'_> {
@@ -196,6 +222,11 @@ impl fmt::Display for Note<'_> {
                 authorization,
             } => write!(f, "user {user} authorized app {app} ({authorization})"),
             Note::Denied { user, app } => write!(f, "user {user} denied app {app}"),
+            Note::PasswordHashRefused { user, reason } => write!(
+                f,
+                "user {user}'s stored password hash is not checked ({reason}): nobody can sign \
+                 in as {user} until the operator runs `folio user passwd {user}`"
+            ),
         }
     }
 }

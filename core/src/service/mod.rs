@@ -73,6 +73,7 @@ pub use host::{
     STORAGE_FULL_RETRY_AFTER_SECS, Secrets, Settings, Store, Streams, UploadFailure, User,
     WriteFailure,
 };
+pub use host::{UNVERIFIED_DISCOVERIES_PER_ADDRESS_PER_MINUTE, UNVERIFIED_DISCOVERIES_PER_MINUTE};
 pub use rates::{
     ACCOUNT_BACKOFF_FIRST_SECS, ACCOUNT_BACKOFF_MAX_SECS, ACCOUNT_BACKOFF_RESET_SECS,
     ACCOUNT_SIGN_IN_ATTEMPTS, AccountAttempts, AccountBackoff, AddressRate, AddressRateKind,

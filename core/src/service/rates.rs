@@ -218,6 +218,14 @@ pub struct RateLimits {
     rediscoveries: Option<Buckets<Entity>>,
     /// Always on: a fixed limit, not a setting.
     accounts: AccountBackoff,
+    unverified_discoveries: Option<Buckets<Option<IpAddr>>>,
+    /// One bucket, for every address.
+    any_unverified_discoveries: Option<Buckets<()>>,
+}
+
+/// `count` a minute, all of them at once if they come together.
+fn per_minute<K: Hash + Eq>(count: u32, what: &'static str) -> Option<Buckets<K>> {
+    Buckets::new(count, 60 * TICKS_PER_SECOND, count, what)
 }
 
 impl RateLimits {
@@ -267,6 +275,14 @@ impl RateLimits {
                 "discoveries of this entity",
             ),
             accounts: AccountBackoff::default(),
+            unverified_discoveries: per_minute(
+                super::host::UNVERIFIED_DISCOVERIES_PER_ADDRESS_PER_MINUTE,
+                "unknown entities named by server-signed requests from this address; wait a minute",
+            ),
+            any_unverified_discoveries: per_minute(
+                super::host::UNVERIFIED_DISCOVERIES_PER_MINUTE,
+                "unknown entities named by server-signed requests; wait a minute",
+            ),
         }
     }
 
@@ -289,6 +305,11 @@ impl RateLimits {
                 self.accounts.clear(account);
                 Ok(())
             }
+            Rate::UnverifiedDiscovery(peer) => check(&mut self.unverified_discoveries, peer, now),
+            Rate::AnyUnverifiedDiscovery => self
+                .any_unverified_discoveries
+                .as_mut()
+                .map_or(Ok(()), |b| b.check((), now)),
         }
     }
 
@@ -343,10 +364,18 @@ impl RateLimits {
         if let Some(b) = &mut self.rediscoveries {
             b.forget_idle(now);
         }
-        for b in [&mut self.reads, &mut self.registrations, &mut self.sign_ins]
-            .into_iter()
-            .flatten()
+        for b in [
+            &mut self.reads,
+            &mut self.registrations,
+            &mut self.sign_ins,
+            &mut self.unverified_discoveries,
+        ]
+        .into_iter()
+        .flatten()
         {
+            b.forget_idle(now);
+        }
+        if let Some(b) = &mut self.any_unverified_discoveries {
             b.forget_idle(now);
         }
     }
@@ -399,6 +428,10 @@ pub enum AddressRateKind {
     AnonymousRead,
     Registration,
     SignIn,
+    UnverifiedDiscovery,
+    /// Counted for every address together, in one place
+    /// ([`AddressRate::place_name`]).
+    AnyUnverifiedDiscovery,
 }
 
 /// A verdict as it travels back: `{"limited": null}` or the problem's
@@ -437,6 +470,8 @@ impl AddressRate {
                 peer,
                 limits.sign_in_attempts_per_minute.is_some(),
             ),
+            Rate::UnverifiedDiscovery(peer) => (AddressRateKind::UnverifiedDiscovery, peer, true),
+            Rate::AnyUnverifiedDiscovery => (AddressRateKind::AnyUnverifiedDiscovery, None, true),
             Rate::Write(_)
             | Rate::Notification { .. }
             | Rate::Rediscovery(_)
@@ -453,7 +488,11 @@ impl AddressRate {
     /// Where this address's buckets are kept: one place per
     /// [`address_key`] (an IPv6 /64 is one place); requests whose address
     /// is unknown share one, as they share one bucket natively.
+    /// A rate of every address together has one place of its own.
     pub fn place_name(&self) -> String {
+        if self.kind == AddressRateKind::AnyUnverifiedDiscovery {
+            return "server:unverified-discoveries".to_owned();
+        }
         match self.peer {
             Some(address) => format!("address:{address}"),
             None => "address:unknown".to_owned(),
@@ -466,6 +505,8 @@ impl AddressRate {
             AddressRateKind::AnonymousRead => Rate::AnonymousRead(self.peer),
             AddressRateKind::Registration => Rate::Registration(self.peer),
             AddressRateKind::SignIn => Rate::SignIn(self.peer),
+            AddressRateKind::UnverifiedDiscovery => Rate::UnverifiedDiscovery(self.peer),
+            AddressRateKind::AnyUnverifiedDiscovery => Rate::AnyUnverifiedDiscovery,
         };
         let verdict = match RecordDate::from_unix_ticks(self.now) {
             Ok(now) => limits.check(rate, now),
@@ -720,6 +761,37 @@ mod tests {
         let limited = limits.check(sign_in, at(0)).expect_err("the fourth");
         assert_eq!(limited.retry_after_secs, 20);
         assert!(limits.check(sign_in, at(20_000)).is_ok());
+    }
+
+    #[test]
+    fn unverified_discoveries_are_few_per_address_and_per_server() {
+        use crate::service::host::{
+            UNVERIFIED_DISCOVERIES_PER_ADDRESS_PER_MINUTE as PER_ADDRESS,
+            UNVERIFIED_DISCOVERIES_PER_MINUTE as PER_SERVER,
+        };
+        let mut limits = RateLimits::new(&Limits::default());
+        let from = |last: u8| Rate::UnverifiedDiscovery(Some(IpAddr::from([203, 0, 113, last])));
+        for _ in 0..PER_ADDRESS {
+            assert!(limits.check(from(1), at(0)).is_ok());
+        }
+        let limited = limits.check(from(1), at(0)).expect_err("one too many");
+        assert_eq!(limited.retry_after_secs, 6);
+        assert!(limits.check(from(2), at(0)).is_ok(), "another address");
+        for _ in 0..PER_SERVER {
+            assert!(limits.check(Rate::AnyUnverifiedDiscovery, at(0)).is_ok());
+        }
+        assert!(limits.check(Rate::AnyUnverifiedDiscovery, at(0)).is_err());
+        assert!(
+            limits
+                .check(Rate::AnyUnverifiedDiscovery, at(1_000))
+                .is_ok()
+        );
+        // Both travel on the edge; the server's one to a place of its own.
+        let settings = Limits::default();
+        let one = AddressRate::of(from(1), at(0), &settings).unwrap();
+        assert_eq!(one.place_name(), "address:203.0.113.1");
+        let any = AddressRate::of(Rate::AnyUnverifiedDiscovery, at(0), &settings).unwrap();
+        assert_eq!(any.place_name(), "server:unverified-discoveries");
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub use read::{
     event_log_bounds_sql, events_sql, latest_hash_sql, latest_version_sql, linked_sql,
     prune_events_sql, seed_statements, version_sql, versions_sql,
 };
+pub use users::entity_received_sql;
 pub use users::{
     StoresToRemove, app_authorizations_sql, app_credentials_sql, app_key_sql, apps_sql,
     blob_held_sql, blob_size_sql, delete_blob_sql, entity_record_sql, event_seq_sql,

@@ -74,6 +74,19 @@ pub fn insert_user_with_id_sql(
     b.finish(sql)
 }
 
+/// One row if any user's store holds a version authored by `entity`: this
+/// server received records of that entity from its own server, so the
+/// entity is served elsewhere (`docs/federation.md` §1, who serves an
+/// entity). The CLI asks it before making a user of that entity here.
+pub fn entity_received_sql(entity: &Entity) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT 1 FROM versions WHERE author = {} LIMIT 1",
+        b.bind(entity.as_str())
+    );
+    b.finish(sql)
+}
+
 /// Every user, by name: rows `(id, name, entity)`.
 pub fn users_sql() -> Statement {
     Binder::default().finish("SELECT id, name, entity FROM users ORDER BY name".to_owned())

@@ -3,6 +3,7 @@
 //! under, nonces and the boot fence, bearer tokens and their expiry at the
 //! request's time, app registration, and the write rate per app.
 
+use base64::Engine;
 use folio_core::apps::ServerKeys;
 use folio_core::auth::{AuthError, ReplayError};
 use folio_core::builtin::BuiltinType;
@@ -305,4 +306,64 @@ fn the_timestamp_window_is_measured_at_the_requests_time_not_the_schedulers() {
     let reply = send(&host, &call, body);
     problem(&reply, "auth/401-stale-timestamp", "stale_timestamp");
     assert_eq!(host.jobs().len(), 1);
+}
+
+/// A server `Authorization` as `entity`'s server would send it, well formed
+/// but signed by nobody: what anyone can send.
+fn unverified_server_authorization(entity: &str, nonce: &str) -> String {
+    let signature = base64::engine::general_purpose::STANDARD.encode([0u8; 64]);
+    format!(
+        "SVC entity=\"{entity}\" algorithm=\"ed25519\" ts=\"{}\" nonce=\"{nonce}\" \
+         headers=\"\" signature=\"{signature}\"",
+        now().unix_millis()
+    )
+}
+
+#[test]
+fn unverified_server_requests_naming_new_entities_cause_few_discoveries() {
+    use folio_core::service::{
+        UNVERIFIED_DISCOVERIES_PER_ADDRESS_PER_MINUTE as PER_ADDRESS,
+        UNVERIFIED_DISCOVERIES_PER_MINUTE as PER_SERVER,
+    };
+    let host = crate::fake_host::FakeHost::new();
+    let mut named = 0;
+    let mut ask = |from: std::net::IpAddr| {
+        named += 1;
+        let entity = format!("e{named}.example");
+        let call = Call::get(RECORDS)
+            .header(
+                "authorization",
+                unverified_server_authorization(&entity, &format!("n{named}")),
+            )
+            .from(Some(from));
+        let reply = send(&host, &call, Body::empty());
+        (reply.status, host.peer_requests().len())
+    };
+    let attacker: std::net::IpAddr = [203, 0, 113, 7].into();
+    // Twenty requests from one address, each naming an entity the store
+    // does not know: the first few are discovered (the fake reaches no
+    // server: one request each), the rest send nothing.
+    let mut sent = 0;
+    for _ in 0..20 {
+        (_, sent) = ask(attacker);
+    }
+    assert_eq!(sent, PER_ADDRESS as usize);
+    let (status, after) = ask(attacker);
+    assert_eq!((status, after), (429, sent), "the 21st sends nothing out");
+    // Many addresses together: the server's budget.
+    let mut last: u8 = 0;
+    while sent < PER_SERVER as usize {
+        last += 1;
+        (_, sent) = ask([198, 51, 100, last].into());
+    }
+    assert_eq!(sent, PER_SERVER as usize);
+    let (status, after) = ask([192, 0, 2, 99].into());
+    assert_eq!((status, after), (429, sent), "past the server's budget");
+    assert!(
+        host.peer_requests()
+            .iter()
+            .all(|url| url.starts_with("https://e")),
+        "{:?}",
+        host.peer_requests()
+    );
 }

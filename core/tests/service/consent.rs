@@ -11,8 +11,8 @@ use folio_core::service::Reply;
 
 use crate::fake_host::{FakeHost, JobEnd, JobKind};
 use crate::kit::{
-    Body, Call, Config, Noted, PASSWORD, PEER, RateKey, SCHEDULER_NOW, SEED, Stream, USER, date,
-    header, now, text,
+    Body, Call, Config, Noted, OFF_POLICY_PASSWORD_HASH, PASSWORD, PEER, RateKey, SCHEDULER_NOW,
+    SEED, Stream, USER, date, header, now, text,
 };
 use crate::{app_id, authorization_id, host_with_app, send, signed_get};
 
@@ -153,6 +153,30 @@ fn the_right_password_sees_the_page_again_with_a_signed_in_session_drawn_from_th
         signed_in.set_cookie(host.session_key(), now())
     );
     assert_eq!(host.notes(), [Noted::SignedIn { user: USER.into() }]);
+}
+
+#[test]
+fn a_stored_hash_off_the_servers_policy_never_signs_in_and_argon2_does_not_run() {
+    // As an archive from a server with other argon2 parameters brings it:
+    // the right password, but its hash's parameters would set the cost.
+    let (host, _) = host_with_app(Config::default());
+    host.execute(&format!(
+        "UPDATE users SET password_hash = '{OFF_POLICY_PASSWORD_HASH}'"
+    ));
+    let (cookie, csrf) = session(&host, false);
+    let form = format!(
+        "csrf={csrf}&action=sign_in&password={}",
+        PASSWORD.replace(' ', "+")
+    );
+    let reply = post_form(&host, Some(&cookie), &form);
+    assert_page(&reply, 401);
+    assert_eq!(host.log.borrow().passwords_checked, 0, "argon2 never ran");
+    let notes = host.notes();
+    assert_eq!(
+        notes[0],
+        Noted::PasswordHashRefused { user: USER.into() },
+        "{notes:?}"
+    );
 }
 
 #[test]

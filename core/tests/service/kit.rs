@@ -41,10 +41,13 @@ use serde_json::Value;
 pub const USER: &str = "alice";
 pub const ENTITY: &str = "alice.example";
 pub const BASE_URL: &str = "https://alice.example";
-/// The consent-page password of [`USER`], and its argon2id hash (cheap
-/// parameters, m=8 KiB and one pass, so that a test checks it quickly).
+/// The consent-page password of [`USER`], and its argon2id hash with the
+/// server's parameters (`folio_core::consent::check_password_hash`).
 pub const PASSWORD: &str = "correct horse";
-pub const PASSWORD_HASH: &str =
+pub const PASSWORD_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$Zm9saW8tdGVzdC1zYWx0IQ$iGwh47Jv6zU0hs4hkbHbwju1nkq4yk3rlih/Tyz32xA";
+/// [`PASSWORD`]'s argon2id hash with other parameters than the server's
+/// (m=8 KiB, one pass), as an archive from elsewhere may bring it.
+pub const OFF_POLICY_PASSWORD_HASH: &str =
     "$argon2id$v=19$m=8,t=1,p=1$Zm9saW8tdGVzdC1zYWx0IQ$dGWMpzxvQvrn6A77CjQpoAB4ODRjrOkI4Bb7L9kjthw";
 
 /// When every request arrives unless a test says otherwise.
@@ -205,6 +208,8 @@ pub enum RateKey {
     /// A password typed for an account, and a right one (the account's name left out).
     AccountSignIn,
     AccountSignedIn,
+    UnverifiedDiscovery(Option<IpAddr>),
+    AnyUnverifiedDiscovery,
 }
 
 impl From<Rate<'_>> for RateKey {
@@ -217,6 +222,8 @@ impl From<Rate<'_>> for RateKey {
             Rate::Notification { .. } | Rate::Rediscovery(_) => RateKey::Notification,
             Rate::AccountSignIn(_) => RateKey::AccountSignIn,
             Rate::AccountSignedIn(_) => RateKey::AccountSignedIn,
+            Rate::UnverifiedDiscovery(peer) => RateKey::UnverifiedDiscovery(peer),
+            Rate::AnyUnverifiedDiscovery => RateKey::AnyUnverifiedDiscovery,
         }
     }
 }
@@ -265,6 +272,9 @@ pub enum Noted {
     PasswordChanged {
         user: String,
     },
+    PasswordHashRefused {
+        user: String,
+    },
 }
 
 impl From<Note<'_>> for Noted {
@@ -295,6 +305,9 @@ impl From<Note<'_>> for Noted {
                 app: *app,
             },
             Note::PasswordChanged { user } => Noted::PasswordChanged {
+                user: user.to_owned(),
+            },
+            Note::PasswordHashRefused { user, .. } => Noted::PasswordHashRefused {
                 user: user.to_owned(),
             },
         }
@@ -482,6 +495,8 @@ pub struct Log {
     pub reports: Vec<String>,
     pub bodies: BodyLog,
     pub passwords_checked: usize,
+    /// The URL of every request to another server, in order.
+    pub peer_requests: Vec<String>,
 }
 
 /// A host of core's service for tests over the store `S`: core's counters,
@@ -536,6 +551,11 @@ impl<S: Backend> Fake<S> {
 
     pub fn reports(&self) -> Vec<String> {
         self.log.borrow().reports.clone()
+    }
+
+    /// The URLs of the requests to other servers so far.
+    pub fn peer_requests(&self) -> Vec<String> {
+        self.log.borrow().peer_requests.clone()
     }
 
     pub fn bodies(&self) -> BodyLog {
@@ -951,12 +971,16 @@ pub fn header<'r, S>(reply: &'r Reply<S>, name: &str) -> &'r str {
         .unwrap_or_else(|| panic!("no `{name}` header in {:?}", reply.headers))
 }
 
-/// The fake host reaches no other server.
+/// The fake host reaches no other server; it logs what it was asked.
 impl<S: Backend> folio_core::service::Peers for Fake<S> {
     async fn send(
         &self,
         request: folio_core::federation::PeerRequest,
     ) -> Result<folio_core::federation::PeerAnswer, folio_core::federation::PeerFailure> {
+        self.log
+            .borrow_mut()
+            .peer_requests
+            .push(request.url.clone());
         Err(folio_core::federation::PeerFailure::Unreachable(format!(
             "the fake host reaches no other server ({})",
             request.url

@@ -476,6 +476,47 @@ impl FakeHost {
         signer
     }
 
+    /// Adds a user `name` at `entity` with the built-in types and an Entity
+    /// record whose server is at `base_url`, outside the log: as `folio
+    /// user add` makes one for this server's base URL, or as an archive of
+    /// another server's user may bring one.
+    pub fn add_user(&self, name: &str, entity: &str, base_url: &str) -> User {
+        let entity: Entity = entity.parse().expect("an entity");
+        let now = self.store.provision_now.get();
+        let rows = query(
+            &self.store.db,
+            &insert_user_sql(name, &entity, PASSWORD_HASH, now),
+        )
+        .expect("a user");
+        let id = rows[0].integer(0).expect("the user's id");
+        for statement in seed_statements(id) {
+            query(&self.store.db, &statement).expect("a built-in type");
+        }
+        let user = User {
+            id,
+            name: name.to_owned(),
+            entity: entity.clone(),
+        };
+        let body = json!({
+            "type": BuiltinType::Entity.link(),
+            "permissions": {"read": "public"},
+            "content": entity_content(&entity, name, base_url, Some(name), None),
+        });
+        let mut fresh_id = [0xe1; 16];
+        fresh_id[..name.len().min(16)].copy_from_slice(&name.as_bytes()[..name.len().min(16)]);
+        let write = RecordWrite {
+            request: WriteRequest::post(body.to_string().as_bytes()).expect("a create body"),
+            access: Access::Owner { entity },
+            origin: WriteOrigin::default(),
+            fresh_id: RecordId::from_bytes(fresh_id),
+        };
+        self.provision(&Job::Writes {
+            user: user.clone(),
+            writes: vec![write],
+        });
+        user
+    }
+
     /// Runs a statement on the store, outside the log (a test's setup).
     pub fn execute(&self, sql: &str) {
         self.store
