@@ -59,6 +59,7 @@ mod events;
 mod federation;
 mod host;
 pub mod memo;
+mod outbox;
 mod rates;
 mod records;
 pub mod standing;
@@ -67,11 +68,15 @@ pub mod upkeep;
 pub mod writes;
 
 pub use auth::Caller;
-pub use federation::{DELIVERY_ROUND_ROWS, DeliveryRound, deliver_due, receive_locally};
+pub use federation::receive_locally;
 pub use host::{
     Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Peers, Rate,
     STORAGE_FULL_RETRY_AFTER_SECS, Secrets, Settings, Store, Streams, UploadFailure, User,
     WriteFailure,
+};
+pub use outbox::{
+    DELIVERY_DEADLINE_MS, DELIVERY_ROUND_ROWS, Delivery, DeliveryKey, DeliveryReport,
+    MAX_DELIVERIES_AT_ONCE, next_due, plan_deliveries,
 };
 pub use rates::{AddressRate, AddressRateKind, AddressVerdict, RateLimits};
 
