@@ -8,11 +8,13 @@
 //! `/entity`, its Entity record, authored by it with a hash that
 //! recomputes ([`crate::version_hash`]) and a signing key the peer holds.
 //! Asked for a record (`/records/{entity}/{record_id}`, or one version of
-//! it), each answers after its [`Fault`]. It speaks HTTP/1.1 only (ALPN
-//! `http/1.1`), one request per connection, and remembers every request.
+//! it), each answers after its [`Fault`]. A notification sent to it
+//! (`POST /notifications`) is accepted (`200`). It speaks HTTP/1.1 only
+//! (ALPN `http/1.1`), one request per connection, and remembers every
+//! request and when it arrived.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -46,10 +48,15 @@ pub enum Fault {
     Elsewhere,
     /// Has no records; sends the notification flood.
     Flood,
+    /// Has no records; holds every notification and record request open
+    /// for [`SLOW_HOLD`] before answering it.
+    Slow,
+    /// Serves the records planted with [`HostilePeer::plant`].
+    Planter,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 9] = [
         Fault::Honest,
         Fault::WrongHash,
         Fault::WrongAuthor,
@@ -57,6 +64,8 @@ impl Fault {
         Fault::Redirect,
         Fault::Elsewhere,
         Fault::Flood,
+        Fault::Slow,
+        Fault::Planter,
     ];
 
     /// The first label of the entity's name.
@@ -69,6 +78,8 @@ impl Fault {
             Fault::Redirect => "redirect",
             Fault::Elsewhere => "elsewhere",
             Fault::Flood => "flood",
+            Fault::Slow => "slow",
+            Fault::Planter => "planter",
         }
     }
 }
@@ -91,6 +102,10 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// The longest one connection is served.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long [`Fault::Slow`] holds a request before it answers: long
+/// enough to stand out, shorter than the server's 15 s for a whole
+/// exchange.
+pub const SLOW_HOLD: Duration = Duration::from_secs(10);
 /// The relation of the discovery link.
 const ENTITY_RECORD_RELATION: &str = "https://folio.dev/rels/entity-record";
 
@@ -102,6 +117,8 @@ pub struct SeenRequest {
     pub host: String,
     /// The request target: path and query.
     pub path: String,
+    /// When its whole request had arrived.
+    pub at: Instant,
 }
 
 /// The running peer. Dropping it stops accepting connections.
@@ -131,6 +148,8 @@ struct State {
     /// A version link to a Type record, for the records served.
     type_link: Value,
     seen: Mutex<Vec<SeenRequest>>,
+    /// What [`Fault::Planter`] serves.
+    planted: Mutex<Vec<Value>>,
 }
 
 impl HostilePeer {
@@ -162,6 +181,7 @@ impl HostilePeer {
             entities,
             type_link: entity_type,
             seen: Mutex::new(Vec::new()),
+            planted: Mutex::new(Vec::new()),
         });
         let accept = tokio::spawn(accept_loop(listener, acceptor, Arc::clone(&state)));
         Ok(Self { state, accept })
@@ -175,6 +195,22 @@ impl HostilePeer {
     /// The key the entity with this fault publishes and signs with.
     pub fn key(&self, fault: Fault) -> ServerKey {
         self.state.entity(fault).key.clone()
+    }
+
+    /// A new record of [`Fault::Planter`]'s entity, of type `type_link`
+    /// (a version link), with `content` and `permissions`, which the entity
+    /// serves from now on; the record as served.
+    pub fn plant(&self, type_link: &Value, content: Value, permissions: Value) -> Value {
+        let author = &self.state.entity(Fault::Planter).name;
+        let mut planted = record(author, &record_id(), type_link, content);
+        planted["permissions"] = permissions;
+        planted["version"]["hash"] = version_hash(&planted).into();
+        self.state
+            .planted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(planted.clone());
+        planted
     }
 
     /// Every request received so far, in order.
@@ -308,7 +344,11 @@ async fn serve(acceptor: TlsAcceptor, tcp: TcpStream, state: Arc<State>) -> std:
             method: request.method.clone(),
             host: request.host.clone(),
             path: request.target.clone(),
+            at: Instant::now(),
         });
+    if state.holds(&request) {
+        tokio::time::sleep(SLOW_HOLD).await;
+    }
     let answer = state.answer(&request);
     let reason = match answer.status {
         200 => "OK",
@@ -435,6 +475,13 @@ impl State {
             .unwrap_or(&self.entities[0])
     }
 
+    /// Whether the request is one [`Fault::Slow`] holds.
+    fn holds(&self, request: &Request) -> bool {
+        let slow = &self.entity(Fault::Slow).name;
+        request.host == *slow
+            && (request.target == "/notifications" || AskedRecord::parse(&request.target).is_some())
+    }
+
     fn answer(&self, request: &Request) -> Answer {
         let Some(entity) = self
             .entities
@@ -459,6 +506,7 @@ impl State {
             ("GET", "/entity") => {
                 Answer::json(200, &json!({"record": entity.record, "linked_records": []}))
             }
+            ("POST", "/notifications") => Answer::json(200, &json!({"received": 1})),
             ("GET", target) => match AskedRecord::parse(target) {
                 Some(asked) if asked.author == name => self.record_answer(entity, &asked, target),
                 _ => Answer::not_found(),
@@ -509,7 +557,23 @@ impl State {
                 )],
                 body: Vec::new(),
             },
-            Fault::Honest | Fault::Elsewhere | Fault::Flood => Answer::not_found(),
+            Fault::Planter => {
+                let planted = self
+                    .planted
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let asked_for = |record: &&Value| {
+                    record["id"] == asked.id
+                        && asked
+                            .hash
+                            .is_none_or(|hash| record["version"]["hash"] == hash)
+                };
+                match planted.iter().rev().find(asked_for) {
+                    Some(record) => found(record.clone()),
+                    None => Answer::not_found(),
+                }
+            }
+            Fault::Honest | Fault::Elsewhere | Fault::Flood | Fault::Slow => Answer::not_found(),
         }
     }
 }
