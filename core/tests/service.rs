@@ -28,6 +28,8 @@ mod blobs;
 mod consent;
 #[path = "service/events.rs"]
 mod events;
+#[path = "service/outbox.rs"]
+mod outbox;
 #[path = "service/records.rs"]
 mod records;
 

@@ -75,7 +75,7 @@ pub use host::{
     WriteFailure,
 };
 pub use outbox::{
-    DELIVERY_DEADLINE_MS, DELIVERY_ROUND_ROWS, Delivery, DeliveryKey, DeliveryReport,
+    DELIVERY_DEADLINE_MS, DELIVERY_PLAN_ROWS, Delivery, DeliveryKey, DeliveryReport,
     MAX_DELIVERIES_AT_ONCE, next_due, plan_deliveries,
 };
 pub use rates::{AddressRate, AddressRateKind, AddressVerdict, RateLimits};

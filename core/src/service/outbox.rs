@@ -33,7 +33,7 @@ use super::writes::Job;
 use super::{Failure, Host, User};
 
 /// The most outbox rows one plan reads.
-pub const DELIVERY_ROUND_ROWS: i64 = 500;
+pub const DELIVERY_PLAN_ROWS: i64 = 500;
 
 /// How long one delivery may take, every batch and every request to the
 /// recipient's server (discovery included) together; past it the host
@@ -96,7 +96,7 @@ pub async fn plan_deliveries<H: Host>(
     let rows = host
         .fetch(&due_notifications_sql(
             now.unix_millis(),
-            DELIVERY_ROUND_ROWS,
+            DELIVERY_PLAN_ROWS,
             user,
             in_flight,
         ))
@@ -152,16 +152,6 @@ impl Delivery {
     /// at once.
     pub fn key(&self) -> DeliveryKey {
         (self.user.id, self.recipient.clone())
-    }
-
-    /// How many notifications it carries.
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    /// Whether it carries none (a plan never makes such a delivery).
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
     }
 
     /// Sends the notifications, a batch at a time, and records each
