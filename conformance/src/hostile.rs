@@ -8,11 +8,13 @@
 //! `/entity`, its Entity record, authored by it with a hash that
 //! recomputes ([`crate::version_hash`]) and a signing key the peer holds.
 //! Asked for a record (`/records/{entity}/{record_id}`, or one version of
-//! it), each answers after its [`Fault`]. It speaks HTTP/1.1 only (ALPN
-//! `http/1.1`), one request per connection, and remembers every request.
+//! it), each answers after its [`Fault`]. A notification sent to it
+//! (`POST /notifications`) is accepted (`200`). It speaks HTTP/1.1 only
+//! (ALPN `http/1.1`), one request per connection, and remembers every
+//! request and when it arrived.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -55,10 +57,13 @@ pub enum Fault {
     Stranger,
     /// Another name under the same domain, for the many-names sender.
     Swarm,
+    /// Has no records; holds every notification and record request open
+    /// for [`SLOW_HOLD`] before answering it.
+    Slow,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::Honest,
         Fault::WrongHash,
         Fault::WrongAuthor,
@@ -68,6 +73,7 @@ impl Fault {
         Fault::Flood,
         Fault::Stranger,
         Fault::Swarm,
+        Fault::Slow,
     ];
 
     /// The first label of the entity's name.
@@ -82,6 +88,7 @@ impl Fault {
             Fault::Flood => "flood",
             Fault::Stranger => "stranger",
             Fault::Swarm => "swarm",
+            Fault::Slow => "slow",
         }
     }
 }
@@ -104,6 +111,10 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// The longest one connection is served.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long [`Fault::Slow`] holds a request before it answers: long
+/// enough to stand out, shorter than the server's 15 s for a whole
+/// exchange.
+pub const SLOW_HOLD: Duration = Duration::from_secs(10);
 /// The relation of the discovery link.
 const ENTITY_RECORD_RELATION: &str = "https://folio.dev/rels/entity-record";
 
@@ -115,6 +126,8 @@ pub struct SeenRequest {
     pub host: String,
     /// The request target: path and query.
     pub path: String,
+    /// When its whole request had arrived.
+    pub at: Instant,
 }
 
 /// The running peer. Dropping it stops accepting connections.
@@ -345,7 +358,11 @@ async fn serve(acceptor: TlsAcceptor, tcp: TcpStream, state: Arc<State>) -> std:
             method: request.method.clone(),
             host: request.host.clone(),
             path: request.target.clone(),
+            at: Instant::now(),
         });
+    if state.holds(&request) {
+        tokio::time::sleep(SLOW_HOLD).await;
+    }
     let answer = state.answer(&request);
     let reason = match answer.status {
         200 => "OK",
@@ -472,6 +489,13 @@ impl State {
             .unwrap_or(&self.entities[0])
     }
 
+    /// Whether the request is one [`Fault::Slow`] holds.
+    fn holds(&self, request: &Request) -> bool {
+        let slow = &self.entity(Fault::Slow).name;
+        request.host == *slow
+            && (request.target == "/notifications" || AskedRecord::parse(&request.target).is_some())
+    }
+
     fn answer(&self, request: &Request) -> Answer {
         let Some(entity) = self
             .entities
@@ -497,6 +521,7 @@ impl State {
                 Answer::json(200, &json!({"record": entity.record, "linked_records": []}))
             }
             ("GET", target) if entity.fault == Fault::WrongAuthor => self.wrong_author(target),
+            ("POST", "/notifications") => Answer::json(200, &json!({"received": 1})),
             ("GET", target) => match AskedRecord::parse(target) {
                 Some(asked) if asked.author == name => self.record_answer(entity, &asked, target),
                 _ => Answer::not_found(),
@@ -594,7 +619,9 @@ impl State {
                     None => Answer::not_found(),
                 }
             }
-            Fault::Honest | Fault::Elsewhere | Fault::Flood | Fault::Swarm => Answer::not_found(),
+            Fault::Honest | Fault::Elsewhere | Fault::Flood | Fault::Swarm | Fault::Slow => {
+                Answer::not_found()
+            }
         }
     }
 }

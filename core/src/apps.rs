@@ -56,6 +56,24 @@ pub fn authorization_record_body(
     })
 }
 
+/// The types whose records count only in their user's own store, as the
+/// user's own: who may act for the user (App Authorization), with which
+/// keys (Credentials), and which apps the user has (App). Another server's
+/// versions of them are never stored (`docs/federation.md` §4), so a
+/// stranger cannot plant an "authorized app" in the user's console.
+pub const USERS_OWN_TYPES: [BuiltinType; 3] = [
+    BuiltinType::App,
+    BuiltinType::AppAuthorization,
+    BuiltinType::Credentials,
+];
+
+/// Which of [`USERS_OWN_TYPES`] `record` is of, if any.
+pub fn users_own_type(record: &Record) -> Option<BuiltinType> {
+    USERS_OWN_TYPES
+        .into_iter()
+        .find(|&builtin| is_type(&record.type_link, builtin))
+}
+
 /// The server's key pair for one app, from 32 random bytes the host drew.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerKeys {

@@ -244,6 +244,22 @@ fn bobs_with(note_type: &Value, digit: char, permissions: Value, content: Value)
     record
 }
 
+/// Bob's record `digit` of a built-in type, as Bob's server serves it,
+/// readable by Alice.
+fn bobs_builtin(kind: BuiltinType, digit: char, content: Value) -> Record {
+    let mut record: Record = serde_json::from_value(json!({
+        "author": {"entity": BOB}, "id": id(digit), "source": "self",
+        "created_at": "2026-01-01T00:00:00.0000000Z",
+        "version": {"author": {"entity": BOB}, "hash": "0".repeat(64),
+                    "created_at": "2026-01-01T00:00:00.0000000Z"},
+        "permissions": {"read": [{"entity": ALICE}]},
+        "type": kind.link(), "content": content
+    }))
+    .unwrap();
+    record.version.hash = record.hash_input().hash();
+    record
+}
+
 fn notified(
     store: &mut FakeStore,
     record: &Record,
@@ -290,4 +306,46 @@ fn a_strangers_notified_version_is_stored_only_if_it_names_the_user() {
         json!({"text": "old"}),
     );
     receive(&mut store, &parent, RecordSource::NotificationUnknown).unwrap();
+}
+
+/// Another server's App, App Authorization and Credentials records are
+/// never stored, however valid: only the user's own count (a stranger
+/// would otherwise plant an "authorized app" in the user's console).
+#[test]
+fn another_servers_apps_authorizations_and_credentials_are_refused() {
+    let (mut store, _) = setup();
+    let app_link = json!({"entity": BOB, "record_id": id('a')});
+    let scope = json!({"read": [], "write": [], "subscribe": []});
+    let planted = [
+        bobs_builtin(
+            BuiltinType::App,
+            'a',
+            json!({"name": "Totally your app", "uris": {"redirect": "https://bob.example/cb"},
+                   "scope_request": scope}),
+        ),
+        bobs_builtin(
+            BuiltinType::AppAuthorization,
+            'b',
+            json!({"app": app_link, "scope_grant": scope}),
+        ),
+        bobs_builtin(
+            BuiltinType::Credentials,
+            'c',
+            json!({"app": app_link, "algorithm": "ed25519",
+                   "app_public_key": "A".repeat(43) + "=",
+                   "server_public_key": "B".repeat(43) + "=",
+                   "server_private_key": "C".repeat(43) + "="}),
+        ),
+    ];
+    for record in &planted {
+        for source in [RecordSource::Notification, RecordSource::Resolution] {
+            let refused = receive(&mut store, record, source);
+            assert!(
+                matches!(refused, Err(WriteError::NotReceivable(_))),
+                "{:?} was not refused: {refused:?}",
+                record.type_link
+            );
+        }
+        assert_eq!(store.version_count(&RecordKey::of(record)), 0);
+    }
 }

@@ -28,10 +28,12 @@ mod blobs;
 mod consent;
 #[path = "service/events.rs"]
 mod events;
-#[path = "service/identity.rs"]
-mod identity;
 #[path = "service/federation.rs"]
 mod federation;
+#[path = "service/identity.rs"]
+mod identity;
+#[path = "service/outbox.rs"]
+mod outbox;
 #[path = "service/records.rs"]
 mod records;
 

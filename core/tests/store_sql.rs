@@ -1630,7 +1630,7 @@ fn a_recipient_backs_off_as_a_whole_and_its_notifications_go_together() {
         .expect(&statement.sql);
     };
     let due = |now: i64| -> Vec<i64> {
-        let statement = due_notifications_sql(now, 100, Some(USER_ID));
+        let statement = due_notifications_sql(now, 100, Some(USER_ID), &[]);
         let mut query = db.prepare(&statement.sql).expect("a query");
         query
             .query_map(rusqlite::params_from_iter(bind(&statement.params)), |row| {
@@ -1641,7 +1641,7 @@ fn a_recipient_backs_off_as_a_whole_and_its_notifications_go_together() {
             .collect()
     };
     let next = || -> Option<i64> {
-        let statement = next_due_sql(Some(USER_ID));
+        let statement = next_due_sql(Some(USER_ID), &[]);
         db.query_row(
             &statement.sql,
             rusqlite::params_from_iter(bind(&statement.params)),
@@ -1666,7 +1666,13 @@ fn a_recipient_backs_off_as_a_whole_and_its_notifications_go_together() {
     assert_eq!(due(1_000).len(), 2);
     // Bob's failed: retried at 31,000. A later notification to Bob waits
     // with it; Carol's does not.
-    run(&failed_attempt_sql(1, Some(31_000), 1_000, "unreachable"));
+    run(&failed_attempt_sql(
+        1,
+        0,
+        Some(31_000),
+        1_000,
+        "unreachable",
+    ));
     run(&queue_notification_sql(USER_ID, &bob, &id, &hash(2), 2_000));
     run(&queue_notification_sql(
         USER_ID,
@@ -1681,4 +1687,96 @@ fn a_recipient_backs_off_as_a_whole_and_its_notifications_go_together() {
     assert_eq!(next(), Some(31_000), "Bob's together, at his retry");
     // In the order they came due; a round sends them oldest first.
     assert_eq!(due(31_000), [3, 1]);
+}
+
+#[test]
+fn deliveries_in_flight_are_left_out_and_an_attempt_counts_once() {
+    use folio_core::store::{
+        due_notifications_sql, failed_attempt_sql, next_due_sql, queue_notification_sql,
+    };
+    let db = fresh_db();
+    let run = |statement: &folio_core::store::Statement| {
+        db.execute(
+            &statement.sql,
+            rusqlite::params_from_iter(bind(&statement.params)),
+        )
+        .expect(&statement.sql);
+    };
+    let bob: Entity = "bob.example".parse().unwrap();
+    let carol: Entity = "carol.example".parse().unwrap();
+    let due = |now: i64, in_flight: &[(i64, Entity)]| -> Vec<i64> {
+        let statement = due_notifications_sql(now, 100, None, in_flight);
+        let mut query = db.prepare(&statement.sql).expect("a query");
+        query
+            .query_map(rusqlite::params_from_iter(bind(&statement.params)), |row| {
+                row.get(0)
+            })
+            .expect("rows")
+            .map(Result::unwrap)
+            .collect()
+    };
+    let next = |in_flight: &[(i64, Entity)]| -> Option<i64> {
+        let statement = next_due_sql(None, in_flight);
+        db.query_row(
+            &statement.sql,
+            rusqlite::params_from_iter(bind(&statement.params)),
+            |row| row.get(0),
+        )
+        .expect("a row")
+    };
+    let id: folio_core::model::RecordId = "0123456789abcdef0123456789abcdef".parse().unwrap();
+    let hash: folio_core::model::VersionHash = "ab".repeat(32).parse().unwrap();
+    run(&queue_notification_sql(USER_ID, &bob, &id, &hash, 1_000));
+    run(&queue_notification_sql(USER_ID, &carol, &id, &hash, 2_000));
+    assert_eq!(due(5_000, &[]), [1, 2]);
+    // Bob's delivery is in flight: only Carol's is due, and next is hers.
+    let bobs = [(USER_ID, bob.clone())];
+    assert_eq!(due(5_000, &bobs), [2]);
+    assert_eq!(next(&bobs), Some(2_000));
+    // Another user's delivery to Bob is another delivery.
+    assert_eq!(due(5_000, &[(USER_ID + 1, bob.clone())]), [1, 2]);
+    let both = [(USER_ID, bob.clone()), (USER_ID, carol.clone())];
+    assert_eq!(due(5_000, &both), Vec::<i64>::new());
+    assert_eq!(next(&both), None);
+    // The first attempt recorded twice (a deadline that passed while it
+    // was recorded) counts once.
+    run(&failed_attempt_sql(1, 0, Some(40_000), 5_000, "slow"));
+    run(&failed_attempt_sql(1, 0, Some(90_000), 6_000, "timed out"));
+    let (attempts, due_at): (i64, i64) = db
+        .query_row(
+            "SELECT attempts, due_at FROM outbox WHERE id = 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((attempts, due_at), (1, 40_000));
+}
+
+/// The console's apps are the user's own App records: another entity's,
+/// stored before such versions were refused, are not listed.
+#[test]
+fn builtin_records_by_author_are_the_users_own() {
+    use folio_core::builtin::BuiltinType;
+    use folio_core::store::builtin_records_sql;
+    let db = fresh_db();
+    let app = |id: &str, author: &str, received_ms: i64| -> Record {
+        let mut record = version(id, None, json!({}), received_ms);
+        record.author.entity = author.parse().unwrap();
+        record.version.author.entity = author.parse().unwrap();
+        record.type_link = BuiltinType::App.link();
+        record.version.hash = record.hash_input().hash();
+        record
+    };
+    store_one(&db, &app(ID_A, USER, 1), None).expect("the user's app");
+    store_one(&db, &app(ID_B, "mallory.example", 2), None).expect("a stranger's app");
+    let listed = |author: Option<&Entity>| -> Vec<String> {
+        let sql = builtin_records_sql(USER_ID, BuiltinType::App, author, 1_000);
+        rows(&db, &sql.sql, &sql.params)
+            .iter()
+            .map(|(record, _)| record.author.entity.to_string())
+            .collect()
+    };
+    assert_eq!(listed(None), ["mallory.example", USER]);
+    let user: Entity = USER.parse().unwrap();
+    assert_eq!(listed(Some(&user)), [USER]);
 }

@@ -1,52 +1,48 @@
 //! The outbox (federation, `docs/federation.md` §4): the loop that
 //! delivers what core queued, and `folio outbox`.
 //!
-//! Core decides everything (what is due, how it is batched and sent, when
-//! a failure is tried again); this loop only wakes it: when a write queued
-//! notifications, when the next one is due, and at least every
+//! Core decides everything (what is due, how it is batched and sent, what
+//! an outcome does to the rows, when a failure is tried again); this loop
+//! only runs it. It plans when a write queued notifications, when a
+//! delivery ends, when the next one is due, and at least every
 //! [`IDLE_WAKE`] in case another process (`folio outbox retry`) changed
-//! the outbox.
+//! the outbox; it starts each planned delivery (one user, one recipient)
+//! as a task of its own under core's deadline, so a slow recipient delays
+//! nobody else's, and never starts a delivery whose key is still in
+//! flight. Stopping the loop stops its deliveries.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use folio_core::Fresh;
-use folio_core::service::deliver_due;
+use folio_core::service::{
+    DELIVERY_DEADLINE_MS, Delivery, DeliveryKey, DeliveryReport, MAX_DELIVERIES_AT_ONCE, next_due,
+    plan_deliveries,
+};
+use tokio::task::{Id, JoinSet};
 
 use crate::server::App;
 
 /// The longest the loop sleeps with nothing due.
 const IDLE_WAKE: Duration = Duration::from_secs(30);
+/// The wait after the outbox could not be read.
+const READ_FAILED_WAIT: Duration = Duration::from_secs(5);
 
-/// Delivers notifications until the server stops.
+/// Delivers notifications until the server stops (the task is aborted,
+/// which aborts the deliveries it started).
 pub async fn deliver(app: Arc<App>) {
+    let mut deliveries = JoinSet::new();
+    let mut in_flight: HashMap<Id, DeliveryKey> = HashMap::new();
     loop {
-        let now = app.clock.now();
-        let fresh = Fresh::from_seed(rand::random());
-        let sleep = match deliver_due(&*app, now, &fresh, None, &app.outbox_retry).await {
-            Ok(round) => {
-                if round.delivered + round.retried + round.failed > 0 {
-                    tracing::info!(
-                        delivered = round.delivered,
-                        retried = round.retried,
-                        failed = round.failed,
-                        "outbox"
-                    );
-                }
-                for error in &round.errors {
-                    tracing::warn!(%error, "a notification was not delivered");
-                }
-                match round.next_due_ms {
-                    Some(due) => {
-                        let wait = due.saturating_sub(app.clock.now().unix_millis());
-                        Duration::from_millis(u64::try_from(wait).unwrap_or(0)).min(IDLE_WAKE)
-                    }
-                    None => IDLE_WAKE,
-                }
-            }
+        while let Some(ended) = deliveries.try_join_next_with_id() {
+            reap(ended, &mut in_flight);
+        }
+        let sleep = match start_due(&app, &mut deliveries, &mut in_flight).await {
+            Ok(sleep) => sleep,
             Err(error) => {
                 tracing::warn!(%error, "the outbox could not be read");
-                Duration::from_secs(5)
+                READ_FAILED_WAIT
             }
         };
         if sleep.is_zero() {
@@ -55,7 +51,87 @@ pub async fn deliver(app: Arc<App>) {
         tokio::select! {
             () = app.outbox.notified() => {}
             () = tokio::time::sleep(sleep) => {}
+            Some(ended) = deliveries.join_next_with_id() => reap(ended, &mut in_flight),
         }
+    }
+}
+
+/// Logs a delivery that ended, and frees its key.
+fn reap(
+    ended: Result<(Id, DeliveryReport), tokio::task::JoinError>,
+    in_flight: &mut HashMap<Id, DeliveryKey>,
+) {
+    let id = match ended {
+        Ok((id, report)) => {
+            log(&report);
+            id
+        }
+        Err(error) => {
+            tracing::error!(%error, "a delivery failed");
+            error.id()
+        }
+    };
+    in_flight.remove(&id);
+}
+
+/// Starts the deliveries due now whose keys are not in flight; how long
+/// to wait for the next one.
+async fn start_due(
+    app: &Arc<App>,
+    deliveries: &mut JoinSet<DeliveryReport>,
+    in_flight: &mut HashMap<Id, DeliveryKey>,
+) -> Result<Duration, String> {
+    let now = app.clock.now();
+    let busy: Vec<DeliveryKey> = in_flight.values().cloned().collect();
+    let room = MAX_DELIVERIES_AT_ONCE.saturating_sub(busy.len());
+    if room > 0 {
+        for delivery in plan_deliveries(&**app, now, None, &busy, room).await? {
+            let key = delivery.key();
+            let task = deliveries.spawn(run(Arc::clone(app), delivery));
+            in_flight.insert(task.id(), key);
+        }
+    }
+    if in_flight.len() >= MAX_DELIVERIES_AT_ONCE {
+        // Woken when one ends.
+        return Ok(IDLE_WAKE);
+    }
+    let busy: Vec<DeliveryKey> = in_flight.values().cloned().collect();
+    Ok(match next_due(&**app, None, &busy).await? {
+        Some(due) => {
+            let wait = due.saturating_sub(app.clock.now().unix_millis());
+            Duration::from_millis(u64::try_from(wait).unwrap_or(0)).min(IDLE_WAKE)
+        }
+        None => IDLE_WAKE,
+    })
+}
+
+/// Runs one delivery under its deadline, and records it when the deadline
+/// passed first.
+async fn run(app: Arc<App>, delivery: Delivery) -> DeliveryReport {
+    let fresh = Fresh::from_seed(rand::random());
+    let deadline = Duration::from_millis(DELIVERY_DEADLINE_MS);
+    let sending = delivery.run(&*app, app.clock.now(), &fresh, &app.outbox_retry);
+    match tokio::time::timeout(deadline, sending).await {
+        Ok(report) => report,
+        Err(_) => {
+            delivery
+                .deadline_passed(&*app, app.clock.now(), &fresh, &app.outbox_retry)
+                .await
+        }
+    }
+}
+
+fn log(report: &DeliveryReport) {
+    if report.delivered + report.retried + report.failed > 0 {
+        tracing::info!(
+            delivered = report.delivered,
+            retried = report.retried,
+            failed = report.failed,
+            "outbox"
+        );
+    }
+    for error in &report.errors {
+        tracing::warn!(%error, "a notification was not delivered");
     }
 }
 

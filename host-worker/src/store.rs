@@ -3,6 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::time::Duration;
 
 use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, SignedRequest, nonce_table};
 use folio_core::blob::{Received, UploadMeter};
@@ -26,10 +27,12 @@ use folio_core::{
 };
 use futures_channel::mpsc;
 use futures_util::StreamExt;
+use futures_util::future::{Either, join_all, select};
 use futures_util::lock::Mutex;
+use futures_util::pin_mut;
 use worker::{
-    D1Database, Data, DurableObject, Env, FixedLengthStream, Headers, Range, Request, Response,
-    ResponseBody, State, durable_object,
+    D1Database, Data, Delay, DurableObject, Env, FixedLengthStream, Headers, Range, Request,
+    Response, ResponseBody, State, durable_object,
 };
 
 use crate::{d1, rates};
@@ -228,7 +231,11 @@ impl UserStore {
     }
 
     /// Delivers the due notifications of this object's user, if it has
-    /// any; when the next one is due.
+    /// any; when the next one is due. Each recipient's delivery runs at
+    /// once beside the others under core's deadline and records its
+    /// outcome as it ends, so a slow recipient delays no other; the alarm
+    /// ends when every delivery has (no alarm runs twice at once, so no
+    /// delivery is started twice).
     async fn deliver(&self) -> Option<i64> {
         let user = match self.outbox_user.get() {
             Some(user) => user,
@@ -238,15 +245,42 @@ impl UserStore {
                 stored?
             }
         };
-        let fresh = Fresh::from_seed(random_seed());
         let retry = folio_core::federation::RetryPolicy::default();
-        match folio_core::service::deliver_due(self, now(), &fresh, Some(user), &retry).await {
-            Ok(round) => {
-                for error in &round.errors {
-                    worker::console_warn!("a notification was not delivered: {error}");
-                }
-                round.next_due_ms
+        let planned = folio_core::service::plan_deliveries(
+            self,
+            now(),
+            Some(user),
+            &[],
+            folio_core::service::MAX_DELIVERIES_AT_ONCE,
+        )
+        .await;
+        let deliveries = match planned {
+            Ok(deliveries) => deliveries,
+            Err(error) => {
+                worker::console_error!("the outbox could not be read: {error}");
+                return Some(js_sys::Date::now() as i64 + OUTBOX_RETRY_MS);
             }
+        };
+        let reports = join_all(deliveries.iter().map(|delivery| async {
+            let fresh = Fresh::from_seed(random_seed());
+            let sending = delivery.run(self, now(), &fresh, &retry);
+            let deadline = Delay::from(Duration::from_millis(
+                folio_core::service::DELIVERY_DEADLINE_MS,
+            ));
+            pin_mut!(sending);
+            match select(sending, deadline).await {
+                Either::Left((report, _)) => report,
+                Either::Right(((), _)) => {
+                    delivery.deadline_passed(self, now(), &fresh, &retry).await
+                }
+            }
+        }))
+        .await;
+        for error in reports.iter().flat_map(|report| &report.errors) {
+            worker::console_warn!("a notification was not delivered: {error}");
+        }
+        match folio_core::service::next_due(self, Some(user), &[]).await {
+            Ok(next) => next,
             Err(error) => {
                 worker::console_error!("the outbox could not be read: {error}");
                 Some(js_sys::Date::now() as i64 + OUTBOX_RETRY_MS)

@@ -74,12 +74,12 @@ fn console_url(ctx: &Ctx, user: &str, rest: &str) -> Result<Url, String> {
     ctx.url(&format!("/{user}/console{rest}"))
 }
 
-fn own(ctx: &Ctx, rest: &str) -> Result<Url, String> {
+pub(super) fn own(ctx: &Ctx, rest: &str) -> Result<Url, String> {
     console_url(ctx, &ctx.target.user, rest)
 }
 
 /// A browser signed in to the user's console.
-async fn signed_in<'a>(ctx: &'a Ctx) -> Result<Browser<'a>, String> {
+pub(super) async fn signed_in<'a>(ctx: &'a Ctx) -> Result<Browser<'a>, String> {
     let overview = own(ctx, "")?;
     let mut browser = Browser::new(&ctx.http, &overview);
     let page = html(&browser.get(&overview).await?, 200)?;

@@ -6,12 +6,15 @@
 //! entities the server reaches by discovery. A refused answer must leave
 //! nothing stored: a link to the record it served still does not resolve.
 
+use std::time::{Duration, Instant};
+
 use futures_util::future::join_all;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::{Check, CheckResult, Needs, check};
+use crate::browser::html;
 use crate::client::{Call, Response, nonce, now_ms, record_id, retry_after};
 use crate::context::{Ctx, with_query};
 use crate::expect::{
@@ -19,7 +22,7 @@ use crate::expect::{
     Problem, QUOTA_EXCEEDED, RATE_LIMITED, RECORD_NOT_FOUND, REPLAYED_REQUEST, STALE_TIMESTAMP,
     UNSOLICITED, VERSION_TOO_LARGE, ensure, ensure_eq, str_at,
 };
-use crate::hostile::{Fault, HostilePeer};
+use crate::hostile::{Fault, HostilePeer, SLOW_HOLD};
 use crate::server_signature::{CONTENT_SHA256, ServerKey};
 
 pub fn checks() -> Vec<Check> {
@@ -71,6 +74,16 @@ pub fn checks() -> Vec<Check> {
         check!(
             "federation/server-request-cross-path",
             server_request_cross_path,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/slow-peer-delays-no-other-recipient",
+            slow_peer_delays_no_other_recipient,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/fake-apps-refused",
+            fake_apps_refused,
             Needs::HostilePeer
         ),
         check!(
@@ -598,6 +611,143 @@ async fn many_names_share_a_rate(ctx: &Ctx) -> CheckResult {
         retry_after(&first.headers).is_some(),
         "429 without a Retry-After in seconds: {:?}",
         first.header("retry-after")
+    );
+    Ok(())
+}
+
+/// How much later a notification may reach a recipient while another
+/// recipient holds its own open than it did before (issue 40: a slow peer
+/// never delays another recipient by more than this).
+const DELIVERY_BOUND: Duration = Duration::from_secs(1);
+
+/// Writes a note of type `ty` that `entity` may read (so the server notifies it), and
+/// waits until the peer has received one more notification for `entity`
+/// than `before`: when the write was answered, and when it arrived.
+async fn notify_and_wait(
+    ctx: &Ctx,
+    peer: &HostilePeer,
+    ty: &Value,
+    entity: &str,
+    before: usize,
+) -> Result<(Instant, Instant), String> {
+    let body = json!({
+        "type": ty,
+        "content": {"title": format!("for {entity}")},
+        "permissions": {"read": [{"entity": entity}]},
+    });
+    ctx.create(body).await?;
+    let written = Instant::now();
+    let waited = written + SLOW_HOLD + Duration::from_secs(10);
+    loop {
+        let arrived: Vec<Instant> = notifications_to(peer, entity)
+            .into_iter()
+            .skip(before)
+            .collect();
+        if let Some(&at) = arrived.first() {
+            return Ok((written, at));
+        }
+        ensure!(
+            Instant::now() < waited,
+            "no notification reached {entity} within {:?} of the write",
+            waited - written
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// When each notification the peer received for `entity` arrived.
+fn notifications_to(peer: &HostilePeer, entity: &str) -> Vec<Instant> {
+    peer.seen()
+        .into_iter()
+        .filter(|request| {
+            request.host == entity && request.method == "POST" && request.path == "/notifications"
+        })
+        .map(|request| request.at)
+        .collect()
+}
+
+/// While the slow entity holds a notification open, a notification of the
+/// same user to another entity is delivered at once, not after it
+/// (outbox head-of-line blocking).
+async fn slow_peer_delays_no_other_recipient(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let (honest, slow) = (peer.entity(Fault::Honest), peer.entity(Fault::Slow));
+    // The honest entity known and delivered to once, so what is timed
+    // below is one delivery; how long that took is the baseline.
+    let ty = ctx.note_type().await?;
+    let before = notifications_to(peer, &honest).len();
+    let (written, arrived) = notify_and_wait(ctx, peer, &ty, &honest, before).await?;
+    let baseline = arrived.saturating_duration_since(written);
+    let held = notifications_to(peer, &slow).len();
+    let (_, slow_arrived) = notify_and_wait(ctx, peer, &ty, &slow, held).await?;
+    let before = notifications_to(peer, &honest).len();
+    let (written, arrived) = notify_and_wait(ctx, peer, &ty, &honest, before).await?;
+    ensure!(
+        written.saturating_duration_since(slow_arrived) < SLOW_HOLD,
+        "the note for {honest} was written after {slow} answered; the timing says nothing"
+    );
+    let waited = arrived.saturating_duration_since(written);
+    ensure!(
+        waited <= baseline + DELIVERY_BOUND,
+        "while {slow} held a notification open, one to {honest} arrived {waited:?} after its \
+         write (at most {DELIVERY_BOUND:?} more than the {baseline:?} it took before)"
+    );
+    Ok(())
+}
+
+/// A stranger's server notifies an App record and an App Authorization
+/// record of its own naming the user: neither is stored (another's never
+/// count), and the console lists no such app.
+async fn fake_apps_refused(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let planter = peer.entity(Fault::Stranger);
+    let name = format!("Your trusted app {}", record_id());
+    let scope = json!({"read": [], "write": [], "subscribe": []});
+    let readable = json!({"read": [ctx.entity_link()]});
+    let app = peer.publish(
+        Fault::Stranger,
+        &ctx.builtin_type("app").await?,
+        readable.clone(),
+        json!({"name": name, "uris": {"redirect": format!("https://{planter}/done")},
+               "scope_request": scope}),
+    );
+    let app_id = str_at(&app, "/id")?;
+    let authorization = peer.publish(
+        Fault::Stranger,
+        &ctx.builtin_type("app_authorization").await?,
+        readable,
+        json!({"app": {"entity": planter, "record_id": app_id}, "scope_grant": scope}),
+    );
+    let link = |record: &Value| -> Result<Value, String> {
+        Ok(json!({
+            "entity": planter,
+            "record_id": str_at(record, "/id")?,
+            "version_hash": str_at(record, "/version/hash")?,
+        }))
+    };
+    let body = json!({"versions": [link(&app)?, link(&authorization)?]})
+        .to_string()
+        .into_bytes();
+    let key = peer.key(Fault::Stranger);
+    let call = notification(ctx, &key, &body, &ctx.api("/notifications")?, now_ms())?;
+    let response = ctx.http.without_retries().send(&call).await?;
+    expect::problem_response(&response, INVALID_PEER_ANSWER)
+        .map_err(|error| format!("a notification of another's App record: {error}"))?;
+    for (what, record) in [("App", &app), ("App Authorization", &authorization)] {
+        let id = str_at(record, "/id")?;
+        let response = ctx
+            .send(Call::get(ctx.record_url_at(&planter, id)?).signed(&ctx.full))
+            .await?;
+        expect::problem_response(&response, RECORD_NOT_FOUND).map_err(|error| {
+            format!("{planter}'s {what} record after the notification: {error}")
+        })?;
+    }
+    let mut browser = super::console::signed_in(ctx).await?;
+    let apps = super::console::own(ctx, "/apps")?;
+    let page = html(&browser.get(&apps).await?, 200)?;
+    ensure!(
+        !page.text().contains(&name) && !page.text().contains(app_id),
+        "the console lists {planter}'s app {name:?}"
     );
     Ok(())
 }

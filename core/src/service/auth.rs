@@ -11,7 +11,7 @@ use crate::model::{Record, RecordDate, RecordId};
 use crate::problem::{Problem, ProblemType};
 use crate::store::{app_authorizations_sql, app_key_sql, read_version};
 
-use super::federation::{Federation, Trouble};
+use super::federation::{Federation, Trouble, serving_user};
 use super::standing::Standing;
 use super::store::{RowExt, version_row};
 use super::{Context, Failure, Host, Rate, User};
@@ -181,8 +181,11 @@ impl<H: Host> Context<'_, '_, H> {
         // one never signs to itself: it delivers to its own users in-process.
         // Whatever key an Entity record here lists, a request signed as one
         // of them is not this server's.
-        let hosted = self.host.users().await.map_err(Failure::internal)?;
-        if hosted.iter().any(|local| local.entity == header.entity) {
+        let users = self.host.users().await.map_err(Failure::internal)?;
+        if serving_user(self.host, &users, &header.entity)
+            .await?
+            .is_some()
+        {
             return Err(Problem::new(ProblemType::UnknownServer)
                 .with_detail(format!(
                     "{} is served here, and this server never signs requests to itself",

@@ -444,10 +444,16 @@ impl<H: Host> Console<'_, '_, '_, H> {
         Ok(records)
     }
 
+    /// The records of a built-in type the store holds; of the types that
+    /// count only as the user's own (apps, authorizations), the user's
+    /// alone, whatever another server's may be stored.
     async fn builtin(&self, builtin: BuiltinType) -> Result<Vec<Record>, Reply<H::Stream>> {
+        let author = crate::apps::USERS_OWN_TYPES
+            .contains(&builtin)
+            .then_some(&self.user.entity);
         Ok(self
             .versions_of(
-                &builtin_records_sql(self.user.id, builtin, console::MAX_BUILTIN_RECORDS),
+                &builtin_records_sql(self.user.id, builtin, author, console::MAX_BUILTIN_RECORDS),
                 0,
             )
             .await?

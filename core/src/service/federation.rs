@@ -17,7 +17,7 @@ use crate::auth::ServerKey;
 use crate::builtin::SYSTEM_ENTITY;
 use crate::discovery::entity_served_here;
 use crate::federation::entity::{discovery_request, entity_record_location, entity_record_request};
-use crate::federation::notify::{MAX_NOTIFICATION_BYTES, MAX_NOTIFIED_VERSIONS, RetryPolicy};
+use crate::federation::notify::MAX_NOTIFICATION_BYTES;
 use crate::federation::{
     Expected, Notification, PeerAnswer, PeerError, PeerFailure, PeerMethod, PeerRequest,
     RECORD_ANSWER_BYTES, RemoteEntity, SMALL_ANSWER_BYTES, Signer, proxied_list, read_record,
@@ -27,16 +27,14 @@ use crate::fresh::Fresh;
 use crate::model::{Entity, Record, RecordDate, RecordId, RecordSource, VersionHash, VersionLink};
 use crate::problem::{Problem, ProblemType};
 use crate::store::{
-    Statement, WriteOrigin, delivered_sql, due_notifications_sql, entity_record_sql,
-    failed_attempt_sql, knows_entity_sql, latest_version_sql, next_due_sql, read_version,
+    Statement, WriteOrigin, entity_record_sql, knows_entity_sql, latest_version_sql, read_version,
     received_usage_sql, server_key_sql, version_sql,
 };
 use crate::write::{Unresolved, WriteError, WriteRequest};
 
-use futures_util::future::join_all;
 use sha2::{Digest, Sha256};
 
-use super::store::{Row, RowError, RowExt, version_row};
+use super::store::{RowExt, version_row};
 use super::writes::{Job, RecordWrite, Refused, received_bytes};
 use super::{Caller, Context, Failure, Host, Outcome, Rate, Reply, User, WriteFailure};
 use crate::route::RecordPath;
@@ -123,7 +121,7 @@ pub(super) fn write_failure(failure: &WriteFailure) -> Failure {
 /// that entity whose own Entity record points at this server
 /// ([`entity_served_here`]). A user whose record points elsewhere does not
 /// shadow the entity's own server: its records and notifications go there.
-async fn serving_user<H: Host>(
+pub(super) async fn serving_user<H: Host>(
     host: &H,
     users: &[User],
     entity: &Entity,
@@ -728,213 +726,6 @@ pub(super) async fn new_notification<H: Host>(
     Ok(Reply::json(200, format!("{{\"received\":{received}}}")))
 }
 
-/// The most outbox rows one delivery round reads.
-pub const DELIVERY_ROUND_ROWS: i64 = 500;
-
-/// What one delivery round did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeliveryRound {
-    /// Notifications accepted by their recipients' servers.
-    pub delivered: usize,
-    /// Notifications that failed and are due again later.
-    pub retried: usize,
-    /// Notifications given up.
-    pub failed: usize,
-    /// One line per failed request: the recipient and why.
-    pub errors: Vec<String>,
-    /// When the next notification is due (Unix milliseconds), if any is
-    /// pending: the host wakes the loop then, or sooner when a write
-    /// queues one.
-    pub next_due_ms: Option<i64>,
-}
-
-/// One pending notification, as the outbox holds it.
-#[derive(Debug, Clone)]
-struct Queued {
-    id: i64,
-    user_id: i64,
-    recipient: Entity,
-    record_id: RecordId,
-    version_hash: VersionHash,
-    queued_at_ms: i64,
-    attempts: u32,
-}
-
-/// Sends the notifications due at `now` (`docs/federation.md` §4): for
-/// each recipient of each user, its versions in requests of at most
-/// [`MAX_NOTIFIED_VERSIONS`], oldest first; a recipient that is a user of
-/// this server receives them in-process. A delivered notification leaves
-/// the outbox; a failed one is due again after its backoff, or is given
-/// up after [`GIVE_UP_AFTER_MS`](crate::federation::notify::GIVE_UP_AFTER_MS)
-/// (at once when retrying cannot help). Both hosts run it from their
-/// delivery loop, with `fresh` drawn for the round: natively for every
-/// user (`user` is `None`), on the edge in each user's object for that
-/// user alone.
-pub async fn deliver_due<H: Host>(
-    host: &H,
-    now: RecordDate,
-    fresh: &Fresh,
-    user: Option<i64>,
-    retry: &RetryPolicy,
-) -> Result<DeliveryRound, String> {
-    let now_ms = now.unix_millis();
-    let rows = host
-        .fetch(&due_notifications_sql(now_ms, DELIVERY_ROUND_ROWS, user))
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut queued = Vec::with_capacity(rows.len());
-    for row in &rows {
-        queued.push(queued_row(row).map_err(|e| format!("an outbox row: {e}"))?);
-    }
-    // Each recipient of each user once, in the order their first
-    // notification came due; their versions in queued order.
-    let mut groups: Vec<((i64, Entity), Vec<Queued>)> = Vec::new();
-    for item in queued {
-        let key = (item.user_id, item.recipient.clone());
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, items)) => items.push(item),
-            None => groups.push((key, vec![item])),
-        }
-    }
-    let users = host.users().await.map_err(|e| e.to_string())?;
-    // Recipients are sent to concurrently, a few at a time, so that a slow
-    // server delays only its own notifications; each one's batches in turn.
-    let mut outcomes = Vec::new();
-    let mut pending = groups.into_iter();
-    loop {
-        let wave: Vec<_> = pending
-            .by_ref()
-            .take(MAX_RECIPIENTS_AT_ONCE)
-            .filter_map(|((user_id, recipient), items)| {
-                let user = users.iter().find(|user| user.id == user_id)?;
-                Some(deliver_to(host, &users, user, recipient, items, now, fresh))
-            })
-            .collect();
-        if wave.is_empty() {
-            break;
-        }
-        outcomes.extend(join_all(wave).await.into_iter().flatten());
-    }
-    let mut round = DeliveryRound::default();
-    let mut statements = Vec::new();
-    for (recipient, batch, outcome) in outcomes {
-        match outcome {
-            Ok(()) => {
-                round.delivered += batch.len();
-                statements.extend(batch.iter().map(|item| delivered_sql(item.id)));
-            }
-            Err(trouble) => {
-                let error = format!("{recipient}: {trouble}");
-                let transient = trouble.is_transient();
-                // One jitter for the batch: its notifications stay together.
-                let jitter = f64::from(fresh.bytes::<1>()[0]) / 255.0;
-                for item in &batch {
-                    let due = transient
-                        .then(|| {
-                            retry.retry_at(item.attempts + 1, item.queued_at_ms, now_ms, jitter)
-                        })
-                        .flatten()
-                        // A peer that limits our rate says when to come back.
-                        .map(|due| match &trouble {
-                            Trouble::Peer(PeerError::RateLimited {
-                                retry_after_secs, ..
-                            }) => due.max(
-                                now_ms.saturating_add(
-                                    i64::try_from(*retry_after_secs)
-                                        .unwrap_or(i64::MAX / 1000)
-                                        .saturating_mul(1000),
-                                ),
-                            ),
-                            _ => due,
-                        });
-                    match due {
-                        Some(_) => round.retried += 1,
-                        None => round.failed += 1,
-                    }
-                    statements.push(failed_attempt_sql(item.id, due, now_ms, &error));
-                }
-                round.errors.push(error);
-            }
-        }
-    }
-    if !statements.is_empty() {
-        match host.run(Job::Statements(statements)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(refused)) => return Err(refused.to_string()),
-            Err(failure) => return Err(failure.to_string()),
-        }
-    }
-    let rows = host
-        .fetch(&next_due_sql(user))
-        .await
-        .map_err(|e| e.to_string())?;
-    round.next_due_ms = match rows.first() {
-        Some(row) => row.optional_integer(0).map_err(|e| e.to_string())?,
-        None => None,
-    };
-    Ok(round)
-}
-
-/// How many recipients one delivery round sends to at once.
-pub const MAX_RECIPIENTS_AT_ONCE: usize = 16;
-
-/// A delivery's outcome: to whom, the notifications it carried, and how it went.
-type Delivered = (Entity, Vec<Queued>, Result<(), Trouble>);
-
-/// Sends `items` (notifications of `user`'s versions, in queued order) to
-/// `recipient`, in batches of at most [`MAX_NOTIFIED_VERSIONS`]; a
-/// recipient that a user of this server serves ([`serving_user`]) receives
-/// them in-process.
-async fn deliver_to<H: Host>(
-    host: &H,
-    users: &[User],
-    user: &User,
-    recipient: Entity,
-    mut items: Vec<Queued>,
-    now: RecordDate,
-    fresh: &Fresh,
-) -> Vec<Delivered> {
-    items.sort_by_key(|item| item.id);
-    let local = match serving_user(host, users, &recipient).await {
-        Ok(local) => local,
-        Err(failure) => return vec![(recipient, items, Err(Trouble::Failure(failure)))],
-    };
-    let mut outcomes = Vec::new();
-    let mut items = items.into_iter().peekable();
-    while items.peek().is_some() {
-        let batch: Vec<Queued> = items.by_ref().take(MAX_NOTIFIED_VERSIONS).collect();
-        // The user's own records: the user authored every version queued.
-        let links: Vec<VersionLink> = batch
-            .iter()
-            .map(|item| VersionLink {
-                entity: user.entity.clone(),
-                original_entity: None,
-                record_id: item.record_id,
-                version_hash: item.version_hash,
-            })
-            .collect();
-        let outcome = match &local {
-            Some(local) => match host.hand_over(user, local, &links).await {
-                Some(handed) => handed.map_err(|error| {
-                    Trouble::Failure(Failure::internal(format!("handing over: {error}")))
-                }),
-                None => receive_here(host, user, local, &links, now, fresh).await,
-            },
-            None => {
-                let federation = Federation::new(host, user, now, fresh);
-                federation.notify(&recipient, links).await
-            }
-        };
-        let failed = outcome.is_err();
-        outcomes.push((recipient.clone(), batch, outcome));
-        if failed {
-            // The rest wait with the failed batch: the recipient backs off.
-            break;
-        }
-    }
-    outcomes
-}
-
 /// Delivers versions of `author`'s records to `recipient`, another user of
 /// this server: what receiving them over HTTP would do, without the HTTP.
 /// Run where `recipient`'s writes run ([`Peers::hand_over`](super::Peers::hand_over)).
@@ -952,7 +743,7 @@ pub async fn receive_locally<H: Host>(
 }
 
 /// [`receive_locally`], its failure as it is.
-async fn receive_here<H: Host>(
+pub(super) async fn receive_here<H: Host>(
     host: &H,
     author: &User,
     recipient: &User,
@@ -977,25 +768,6 @@ async fn receive_here<H: Host>(
         federation.receive(link, source).await?;
     }
     Ok(())
-}
-
-fn queued_row(row: &Row) -> Result<Queued, RowError> {
-    let parse = |column: usize, expected: &'static str| RowError { column, expected };
-    let recipient = row.text(2)?.parse().map_err(|_| parse(2, "an entity"))?;
-    let record_id = row.text(3)?.parse().map_err(|_| parse(3, "a record id"))?;
-    let version_hash = row
-        .text(4)?
-        .parse()
-        .map_err(|_| parse(4, "a version hash"))?;
-    Ok(Queued {
-        id: row.integer(0)?,
-        user_id: row.integer(1)?,
-        record_id,
-        version_hash,
-        recipient,
-        queued_at_ms: row.integer(5)?,
-        attempts: u32::try_from(row.integer(7)?).unwrap_or(u32::MAX),
-    })
 }
 
 /// A read with `proxy_to` (`docs/federation.md` §5): answered by

@@ -59,6 +59,7 @@ mod events;
 mod federation;
 mod host;
 pub mod memo;
+mod outbox;
 mod rates;
 mod records;
 pub mod standing;
@@ -67,13 +68,17 @@ pub mod upkeep;
 pub mod writes;
 
 pub use auth::Caller;
-pub use federation::{DELIVERY_ROUND_ROWS, DeliveryRound, deliver_due, receive_locally};
+pub use federation::receive_locally;
 pub use host::{
     Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Peers, Rate,
     STORAGE_FULL_RETRY_AFTER_SECS, Secrets, Settings, Store, Streams, UploadFailure, User,
     WriteFailure,
 };
 pub use host::{UNVERIFIED_DISCOVERIES_PER_ADDRESS_PER_MINUTE, UNVERIFIED_DISCOVERIES_PER_MINUTE};
+pub use outbox::{
+    DELIVERY_DEADLINE_MS, DELIVERY_PLAN_ROWS, Delivery, DeliveryKey, DeliveryReport,
+    MAX_DELIVERIES_AT_ONCE, next_due, plan_deliveries,
+};
 pub use rates::{
     ACCOUNT_BACKOFF_FIRST_SECS, ACCOUNT_BACKOFF_MAX_SECS, ACCOUNT_BACKOFF_RESET_SECS,
     ACCOUNT_SIGN_IN_ATTEMPTS, AccountAttempts, AccountBackoff, AddressRate, AddressRateKind,

@@ -83,12 +83,23 @@ pub fn recent_versions_sql(user_id: i64, limit: u32) -> Statement {
 
 /// The latest versions of the `limit` records of a built-in type received
 /// last, tombstones included, latest received first: rows `(record, links)`.
-pub fn builtin_records_sql(user_id: i64, builtin: BuiltinType, limit: u32) -> Statement {
+/// With `author`, only that entity's records (the user's own apps and
+/// authorizations: another's never count).
+pub fn builtin_records_sql(
+    user_id: i64,
+    builtin: BuiltinType,
+    author: Option<&crate::model::Entity>,
+    limit: u32,
+) -> Statement {
     let mut b = Binder::default();
+    let by_author = match author {
+        Some(author) => format!(" AND r.author = {}", b.bind(author.as_str())),
+        None => String::new(),
+    };
     let sql = format!(
         "SELECT v.record, v.links FROM records r \
          JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
-         WHERE r.user_id = {} AND r.type_record_id = {} AND r.type_entity = {} \
+         WHERE r.user_id = {} AND r.type_record_id = {} AND r.type_entity = {}{by_author} \
          ORDER BY r.received_at DESC LIMIT {}",
         b.bind(user_id),
         b.bind(builtin.record_id().to_string()),

@@ -91,19 +91,44 @@ fn recipient_not_backing_off(now: &str) -> String {
     )
 }
 
+/// Leaves out the notifications of the deliveries `in_flight` names (user
+/// id, recipient): one bound JSON array of `"{user_id} {recipient}"`, so
+/// that any number of them costs one parameter. Empty when none is.
+fn not_in_flight(b: &mut Binder, in_flight: &[(i64, Entity)]) -> String {
+    if in_flight.is_empty() {
+        return String::new();
+    }
+    let keys: Vec<String> = in_flight
+        .iter()
+        .map(|(user, recipient)| format!("{user} {recipient}"))
+        .collect();
+    let keys = serde_json::to_string(&keys).unwrap_or_default();
+    format!(
+        " AND (o.user_id || ' ' || o.recipient) NOT IN (SELECT value FROM json_each({}))",
+        b.bind(keys)
+    )
+}
+
 /// Up to `limit` notifications due at `now_ms`, of every user or of
 /// `user` alone, in the order they came due; none of a recipient that is
-/// backing off after a failure.
-pub fn due_notifications_sql(now_ms: i64, limit: i64, user: Option<i64>) -> Statement {
+/// backing off after a failure, nor of a delivery `in_flight` (user id,
+/// recipient).
+pub fn due_notifications_sql(
+    now_ms: i64,
+    limit: i64,
+    user: Option<i64>,
+    in_flight: &[(i64, Entity)],
+) -> Statement {
     let mut b = Binder::default();
     let now = b.bind(now_ms);
     let of_user = match user {
         Some(user) => format!(" AND o.user_id = {}", b.bind(user)),
         None => String::new(),
     };
+    let not_in_flight = not_in_flight(&mut b, in_flight);
     let sql = format!(
         "SELECT {OUTBOX_COLUMNS} FROM outbox o INDEXED BY outbox_due \
-         WHERE o.failed_at IS NULL AND o.due_at <= {now}{of_user} AND {} \
+         WHERE o.failed_at IS NULL AND o.due_at <= {now}{of_user}{not_in_flight} AND {} \
          ORDER BY o.due_at, o.id LIMIT {}",
         recipient_not_backing_off(&now),
         b.bind(limit)
@@ -111,20 +136,21 @@ pub fn due_notifications_sql(now_ms: i64, limit: i64, user: Option<i64>) -> Stat
     b.finish(sql)
 }
 
-/// When the next notification (of every user, or of `user`) is due, if
-/// any is pending: a notification of a recipient that backs off is due
-/// with the recipient's latest retry.
-pub fn next_due_sql(user: Option<i64>) -> Statement {
+/// When the next notification (of every user, or of `user`) not of a
+/// delivery `in_flight` is due, if any is pending: a notification of a
+/// recipient that backs off is due with the recipient's latest retry.
+pub fn next_due_sql(user: Option<i64>, in_flight: &[(i64, Entity)]) -> Statement {
     let mut b = Binder::default();
     let of_user = match user {
         Some(user) => format!(" AND o.user_id = {}", b.bind(user)),
         None => String::new(),
     };
+    let not_in_flight = not_in_flight(&mut b, in_flight);
     b.finish(format!(
         "SELECT MIN(MAX(o.due_at, IFNULL((SELECT MAX(b.due_at) FROM outbox b \
          WHERE b.user_id = o.user_id AND b.recipient = o.recipient AND b.failed_at IS NULL \
          AND b.attempts > 0), o.due_at))) FROM outbox o INDEXED BY outbox_due \
-         WHERE o.failed_at IS NULL{of_user}"
+         WHERE o.failed_at IS NULL{of_user}{not_in_flight}"
     ))
 }
 
@@ -147,20 +173,27 @@ pub fn delivered_sql(id: i64) -> Statement {
     b.finish(sql)
 }
 
-/// Records a failed attempt: tried again at `due_at_ms`, or, with `None`,
-/// given up at `now_ms`.
-pub fn failed_attempt_sql(id: i64, due_at_ms: Option<i64>, now_ms: i64, error: &str) -> Statement {
+/// Records a failed attempt, the one after `attempts` earlier ones: tried
+/// again at `due_at_ms`, or, with `None`, given up at `now_ms`. Recording
+/// the same attempt twice changes nothing the second time.
+pub fn failed_attempt_sql(
+    id: i64,
+    attempts: u32,
+    due_at_ms: Option<i64>,
+    now_ms: i64,
+    error: &str,
+) -> Statement {
     let mut b = Binder::default();
-    let (id, error) = (b.bind(id), b.bind(error));
+    let (id, attempts, error) = (b.bind(id), b.bind(i64::from(attempts)), b.bind(error));
     let sql = match due_at_ms {
         Some(due) => format!(
             "UPDATE outbox SET attempts = attempts + 1, due_at = {}, last_error = {error} \
-             WHERE id = {id}",
+             WHERE id = {id} AND attempts = {attempts}",
             b.bind(due)
         ),
         None => format!(
             "UPDATE outbox SET attempts = attempts + 1, failed_at = {}, last_error = {error} \
-             WHERE id = {id}",
+             WHERE id = {id} AND attempts = {attempts}",
             b.bind(now_ms)
         ),
     };

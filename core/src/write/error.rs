@@ -98,7 +98,9 @@ pub enum WriteError {
     #[error("the parent version {parent} is not stored here")]
     MissingParent { parent: VersionHash },
     /// A received version cannot be stored as it is: the record is this
-    /// user's own or built-in, or its version has another author
+    /// user's own or built-in, its version has another author, or it is of
+    /// a type that counts only as the user's own
+    /// ([`USERS_OWN_TYPES`](crate::apps::USERS_OWN_TYPES))
     /// (`federation/502-invalid-peer-answer`).
     #[error("{0}")]
     NotReceivable(String),

@@ -471,6 +471,13 @@ impl Env {
                 record.version.hash, record.version.author.entity
             )));
         }
+        if let Some(kind) = crate::apps::users_own_type(record) {
+            return fail(WriteError::NotReceivable(format!(
+                "{} records count only as the user's own; {}'s is not stored",
+                kind.name(),
+                record.author.entity
+            )));
+        }
         let mut ask = self.ask();
         let latest = ask.latest(&self.key);
         let stored = ask.version(&self.key, &record.version.hash);
