@@ -505,7 +505,10 @@ impl FakeHost {
         let mut fresh_id = [0xe1; 16];
         fresh_id[..name.len().min(16)].copy_from_slice(&name.as_bytes()[..name.len().min(16)]);
         let write = RecordWrite {
-            request: WriteRequest::post(body.to_string().as_bytes()).expect("a create body"),
+            // The server creates a user's Entity record, as `folio user add` does.
+            request: WriteRequest::post(body.to_string().as_bytes())
+                .expect("a create body")
+                .by_server(),
             access: Access::Owner { entity },
             origin: WriteOrigin::default(),
             fresh_id: RecordId::from_bytes(fresh_id),
