@@ -20,7 +20,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
@@ -134,11 +134,16 @@ pub struct SeenRequest {
 pub struct HostilePeer {
     state: Arc<State>,
     accept: JoinHandle<()>,
+    /// The plain-HTTP relay's loop, when the configuration asks for one.
+    relay: Option<JoinHandle<()>>,
 }
 
 impl Drop for HostilePeer {
     fn drop(&mut self) {
         self.accept.abort();
+        if let Some(relay) = &self.relay {
+            relay.abort();
+        }
     }
 }
 
@@ -162,8 +167,9 @@ struct State {
 }
 
 impl HostilePeer {
-    /// Listens on `config.listen` with `config`'s certificate and serves
-    /// until dropped. `entity_type` is a version link to the built-in Entity
+    /// Listens on `config.listen` with `config`'s certificate (and on
+    /// `config.relay` as a plain-HTTP relay, if set) and serves until
+    /// dropped. `entity_type` is a version link to the built-in Entity
     /// type as the server under test knows it, the type of every Entity
     /// record served.
     pub async fn start(config: &HostilePeerConfig, entity_type: Value) -> Result<Self, String> {
@@ -192,8 +198,21 @@ impl HostilePeer {
             seen: Mutex::new(Vec::new()),
             published: Mutex::new(Vec::new()),
         });
+        let relay = match config.relay {
+            Some(address) => {
+                let listener = TcpListener::bind(address)
+                    .await
+                    .map_err(|error| format!("relaying on {address}: {error}"))?;
+                Some(tokio::spawn(relay_loop(listener, Arc::clone(&state))))
+            }
+            None => None,
+        };
         let accept = tokio::spawn(accept_loop(listener, acceptor, Arc::clone(&state)));
-        Ok(Self { state, accept })
+        Ok(Self {
+            state,
+            accept,
+            relay,
+        })
     }
 
     /// The name of the entity with this fault.
@@ -322,6 +341,8 @@ struct Request {
     method: String,
     host: String,
     target: String,
+    /// Its [`RELAYED_URL_HEADER`], if it has one.
+    relayed_url: Option<String>,
 }
 
 /// What the peer answers.
@@ -346,10 +367,50 @@ impl Answer {
 }
 
 async fn serve(acceptor: TlsAcceptor, tcp: TcpStream, state: Arc<State>) -> std::io::Result<()> {
-    let mut tls = acceptor.accept(tcp).await?;
-    let Some(request) = read_request(&mut tls).await? else {
+    let tls = acceptor.accept(tcp).await?;
+    serve_stream(tls, &state, false).await
+}
+
+/// Serves the entities over plain HTTP as a development relay: each
+/// request names its own `https://` URL in [`RELAYED_URL_HEADER`], and is
+/// answered as if it had come over TLS to that URL's host (the edge in
+/// development reaches other servers only so: `FOLIO_PEER_RELAY`).
+async fn relay_loop(listener: TcpListener, state: Arc<State>) {
+    loop {
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, serve_stream(tcp, &state, true)).await;
+        });
+    }
+}
+
+/// The header a relayed request carries its own URL in.
+pub const RELAYED_URL_HEADER: &str = "x-folio-relayed-url";
+
+/// Answers one request on `stream`; `relayed`: its URL is in
+/// [`RELAYED_URL_HEADER`], not in its request line and `Host`.
+async fn serve_stream(
+    mut stream: impl AsyncRead + AsyncWrite + Unpin,
+    state: &State,
+    relayed: bool,
+) -> std::io::Result<()> {
+    let Some(mut request) = read_request(&mut stream).await? else {
         return Ok(());
     };
+    if relayed {
+        let Some((host, target)) = request.relayed_url.as_deref().and_then(split_https_url) else {
+            let answer = Answer::json(400, &json!({"relay": "no https x-folio-relayed-url"}));
+            return write_answer(&mut stream, &request, &answer).await;
+        };
+        (request.host, request.target) = (host, target);
+    }
     state
         .seen
         .lock()
@@ -364,6 +425,25 @@ async fn serve(acceptor: TlsAcceptor, tcp: TcpStream, state: Arc<State>) -> std:
         tokio::time::sleep(SLOW_HOLD).await;
     }
     let answer = state.answer(&request);
+    write_answer(&mut stream, &request, &answer).await
+}
+
+/// `https://HOST[:PORT]/PATH?QUERY` as the host (lowercase, no port) and
+/// the request target.
+fn split_https_url(url: &str) -> Option<(String, String)> {
+    let rest = url.strip_prefix("https://")?;
+    let (authority, target) = match rest.find('/') {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => (rest, "/"),
+    };
+    Some((host_name(authority), target.to_owned()))
+}
+
+async fn write_answer(
+    stream: &mut (impl AsyncWrite + Unpin),
+    request: &Request,
+    answer: &Answer,
+) -> std::io::Result<()> {
     let reason = match answer.status {
         200 => "OK",
         204 => "No Content",
@@ -383,11 +463,11 @@ async fn serve(acceptor: TlsAcceptor, tcp: TcpStream, state: Arc<State>) -> std:
         head.push_str(&format!("content-length: {}\r\n", answer.body.len()));
     }
     head.push_str("\r\n");
-    tls.write_all(head.as_bytes()).await?;
+    stream.write_all(head.as_bytes()).await?;
     if request.method != "HEAD" && answer.status != 204 {
-        tls.write_all(&answer.body).await?;
+        stream.write_all(&answer.body).await?;
     }
-    tls.shutdown().await
+    stream.shutdown().await
 }
 
 /// Reads one request: its head up to the blank line, and a body of its
@@ -415,6 +495,7 @@ async fn read_request(stream: &mut (impl AsyncRead + Unpin)) -> std::io::Result<
     let mut request_line = lines.next().unwrap_or_default().split(' ');
     let method = request_line.next().unwrap_or_default().to_owned();
     let target = request_line.next().unwrap_or_default().to_owned();
+    let mut relayed_url = None;
     let mut host = String::new();
     let mut content_length = 0;
     for line in lines {
@@ -424,6 +505,7 @@ async fn read_request(stream: &mut (impl AsyncRead + Unpin)) -> std::io::Result<
         let value = value.trim();
         match name.trim().to_ascii_lowercase().as_str() {
             "host" => host = host_name(value),
+            RELAYED_URL_HEADER => relayed_url = Some(value.to_owned()),
             "content-length" => {
                 content_length = value.parse().map_err(|_| invalid("bad Content-Length"))?
             }
@@ -446,6 +528,7 @@ async fn read_request(stream: &mut (impl AsyncRead + Unpin)) -> std::io::Result<
         method,
         host,
         target,
+        relayed_url,
     }))
 }
 

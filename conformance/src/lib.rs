@@ -40,6 +40,7 @@ pub mod dates;
 pub mod expect;
 pub mod faults;
 pub mod hostile;
+pub mod hostile_tls;
 pub mod html;
 pub mod server_signature;
 pub mod target;
@@ -317,6 +318,7 @@ mod tests {
             domain: "peer.test".into(),
             cert: "cert.pem".into(),
             key: "key.pem".into(),
+            relay: None,
         });
         let with = excluded(&with);
         let without = excluded(&target(None));

@@ -33,6 +33,13 @@ struct Cli {
     /// credentials as JSON, then exit.
     #[arg(long)]
     authorize_scoped_app: bool,
+    /// Only write a hostile peer's test CA, certificate and key to DIR,
+    /// for entities under `peer.test` on two free ports of loopback (its
+    /// TLS listener and its plain-HTTP relay), print its `hostile_peer`
+    /// configuration as JSON, then exit. A harness puts it in the target
+    /// and points the server at the relay (the edge in development).
+    #[arg(long, value_name = "DIR")]
+    write_hostile_peer: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -43,6 +50,18 @@ async fn main() -> ExitCode {
             println!("{name}");
         }
         return ExitCode::SUCCESS;
+    }
+    if let Some(dir) = cli.write_hostile_peer {
+        return match write_hostile_peer(&dir) {
+            Ok(config) => {
+                println!("{config}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("{error}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let Some(path) = cli.target else {
         eprintln!("--target is required");
@@ -127,4 +146,22 @@ fn parse_exclusion(text: &str) -> Exclusion {
             reason: "excluded with --exclude".to_string(),
         },
     }
+}
+
+/// The hostile peer's credentials in `dir` and its configuration, as JSON.
+fn write_hostile_peer(dir: &std::path::Path) -> Result<String, String> {
+    let free_port = || -> Result<std::net::SocketAddr, String> {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|error| format!("a free port: {error}"))
+    };
+    let (config, ca) = folio_conformance::hostile_tls::write_credentials(
+        dir,
+        "peer.test",
+        free_port()?,
+        Some(free_port()?),
+    )?;
+    let mut json = serde_json::to_value(&config).map_err(|error| error.to_string())?;
+    json["ca"] = ca.into();
+    Ok(json.to_string())
 }

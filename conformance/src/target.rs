@@ -106,7 +106,7 @@ impl Target {
 /// [`crate::hostile::Fault::ALL`]). The server under test must reach those
 /// names at `listen` and trust `cert` (as `folio serve --peer-resolve
 /// NAME=ADDR:PORT --peer-ca CA` arranges).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct HostilePeerConfig {
     /// The address the suite listens on.
     pub listen: std::net::SocketAddr,
@@ -116,6 +116,12 @@ pub struct HostilePeerConfig {
     pub cert: String,
     /// Its PEM private key.
     pub key: String,
+    /// Also answer as a development relay on this address: plain HTTP,
+    /// each request naming its own `https://` URL in
+    /// `x-folio-relayed-url` (the edge's `FOLIO_PEER_RELAY`), for a server
+    /// under test that reaches other servers only through one.
+    #[serde(default)]
+    pub relay: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

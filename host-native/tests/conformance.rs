@@ -63,33 +63,12 @@ const HOSTILE_DOMAIN: &str = "peer.test";
 /// allowed only for the names `--peer-resolve` lists: every other address
 /// is still checked.
 fn hostile_peer(dir: &Path) -> (HostilePeerConfig, Vec<String>) {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(
-        rcgen::DnType::CommonName,
-        "Folio conformance hostile peer CA",
-    );
-    let ca_key = rcgen::KeyPair::generate().expect("a CA key");
-    let ca_cert = ca_params.self_signed(&ca_key).expect("the CA certificate");
-    let ca = rcgen::Issuer::new(ca_params, ca_key);
-    let names = folio_conformance::hostile::entity_names(HOSTILE_DOMAIN);
-    let params = rcgen::CertificateParams::new(names.clone()).expect("params");
-    let key = rcgen::KeyPair::generate().expect("a key");
-    let cert = params.signed_by(&key, &ca).expect("a certificate");
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).expect(name);
-        path.display().to_string()
-    };
-    let ca_pem = write("hostile-ca.pem", ca_cert.pem());
-    let config = HostilePeerConfig {
-        listen: ([127, 0, 0, 1], free_port()).into(),
-        domain: HOSTILE_DOMAIN.to_owned(),
-        cert: write("hostile.pem", cert.pem()),
-        key: write("hostile.key", key.serialize_pem()),
-    };
+    let listen = ([127, 0, 0, 1], free_port()).into();
+    let (config, ca_pem) =
+        folio_conformance::hostile_tls::write_credentials(dir, HOSTILE_DOMAIN, listen, None)
+            .expect("the hostile peer's credentials");
     let mut args = vec!["--peer-ca".to_owned(), ca_pem];
-    for name in names {
+    for name in folio_conformance::hostile::entity_names(HOSTILE_DOMAIN) {
         args.push("--peer-resolve".to_owned());
         args.push(format!("{name}={}", config.listen));
     }
