@@ -51,11 +51,18 @@ const hexId = () => randomBytes(16).toString("hex");
 // them faster than twice the per-second rate (it reads nearly two bursts
 // and needs the bucket not to refill meanwhile); workerd served about 80
 // a second here, hence 20. The other checks retry their 429s.
-const suiteWrangler = (state, port, log) =>
+//
+// The suite's hostile peer (conformance/src/hostile.rs) is reached through
+// its plain-HTTP relay, as the edge reaches other servers in development
+// (FOLIO_PEER_RELAY); the quota for strangers' versions is one the
+// federation checks can fill with a few versions, as natively.
+const suiteWrangler = (state, port, log, relay) =>
   startWrangler(state, port, log, {
     FOLIO_BASE_URL: baseUrlOf(port),
     FOLIO_READ_RATE: "20/100",
     FOLIO_WRITE_RATE: "10/20",
+    FOLIO_PEER_RELAY: `http://${relay}`,
+    FOLIO_UNSOLICITED_QUOTA: "1000/1MiB",
   });
 
 async function main(suiteArgs) {
@@ -77,6 +84,10 @@ async function main(suiteArgs) {
   const folio = (...args) => run(folioBin, ["--data-dir", join(dir, "folio-cli"), ...args]);
 
   d1("migrations", "apply", "DB");
+  const { ca: _ca, ...hostilePeer } = parseJson(
+    run(suiteBin, ["--write-hostile-peer", dir]).stdout,
+    "folio-conformance --write-hostile-peer",
+  );
   const port = await freePort();
   const baseUrl = baseUrlOf(port);
 
@@ -95,6 +106,7 @@ async function main(suiteArgs) {
     scoped_app: null,
     // The faults/* checks make local D1 and R2 fail through this.
     fault_hook: [process.execPath, join(ROOT, "e2e/worker-fault.mjs"), state],
+    hostile_peer: hostilePeer,
   };
   const credentials = (app, key) => ({ app_id: app.app_id, authorization_id: app.authorization_id, private_key: key.seed });
   const emitSql = folio("user", "add", "--help").stdout.includes("--emit-sql");
@@ -126,7 +138,7 @@ async function main(suiteArgs) {
     // store, which `folio app add --emit-sql` cannot see: it is authorized
     // as a real app is, registration and the consent page, by the suite's
     // own client (which creates the two types first with the full app).
-    wrangler = await suiteWrangler(state, port, log);
+    wrangler = await suiteWrangler(state, port, log, hostilePeer.relay);
     const authorized = spawnSync(suiteBin, ["--target", join(dir, "target.json"), "--authorize-scoped-app"],
       { cwd: ROOT, env: ENV, encoding: "utf8", timeout: 120_000 });
     if (authorized.status !== 0) {
@@ -139,7 +151,7 @@ async function main(suiteArgs) {
   }
   writeFileSync(join(dir, "target.json"), JSON.stringify(target, null, 2));
 
-  wrangler ??= await suiteWrangler(state, port, log);
+  wrangler ??= await suiteWrangler(state, port, log, hostilePeer.relay);
   console.log(`worker conformance: wrangler dev answers on ${baseUrl}; running the suite`);
   const excludes = WORKER_EXCLUSIONS.flatMap(([name, reason]) => ["--exclude", `${name}=${reason}`]);
   const filter = process.env.FOLIO_CONFORMANCE_FILTER ? ["--only", process.env.FOLIO_CONFORMANCE_FILTER] : [];

@@ -25,7 +25,10 @@ fuzz_target!(|data: &[u8]| {
             .map(|line| line.text.as_str())
             .collect()
     };
-    let lines_of = |text: &str| text.split_terminator('\n').collect::<Vec<_>>();
     assert_eq!(side([' ', '-']), lines_of(&before), "the first text, in order");
     assert_eq!(side([' ', '+']), lines_of(&after), "the second text, in order");
 });
+
+fn lines_of(text: &str) -> Vec<&str> {
+    text.split_terminator('\n').collect()
+}
