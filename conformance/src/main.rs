@@ -12,7 +12,7 @@ use folio_conformance::{Exclusion, Outcome, RunOptions, Target};
 #[command(version)]
 struct Cli {
     /// JSON file describing the server and the apps to use.
-    #[arg(long, required_unless_present = "list")]
+    #[arg(long, required_unless_present_any = ["list", "write_hostile_peer"])]
     target: Option<PathBuf>,
     /// Run only the checks whose name contains this text.
     #[arg(long)]

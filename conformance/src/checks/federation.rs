@@ -567,6 +567,15 @@ async fn many_names_share_a_rate(ctx: &Ctx) -> CheckResult {
          ({entity_burst}) for three names to exceed it"
     );
     let url = ctx.api("/notifications")?;
+    // One from each first, alone: the server knows every sender before the
+    // burst (an unknown one is discovered, on a budget of its own).
+    let http = ctx.http.without_retries();
+    for fault in senders {
+        let key = peer.key(fault);
+        let call = notification(ctx, &key, &notification_body(&key.entity), &url, now_ms())?;
+        expect::problem_response(&http.send(&call).await?, RECORD_NOT_FOUND)
+            .map_err(|error| format!("{}'s first notification: {error}", key.entity))?;
+    }
     let mut calls = Vec::new();
     for fault in senders {
         let key = peer.key(fault);
@@ -580,7 +589,6 @@ async fn many_names_share_a_rate(ctx: &Ctx) -> CheckResult {
             )?);
         }
     }
-    let http = ctx.http.without_retries();
     let responses = join_all(calls.iter().map(|call| http.send(call))).await;
     let responses = responses.into_iter().collect::<Result<Vec<_>, _>>()?;
     if let Some(failed) = responses.iter().find(|response| response.status >= 500) {
