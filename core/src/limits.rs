@@ -136,7 +136,7 @@ impl std::fmt::Display for ReceivedQuota {
         let bytes = self.bytes;
         match [(30, "GiB"), (20, "MiB"), (10, "KiB")]
             .into_iter()
-            .find(|(shift, _)| bytes >> shift > 0 && bytes % (1 << shift) == 0)
+            .find(|(shift, _)| bytes >> shift > 0 && bytes.is_multiple_of(1 << shift))
         {
             Some((shift, unit)) => write!(f, "{}/{}{unit}", self.versions, bytes >> shift),
             None => write!(f, "{}/{bytes}", self.versions),
