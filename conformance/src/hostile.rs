@@ -21,7 +21,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
@@ -203,11 +203,15 @@ impl HostilePeer {
                 let listener = TcpListener::bind(address)
                     .await
                     .map_err(|error| format!("relaying on {address}: {error}"))?;
-                Some(tokio::spawn(relay_loop(listener, Arc::clone(&state))))
+                Some(tokio::spawn(accept_loop(
+                    listener,
+                    None,
+                    Arc::clone(&state),
+                )))
             }
             None => None,
         };
-        let accept = tokio::spawn(accept_loop(listener, acceptor, Arc::clone(&state)));
+        let accept = tokio::spawn(accept_loop(listener, Some(acceptor), Arc::clone(&state)));
         Ok(Self {
             state,
             accept,
@@ -318,7 +322,12 @@ fn entity_record(entity: &str, key: &ServerKey, entity_type: &Value) -> Value {
     record(entity, &record_id(), entity_type, content)
 }
 
-async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) {
+/// Accepts connections until aborted: over TLS with `acceptor`, else as
+/// the plain-HTTP development relay, where each request names its own
+/// `https://` URL in [`RELAYED_URL_HEADER`] and is answered as if it had
+/// come over TLS to that URL's host (the edge in development reaches other
+/// servers only so: `FOLIO_PEER_RELAY`).
+async fn accept_loop(listener: TcpListener, acceptor: Option<TlsAcceptor>, state: Arc<State>) {
     loop {
         let tcp = match listener.accept().await {
             Ok((tcp, _)) => tcp,
@@ -330,8 +339,14 @@ async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<St
         };
         let (acceptor, state) = (acceptor.clone(), Arc::clone(&state));
         tokio::spawn(async move {
+            let served = async {
+                match acceptor {
+                    Some(acceptor) => serve(acceptor.accept(tcp).await?, &state, false).await,
+                    None => serve(tcp, &state, true).await,
+                }
+            };
             // A failed connection concerns only the server that opened it.
-            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, serve(acceptor, tcp, state)).await;
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, served).await;
         });
     }
 }
@@ -366,37 +381,12 @@ impl Answer {
     }
 }
 
-async fn serve(acceptor: TlsAcceptor, tcp: TcpStream, state: Arc<State>) -> std::io::Result<()> {
-    let tls = acceptor.accept(tcp).await?;
-    serve_stream(tls, &state, false).await
-}
-
-/// Serves the entities over plain HTTP as a development relay: each
-/// request names its own `https://` URL in [`RELAYED_URL_HEADER`], and is
-/// answered as if it had come over TLS to that URL's host (the edge in
-/// development reaches other servers only so: `FOLIO_PEER_RELAY`).
-async fn relay_loop(listener: TcpListener, state: Arc<State>) {
-    loop {
-        let tcp = match listener.accept().await {
-            Ok((tcp, _)) => tcp,
-            Err(_) => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let state = Arc::clone(&state);
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, serve_stream(tcp, &state, true)).await;
-        });
-    }
-}
-
 /// The header a relayed request carries its own URL in.
 pub const RELAYED_URL_HEADER: &str = "x-folio-relayed-url";
 
 /// Answers one request on `stream`; `relayed`: its URL is in
 /// [`RELAYED_URL_HEADER`], not in its request line and `Host`.
-async fn serve_stream(
+async fn serve(
     mut stream: impl AsyncRead + AsyncWrite + Unpin,
     state: &State,
     relayed: bool,
