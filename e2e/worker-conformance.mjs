@@ -27,14 +27,7 @@ import {
 // Checks the worker does not pass yet, each with the reason (as
 // NATIVE_EXCLUSIONS in host-native/tests/conformance.rs); passed to the
 // suite as `--exclude NAME=REASON`.
-const WORKER_EXCLUSIONS = [
-  [
-    "federation/slow-peer-delays-no-other-recipient",
-    "on the edge a user object's deliveries run in its alarm and an object runs one alarm at a time, "
-      + "so a delivery queued while a slow one runs waits for it (up to the 60 s deadline); "
-      + "natively each delivery is a task of its own",
-  ],
-];
+const WORKER_EXCLUSIONS = [];
 
 const USER = "me";
 const ENTITY = "localhost";

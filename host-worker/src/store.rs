@@ -141,6 +141,9 @@ pub struct UserStore {
     /// a job queued a notification, and kept in the object's storage
     /// ([`OUTBOX_USER_KEY`]) for the alarms after an eviction.
     outbox_user: Cell<Option<i64>>,
+    /// The (user, recipient) deliveries running now, in any of the
+    /// object's outbox rounds: none is started twice.
+    delivering: RefCell<Vec<folio_core::service::DeliveryKey>>,
 }
 
 /// Where the object's storage keeps the id of the user whose outbox it
@@ -214,7 +217,41 @@ impl UserStore {
         {
             worker::console_error!("could not keep the outbox's user: {error}");
         }
-        self.wake_at(js_sys::Date::now() as i64).await;
+        if !self.start_round() {
+            self.wake_at(js_sys::Date::now() as i64).await;
+        }
+    }
+
+    /// Starts an outbox round in a request of the object's own
+    /// ([`OUTBOX_ROUND_URL`]), without waiting for it: an object runs one
+    /// alarm at a time, but its requests run side by side, so a round
+    /// that waits on a slow recipient holds back no other round. Whether
+    /// it could be started (else the caller runs the round itself, or
+    /// sets the alarm).
+    fn start_round(&self) -> bool {
+        let id = self.state.id().to_string();
+        let stub = self
+            .env
+            .durable_object(crate::USERS)
+            .and_then(|namespace| namespace.id_from_string(&id)?.get_stub());
+        let request = {
+            let mut init = worker::RequestInit::new();
+            init.with_method(worker::Method::Post);
+            Request::new_with_init(OUTBOX_ROUND_URL, &init)
+        };
+        let (stub, request) = match (stub, request) {
+            (Ok(stub), Ok(request)) => (stub, request),
+            (Err(error), _) | (_, Err(error)) => {
+                worker::console_error!("could not start an outbox round: {error}");
+                return false;
+            }
+        };
+        self.state.wait_until(async move {
+            if let Err(error) = stub.fetch_with_request(request).await {
+                worker::console_error!("an outbox round failed: {error}");
+            }
+        });
+        true
     }
 
     /// Sets the object's alarm to `at_ms` (Unix milliseconds) unless it is
@@ -230,12 +267,13 @@ impl UserStore {
         }
     }
 
-    /// Delivers the due notifications of this object's user, if it has
-    /// any; when the next one is due. Each recipient's delivery runs at
-    /// once beside the others under core's deadline and records its
-    /// outcome as it ends, so a slow recipient delays no other; the alarm
-    /// ends when every delivery has (no alarm runs twice at once, so no
-    /// delivery is started twice).
+    /// One outbox round: delivers the due notifications of this object's
+    /// user that no other round is delivering, if it has any; when the
+    /// next one is due. Each recipient's delivery runs at once beside the
+    /// others under core's deadline and records its outcome as it ends;
+    /// rounds run side by side ([`start_round`](Self::start_round)), each
+    /// leaving out the (user, recipient) deliveries another is running, so
+    /// a slow recipient delays no other and none is started twice.
     async fn deliver(&self) -> Option<i64> {
         let user = match self.outbox_user.get() {
             Some(user) => user,
@@ -246,20 +284,32 @@ impl UserStore {
             }
         };
         let retry = folio_core::federation::RetryPolicy::default();
-        let planned = folio_core::service::plan_deliveries(
-            self,
-            now(),
-            Some(user),
-            &[],
-            folio_core::service::MAX_DELIVERIES_AT_ONCE,
-        )
-        .await;
-        let deliveries = match planned {
+        let busy = self.delivering.borrow().clone();
+        let room = folio_core::service::MAX_DELIVERIES_AT_ONCE.saturating_sub(busy.len());
+        let planned =
+            folio_core::service::plan_deliveries(self, now(), Some(user), &busy, room).await;
+        let planned = match planned {
             Ok(deliveries) => deliveries,
             Err(error) => {
                 worker::console_error!("the outbox could not be read: {error}");
                 return Some(js_sys::Date::now() as i64 + OUTBOX_RETRY_MS);
             }
+        };
+        // Another round may have started some meanwhile: each is taken
+        // once, here, with no wait between the look and the taking.
+        let deliveries: Vec<_> = {
+            let mut delivering = self.delivering.borrow_mut();
+            planned
+                .into_iter()
+                .filter(|delivery| {
+                    let key = delivery.key();
+                    let free = !delivering.contains(&key);
+                    if free {
+                        delivering.push(key);
+                    }
+                    free
+                })
+                .collect()
         };
         let reports = join_all(deliveries.iter().map(|delivery| async {
             let fresh = Fresh::from_seed(random_seed());
@@ -268,18 +318,24 @@ impl UserStore {
                 folio_core::service::DELIVERY_DEADLINE_MS,
             ));
             pin_mut!(sending);
-            match select(sending, deadline).await {
+            let report = match select(sending, deadline).await {
                 Either::Left((report, _)) => report,
                 Either::Right(((), _)) => {
                     delivery.deadline_passed(self, now(), &fresh, &retry).await
                 }
-            }
+            };
+            let key = delivery.key();
+            self.delivering
+                .borrow_mut()
+                .retain(|running| *running != key);
+            report
         }))
         .await;
         for error in reports.iter().flat_map(|report| &report.errors) {
             worker::console_warn!("a notification was not delivered: {error}");
         }
-        match folio_core::service::next_due(self, Some(user), &[]).await {
+        let busy = self.delivering.borrow().clone();
+        match folio_core::service::next_due(self, Some(user), &busy).await {
             Ok(next) => next,
             Err(error) => {
                 worker::console_error!("the outbox could not be read: {error}");
@@ -332,6 +388,7 @@ impl DurableObject for UserStore {
             streams: RefCell::new(Vec::new()),
             next_stream: Cell::new(0),
             outbox_user: Cell::new(None),
+            delivering: RefCell::new(Vec::new()),
         }
     }
 
@@ -339,6 +396,12 @@ impl DurableObject for UserStore {
         let url = req.url()?;
         if url.as_str() == LOCAL_DELIVERY_URL {
             return self.receive_handed_over(req).await;
+        }
+        if url.as_str() == OUTBOX_ROUND_URL {
+            if let Some(at) = self.deliver().await {
+                self.wake_at(at).await;
+            }
+            return Response::empty();
         }
         let headers = HeaderList::of(req.headers());
         let target = match url.query() {
@@ -379,7 +442,12 @@ impl DurableObject for UserStore {
             streams.retain(Live::is_open);
             !streams.is_empty()
         };
-        let next_delivery = self.deliver().await;
+        // The round runs in a request of its own when it can, so that the
+        // alarm (one at a time) never waits on a slow recipient.
+        let next_delivery = match self.outbox_user.get().is_some() && self.start_round() {
+            true => None,
+            false => self.deliver().await,
+        };
         let heartbeat = again.then(|| js_sys::Date::now() as i64 + HEARTBEAT_MS);
         if let Some(at) = [heartbeat, next_delivery].into_iter().flatten().min() {
             self.wake_at(at).await;
@@ -476,6 +544,11 @@ fn random_seed() -> [u8; 32] {
 /// only object stubs reach (requests from the internet carry the worker's
 /// own host names).
 const LOCAL_DELIVERY_URL: &str = "https://users.internal/federation/local-delivery";
+
+/// The address of an outbox round an object starts in itself
+/// ([`UserStore::start_round`]); like [`LOCAL_DELIVERY_URL`], refused from
+/// outside.
+const OUTBOX_ROUND_URL: &str = "https://users.internal/federation/outbox-round";
 
 /// The host of [`LOCAL_DELIVERY_URL`], which the worker refuses from outside.
 pub const INTERNAL_HOST: &str = "users.internal";
