@@ -22,7 +22,7 @@ use folio_conformance::sse::EventStream;
 use folio_core::builtin::BuiltinType;
 use reqwest::Url;
 use serde_json::{Value, json};
-use support::{App, Server, add_app, folio, free_port, scratch};
+use support::{App, Server, WRANGLER_ENV, add_app, folio, free_port, repo_root, run_tool, scratch};
 
 /// How long a notification may take to arrive in this test.
 const DELIVERY: Duration = Duration::from_secs(30);
@@ -743,39 +743,6 @@ async fn deliveries_survive_a_killed_sender_a_receiver_down_a_minute_and_bad_pee
     );
 }
 
-/// The repository's root.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Runs a command to completion; panics with its output if it fails.
-fn run(program: &Path, args: &[&str], dir: &Path) -> String {
-    let output = std::process::Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .envs(WRANGLER_ENV.iter().copied())
-        .output()
-        .unwrap_or_else(|error| panic!("{}: {error}", program.display()));
-    assert!(
-        output.status.success(),
-        "{} {args:?}: {}{}",
-        program.display(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// No telemetry, no download of `Request.cf`; the worker is already built
-/// (e2e/wrangler.mjs sets the same).
-const WRANGLER_ENV: &[(&str, &str)] = &[
-    ("WRANGLER_SEND_METRICS", "false"),
-    ("WRANGLER_SEND_ERROR_REPORTS", "false"),
-    ("DO_NOT_TRACK", "1"),
-    ("CLOUDFLARE_CF_FETCH_ENABLED", "false"),
-    ("FOLIO_WORKER_PREBUILT", "1"),
-];
-
 /// `wrangler dev`, stopped (with its workerd) when dropped.
 struct Wrangler(std::process::Child);
 
@@ -879,7 +846,7 @@ async fn relay(port: u16, ca: &Path, resolve: Vec<(String, std::net::SocketAddr)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the built worker and wrangler: scripts/test runs it with --ignored"]
 async fn alice_on_the_worker_and_bob_native_share_records() {
-    let root = root();
+    let root = repo_root();
     let wrangler = root.join("node_modules/.bin/wrangler");
     assert!(
         wrangler.exists(),
@@ -918,7 +885,7 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
         let mut all = vec!["d1"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["--local", "--env", "dev", "--persist-to", &state_arg]);
-        run(&wrangler, &all, &root)
+        run_tool(&wrangler, &all, &root)
     };
     d1(&["migrations", "apply", "DB"]);
     // Each user of the worker and a full-access app of theirs, from the

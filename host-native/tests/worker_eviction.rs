@@ -11,7 +11,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,17 +21,8 @@ use folio_conformance::context::Ctx;
 use folio_conformance::sse::EventStream;
 use folio_conformance::{AppCredentials, Target};
 use serde_json::{Value, json};
-use support::{folio, free_port, key_pair, scratch};
+use support::{WRANGLER_ENV, folio, free_port, key_pair, repo_root, run_tool, scratch};
 
-/// wrangler's environment: no metrics, no network lookups, the worker
-/// already built.
-const WRANGLER_ENV: &[(&str, &str)] = &[
-    ("WRANGLER_SEND_METRICS", "false"),
-    ("WRANGLER_SEND_ERROR_REPORTS", "false"),
-    ("DO_NOT_TRACK", "1"),
-    ("CLOUDFLARE_CF_FETCH_ENABLED", "false"),
-    ("FOLIO_WORKER_PREBUILT", "1"),
-];
 /// How long an event or a restarted wrangler may take.
 const WAIT: Duration = Duration::from_secs(60);
 /// The pause between two writes: about 40 writes in the test's 4 s of
@@ -39,28 +30,6 @@ const WAIT: Duration = Duration::from_secs(60);
 /// them it is closed with `too_many_events`, as PROTOCOL.md says), which an
 /// unpaced writer passed on a quiet machine.
 const WRITE_PACE: Duration = Duration::from_millis(100);
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Runs a command to completion; panics with its output if it fails.
-fn run(program: &Path, args: &[&str]) -> String {
-    let output = std::process::Command::new(program)
-        .args(args)
-        .current_dir(root())
-        .envs(WRANGLER_ENV.iter().copied())
-        .output()
-        .unwrap_or_else(|error| panic!("{}: {error}", program.display()));
-    assert!(
-        output.status.success(),
-        "{} {args:?}: {}{}",
-        program.display(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 /// `wrangler dev`, killed (with its workerd) when dropped: every object
 /// goes with it, mid-request.
@@ -89,7 +58,7 @@ fn start_wrangler(wrangler: &Path, state: &Path, port: u16, log: &Path) -> Wrang
         .args(["--port", &port.to_string()])
         .args(["--persist-to", &state.display().to_string()])
         .args(["--var", &format!("FOLIO_BASE_URL:http://localhost:{port}")])
-        .current_dir(root())
+        .current_dir(repo_root())
         .envs(WRANGLER_ENV.iter().copied())
         .stdout(log.try_clone().expect("a log"))
         .stderr(log)
@@ -160,13 +129,13 @@ async fn keep_writing(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the built worker and wrangler: scripts/test runs it with --ignored"]
 async fn objects_evicted_mid_stream_lose_no_acknowledged_write() {
-    let wrangler = root().join("node_modules/.bin/wrangler");
+    let wrangler = repo_root().join("node_modules/.bin/wrangler");
     assert!(
         wrangler.exists(),
         "{} is missing: run `npm ci`",
         wrangler.display()
     );
-    let built = root().join("host-worker/build/index.js");
+    let built = repo_root().join("host-worker/build/index.js");
     assert!(
         built.exists(),
         "{} is missing: build the worker first",
@@ -184,7 +153,7 @@ async fn objects_evicted_mid_stream_lose_no_acknowledged_write() {
         let mut all = vec!["d1"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["--local", "--env", "dev", "--persist-to", &state_arg]);
-        run(&wrangler, &all)
+        run_tool(&wrangler, &all, &repo_root())
     };
     d1(&["migrations", "apply", "DB"]);
     let cli = dir.join("cli");

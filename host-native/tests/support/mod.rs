@@ -248,3 +248,38 @@ impl Drop for Server {
         self.kill();
     }
 }
+
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// wrangler's environment for the tests that run the worker: no
+/// telemetry, no download of `Request.cf`, the worker already built
+/// (e2e/wrangler.mjs sets the same).
+pub const WRANGLER_ENV: &[(&str, &str)] = &[
+    ("WRANGLER_SEND_METRICS", "false"),
+    ("WRANGLER_SEND_ERROR_REPORTS", "false"),
+    ("DO_NOT_TRACK", "1"),
+    ("CLOUDFLARE_CF_FETCH_ENABLED", "false"),
+    ("FOLIO_WORKER_PREBUILT", "1"),
+];
+
+/// Runs `program` (wrangler, most often) in `dir` with [`WRANGLER_ENV`] to
+/// completion; its standard output. Panics with its output if it fails.
+pub fn run_tool(program: &Path, args: &[&str], dir: &Path) -> String {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .envs(WRANGLER_ENV.iter().copied())
+        .output()
+        .unwrap_or_else(|error| panic!("{}: {error}", program.display()));
+    assert!(
+        output.status.success(),
+        "{} {args:?}: {}{}",
+        program.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
