@@ -256,6 +256,7 @@ fn create_transition(c: &mut Criterion) {
                 entity: "alice.example".parse().unwrap(),
             },
             now: "2026-11-21T10:15:30.1234567Z".parse().unwrap(),
+            received_at: "2026-11-21T10:15:30.1234567Z".parse().unwrap(),
             last_received_at: None,
             fresh_id: "6b1d5c0e9f8a4b7c8d2e3f4a5b6c7d8e".parse().unwrap(),
         };

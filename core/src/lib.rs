@@ -63,6 +63,7 @@ pub mod federation;
 pub mod fresh;
 pub mod hash;
 pub mod http;
+pub mod jobs;
 pub mod limits;
 pub mod model;
 pub mod problem;
@@ -76,11 +77,11 @@ pub mod store;
 pub mod write;
 
 pub use fresh::Fresh;
-pub use service::store::{CommitError, Fetch, Row, RowError, RowExt, Transaction};
-pub use service::upkeep::{ExpiredBlob, STRAY_SWEEP_EVERY, UPKEEP_INTERVAL_MS, Upkeep};
-pub use service::writes::{
-    Done, Job, JobFailure, JobOutcome, Preparation, Prepared, RecordWrite, Refused,
+pub use jobs::upkeep::{ExpiredBlob, STRAY_SWEEP_EVERY, UPKEEP_INTERVAL_MS, Upkeep};
+pub use jobs::{
+    Decided, Done, Effects, Job, JobFailure, JobOutcome, JobStep, RecordWrite, Refused, WriteJob,
 };
+pub use service::store::{CommitError, Row, RowError, RowExt};
 pub use service::{
     AddressRate, AddressVerdict, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate,
     RateLimits, Reply, ReplyBody, Request, Secrets, Settings, Store, Streams, UploadFailure, User,

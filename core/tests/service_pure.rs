@@ -20,10 +20,10 @@ use std::cell::RefCell;
 
 use folio_core::consent::PAGE_HEADERS;
 use folio_core::fresh::Fresh;
+use folio_core::jobs::{Job, JobOutcome};
 use folio_core::model::{RecordDate, RecordId, UserName};
 use folio_core::problem::PROBLEM_CONTENT_TYPE;
 use folio_core::service::store::Row;
-use folio_core::service::writes::{Job, JobOutcome};
 use folio_core::service::{Reply, ReplyBody, User, WriteFailure};
 use folio_core::store::{Statement, app_key_sql};
 use kit::{

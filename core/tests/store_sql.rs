@@ -1185,6 +1185,7 @@ mod writes_on_sqlite {
                     entity: USER.parse().expect("an entity"),
                 },
                 now: self.now,
+                received_at: self.now,
                 last_received_at: last.map(|t| RecordDate::from_unix_ticks(t).expect("a date")),
                 fresh_id: RecordId::from_bytes(self.ids.to_be_bytes()),
             };

@@ -1103,6 +1103,7 @@ fn context(store: &FakeStore) -> WriteContext {
         user: store.user.clone(),
         access: store.owner(),
         now: store.now,
+        received_at: store.now,
         last_received_at: None,
         fresh_id: id('f'),
     }

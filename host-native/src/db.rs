@@ -7,11 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use folio_core::model::RecordDate;
+use folio_core::Row;
 use folio_core::respond::VersionRow;
-use folio_core::service::memo::MemoAt;
 use folio_core::store::{MIGRATIONS, Migration, SqlValue, Statement};
-use folio_core::{Job, JobFailure, Preparation, Row};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 use tokio::sync::Semaphore;
@@ -464,50 +462,6 @@ pub fn query<T>(
 }
 
 /// Runs a query and returns its rows as core reads them.
-/// A read transaction on one connection, as core's driver reads through
-/// it: every statement sees the store as of the first.
-pub struct Snapshot<'c>(&'c Connection);
-
-impl folio_core::Fetch for Snapshot<'_> {
-    type Error = DbError;
-
-    async fn fetch(&mut self, statement: &Statement) -> Result<Vec<Row>, DbError> {
-        fetch(self.0, statement)
-    }
-}
-
-/// Decides `job` on a read snapshot of `conn` at `now` (core's
-/// [`Job::prepare`]), off the writer's thread, through `memo`.
-pub fn prepare(
-    conn: &Connection,
-    job: Job,
-    now: RecordDate,
-    memo: Option<MemoAt<'_>>,
-) -> Result<Result<Preparation, JobFailure<DbError>>, DbError> {
-    // Prepared once per connection, as the writer's are: parsing the text
-    // again was 6% of preparing a write.
-    control(conn, "BEGIN")?;
-    let prepared = at_once(job.prepare(&mut Snapshot(conn), now, memo)).unwrap_or_else(|| {
-        Err(JobFailure::Data(
-            "a snapshot read did not answer at once".into(),
-        ))
-    });
-    control(conn, "COMMIT")?;
-    Ok(prepared)
-}
-
-/// The output of a future whose every `await` is ready at once (core's
-/// driver over a connection whose statements run on the spot), or `None`
-/// if it waits.
-fn at_once<F: std::future::Future>(future: F) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-    match future.as_mut().poll(&mut context) {
-        std::task::Poll::Ready(output) => Some(output),
-        std::task::Poll::Pending => None,
-    }
-}
-
 pub fn fetch(conn: &Connection, statement: &Statement) -> Result<Vec<Row>, DbError> {
     query(conn, statement, row_values)
 }

@@ -4,7 +4,7 @@
 //!
 //! The same provisioning code as without the flag (`users::create_user`,
 //! `users::create_app`, core's write driver) runs on a scratch database in
-//! memory, migrated like any other, through [`Recording`], which keeps each
+//! memory, migrated like any other, through a recording [`Tx`], which keeps each
 //! statement a commit stored. The data directory is never opened. The
 //! user's row id is [`user_row_id`] of its name, so that `app add` can name
 //! the row later without reading D1.
@@ -12,67 +12,28 @@
 use std::io::Write;
 use std::path::Path;
 
+use folio_core::User;
 use folio_core::apps::Scope;
 use folio_core::model::{Entity, Record};
 use folio_core::store::{
     LiteralSqlError, Statement, event_seq_sql, insert_user_with_id_sql, latest_version_sql,
     seed_statements, user_row_id,
 };
-use folio_core::{CommitError, Fetch, Row, Transaction, User};
 use rusqlite::Connection;
 
 use crate::clock::Clock;
 use crate::db;
 use crate::users::{self, AddedApp, ProvisionError, UserRowId};
-use crate::writer::Savepoint;
+use crate::writer::Tx;
 
-/// A [`Transaction`] that runs every commit on `inner` and keeps, in order,
-/// the statements of each commit that succeeded: everything the job stored.
-/// Reads pass through unrecorded.
-pub struct Recording<T> {
-    inner: T,
-    /// Whose writes these are: core's driver ends each job's commit with
-    /// [`event_seq_sql`] of this user, a read that is not recorded.
-    user_id: i64,
-    statements: Vec<Statement>,
-}
-
-impl<T> Recording<T> {
-    pub fn new(inner: T, user_id: i64) -> Self {
-        Recording {
-            inner,
-            user_id,
-            statements: Vec::new(),
-        }
-    }
-
-    /// The statements committed so far, in the order they ran.
-    pub fn into_statements(self) -> Vec<Statement> {
-        self.statements
-    }
-}
-
-impl<T: Fetch> Fetch for Recording<T> {
-    type Error = T::Error;
-
-    async fn fetch(&mut self, statement: &Statement) -> Result<Vec<Row>, T::Error> {
-        self.inner.fetch(statement).await
-    }
-}
-
-impl<T: Transaction> Transaction for Recording<T> {
-    async fn commit(
-        &mut self,
-        statements: &[Statement],
-    ) -> Result<Vec<Row>, CommitError<T::Error>> {
-        let rows = self.inner.commit(statements).await?;
-        let stored = match statements.split_last() {
-            Some((last, stored)) if *last == event_seq_sql(self.user_id) => stored,
-            _ => statements,
-        };
-        self.statements.extend_from_slice(stored);
-        Ok(rows)
-    }
+/// The statements `tx` committed, in the order they ran, without the read
+/// of the user's event sequence that core's jobs end each commit with
+/// ([`event_seq_sql`]): a read, not a write to run again.
+pub fn recorded(tx: Tx<'_>, user_id: i64) -> Vec<Statement> {
+    let read = event_seq_sql(user_id);
+    let mut statements = tx.into_recorded();
+    statements.retain(|statement| *statement != read);
+    statements
 }
 
 /// The statements that create user `name` as `folio user add` does: its
@@ -89,7 +50,7 @@ pub async fn user_add(
     let hash = users::hash_password(password)?;
     let id = user_row_id(name);
     let scratch = db::open_scratch()?;
-    let mut recording = Recording::new(Savepoint(&scratch), id);
+    let mut recording = Tx::recording(&scratch);
     users::create_user(
         &mut recording,
         name,
@@ -97,9 +58,8 @@ pub async fn user_add(
         &hash,
         base_url,
         UserRowId::Chosen(id),
-    )
-    .await?;
-    Ok(recording.into_statements())
+    )?;
+    Ok(recorded(recording, id))
 }
 
 /// The statements that create an app for user `user_name` at `entity`, as
@@ -123,9 +83,9 @@ pub async fn app_add(
         Some(text) => Some(built_in_scope(&scratch, &user, text)?),
         None => None,
     };
-    let mut recording = Recording::new(Savepoint(&scratch), user.id);
-    let added = users::create_app(&mut recording, &user, public_key, scope, app_name).await?;
-    Ok((added, recording.into_statements()))
+    let mut recording = Tx::recording(&scratch);
+    let added = users::create_app(&mut recording, &user, public_key, scope, app_name)?;
+    Ok((added, recorded(recording, user.id)))
 }
 
 /// The statements that add a Type record with `content` to user
@@ -137,9 +97,9 @@ pub async fn type_add(
     content: &serde_json::Value,
 ) -> Result<(Record, Vec<Statement>), ProvisionError> {
     let (user, scratch) = scratch_store(user_name, entity)?;
-    let mut recording = Recording::new(Savepoint(&scratch), user.id);
-    let record = users::create_type(&mut recording, &user, content).await?;
-    Ok((record, recording.into_statements()))
+    let mut recording = Tx::recording(&scratch);
+    let record = users::create_type(&mut recording, &user, content)?;
+    Ok((record, recorded(recording, user.id)))
 }
 
 /// A scratch store holding what the edge store is known to hold for user

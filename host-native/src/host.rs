@@ -19,8 +19,8 @@ use folio_core::service::Peers;
 use folio_core::service::standing::{Epoch, StandingCache};
 use folio_core::store::Statement;
 use folio_core::{
-    Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Preparation,
-    Rate, Row, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
+    Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate, Row,
+    Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
@@ -30,7 +30,7 @@ use crate::db;
 use crate::hub::{StreamPlace, Subscription};
 use crate::metrics::{Limit, METRICS};
 use crate::server::App;
-use crate::writer::WriterError;
+use crate::writer::{self, Prepared, WriterError};
 
 /// A failure of the native host's storage.
 #[derive(Debug, thiserror::Error)]
@@ -293,32 +293,22 @@ impl Jobs for App {
     /// Decides a record write on a read snapshot here, on the request's
     /// thread, so that the single writer only checks, stamps and commits it.
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
-        let now = crate::clock::Clock.now();
         // Taken before the snapshot, as for standings: a version read
         // across a store's removal is remembered under an epoch that is over.
         let memo = self.standings.epoch().map(|epoch| self.memo.at(epoch));
         let prepared = self
             .readers
-            .with(|conn| db::prepare(conn, job, now, memo))
+            .with(|conn| Ok(writer::prepare(conn, job, memo)))
             .await
             .map_err(|error| write_failure(WriterError::Db(error)))?
-            .map_err(|failure| write_failure(WriterError::from(failure)))?;
+            .map_err(write_failure)?;
         let (store, outcome) = match prepared {
-            Preparation::Answered(outcome) => return Ok(*outcome),
-            Preparation::Decided(prepared) => {
-                (Some(prepared.user_id()), self.writer.commit(prepared).await)
-            }
-            Preparation::Whole(job) => (job.user_id(), self.writer.run(job).await),
+            Prepared::Answered(outcome) => return Ok(outcome),
+            Prepared::Decided(decided) => (decided.user_id(), self.writer.commit(decided).await),
         };
         let outcome = outcome.map_err(write_failure)?;
         if let (Some(memo), Some(store)) = (memo, store) {
             memo.remember_outcome(store, &outcome);
-        }
-        if outcome
-            .as_ref()
-            .is_ok_and(|done| done.queued_notifications() > 0)
-        {
-            self.outbox.notify_one();
         }
         Ok(outcome)
     }

@@ -29,7 +29,7 @@ use crate::passwords::{PASSWORD_CHECKS_AT_ONCE, PasswordChecks};
 use crate::peers::{PeerClient, PeerOptions};
 use crate::standings::Standings;
 use crate::users::UserCache;
-use crate::writer::Writer;
+use crate::writer::{Effector, Writer};
 use crate::{db, https, tls, users};
 use folio_core::service::memo::Memo;
 
@@ -58,7 +58,7 @@ pub struct App {
     /// Other servers, reached under core's rules (federation).
     pub peers: PeerClient,
     /// Wakes the outbox's delivery loop: a write queued notifications.
-    pub outbox: tokio::sync::Notify,
+    pub outbox: Arc<tokio::sync::Notify>,
     /// When failed deliveries are tried again.
     pub outbox_retry: folio_core::federation::RetryPolicy,
 }
@@ -158,13 +158,13 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         wal_restart.clone(),
     )?;
     let standings = Arc::new(Standings::new(&data));
-    let (writer, writer_thread) = Writer::start(
-        writer_conn,
-        clock,
-        Arc::clone(&hub),
-        wal_restart,
-        Arc::clone(&standings),
-    )?;
+    let outbox = Arc::new(tokio::sync::Notify::new());
+    let effector = Effector {
+        hub: Arc::clone(&hub),
+        standings: Arc::clone(&standings),
+        outbox: Arc::clone(&outbox),
+    };
+    let (writer, writer_thread) = Writer::start(writer_conn, clock, effector, wal_restart)?;
     let readers = db::Readers::open(&data.database(), options.readers, db::READ_TIME_BUDGET)?;
     let (stop, shutdown) = watch::channel(false);
     let peers = PeerClient::new(PeerOptions {
@@ -211,7 +211,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         standings,
         memo: Memo::new(),
         peers,
-        outbox: tokio::sync::Notify::new(),
+        outbox,
         outbox_retry: folio_core::federation::RetryPolicy {
             first_delay_ms: options.outbox_first_retry_ms,
             max_delay_ms: options.outbox_max_retry_ms,

@@ -24,9 +24,8 @@ use rusqlite::Connection;
 use crate::clock::Clock;
 use crate::config::DataDir;
 use crate::db;
-use crate::emit::Recording;
 use crate::users::ProvisionError;
-use crate::writer::Savepoint;
+use crate::writer::Tx;
 
 /// Versions read per statement while exporting.
 const EXPORT_PAGE: u32 = 500;
@@ -418,15 +417,14 @@ pub async fn import(
             .ok_or_else(|| TransferError::NoUser(name.clone()))?;
         match &to {
             Destination::Store(data) => {
-                crate::users::point_entity_record(&conn, &mut Savepoint(&conn), &user, &base_url)
-                    .await?;
+                crate::users::point_entity_record(&conn, &mut Tx::new(&conn), &user, &base_url)?;
                 pending.place(|hash| crate::blobs::file_path(&data.blobs(), hash))?;
                 conn.execute_batch("COMMIT")?;
             }
             Destination::Worker { sql, blobs, .. } => {
-                let mut recording = Recording::new(Savepoint(&conn), user.id);
-                crate::users::point_entity_record(&conn, &mut recording, &user, &base_url).await?;
-                statements.extend(recording.into_statements());
+                let mut recording = Tx::recording(&conn);
+                crate::users::point_entity_record(&conn, &mut recording, &user, &base_url)?;
+                statements.extend(crate::emit::recorded(recording, user.id));
                 pending.place(|hash| blobs.join(hash))?;
                 let made_by = "folio import --emit-sql";
                 crate::emit::write(sql, &crate::emit::script(made_by, &statements)?)

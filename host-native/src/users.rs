@@ -23,13 +23,13 @@ use folio_core::store::{
     set_password_sql, types_by_name_sql, user_by_name_sql, users_sql,
 };
 use folio_core::write::{RecordKey, WriteRequest};
-use folio_core::{CommitError, Done, Job, RecordWrite, Row, RowError, RowExt, Transaction};
+use folio_core::{CommitError, Done, Job, RecordWrite, Row, RowError, RowExt};
 use rusqlite::Connection;
 use serde_json::Value;
 
 use crate::clock::Clock;
 use crate::db::{self, DbError};
-use crate::writer::{Savepoint, WriterError};
+use crate::writer::{Tx, WriterError};
 
 pub use folio_core::User;
 
@@ -221,21 +221,19 @@ pub fn remove_user(
 }
 
 /// Runs statements through `tx` at once; answers the rows of the last one.
-async fn commit<T: Transaction<Error = DbError>>(
-    tx: &mut T,
-    statements: &[Statement],
-) -> Result<Vec<Row>, ProvisionError> {
-    tx.commit(statements).await.map_err(|error| match error {
+fn commit(tx: &mut Tx<'_>, statements: &[Statement]) -> Result<Vec<Row>, ProvisionError> {
+    tx.commit(statements).map_err(|error| match error {
         CommitError::Conflict(error) | CommitError::Failed(error) => ProvisionError::Db(error),
     })
 }
 
 /// Runs an owner's write through `tx` (inside the caller's transaction).
-async fn owner_write<T: Transaction<Error = DbError>>(
-    tx: &mut T,
+fn owner_write(
+    tx: &mut Tx<'_>,
     user: &User,
     request: WriteRequest,
 ) -> Result<folio_core::model::Record, ProvisionError> {
+    let now = Clock.now();
     let write = RecordWrite {
         request,
         access: Access::Owner {
@@ -243,18 +241,18 @@ async fn owner_write<T: Transaction<Error = DbError>>(
         },
         origin: Default::default(),
         fresh_id: RecordId::from_bytes(rand::random()),
+        requested_at: now,
     };
     let job = Job::Writes {
         user: user.clone(),
         writes: vec![write],
     };
-    match job.run(tx, Clock.now()).await {
-        Ok(Ok(Done::Written(written))) => Ok(written.answer.record),
-        Ok(Ok(_)) => Err(ProvisionError::Invalid(
+    match tx.run(job, now)? {
+        (Ok(Done::Written(written)), _) => Ok(written.answer.record),
+        (Ok(_), _) => Err(ProvisionError::Invalid(
             "a record write stored no version".into(),
         )),
-        Ok(Err(refused)) => Err(refused.into()),
-        Err(failure) => Err(WriterError::from(failure).into()),
+        (Err(refused), _) => Err(refused.into()),
     }
 }
 
@@ -291,22 +289,21 @@ pub async fn add_user(
     let hash = hash_password(password)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let result = create_user(
-        &mut Savepoint(conn),
+        &mut Tx::new(conn),
         name,
         entity,
         &hash,
         base_url,
         UserRowId::Assigned,
-    )
-    .await;
+    );
     finish(conn, result)
 }
 
 /// Writes a user's row, its store's built-in types and its Entity record
 /// through `tx`, inside the caller's transaction. `name` has passed
 /// [`check_user_name`]; `password_hash` is [`hash_password`]'s.
-pub async fn create_user<T: Transaction<Error = DbError>>(
-    tx: &mut T,
+pub fn create_user(
+    tx: &mut Tx<'_>,
     name: &str,
     entity: &Entity,
     password_hash: &str,
@@ -315,25 +312,23 @@ pub async fn create_user<T: Transaction<Error = DbError>>(
 ) -> Result<User, ProvisionError> {
     let now = Clock.now();
     let id = match row_id {
-        UserRowId::Assigned => commit(tx, &[insert_user_sql(name, entity, password_hash, now)])
-            .await?
+        UserRowId::Assigned => commit(tx, &[insert_user_sql(name, entity, password_hash, now)])?
             .first()
             .ok_or_else(|| ProvisionError::Invalid("the user was not inserted".into()))?
             .integer(0)?,
         UserRowId::Chosen(id) => {
             let row = insert_user_with_id_sql(id, name, entity, Some(password_hash), now);
-            commit(tx, &[row]).await?;
+            commit(tx, &[row])?;
             id
         }
     };
-    commit(tx, &seed_statements(id)).await?;
+    commit(tx, &seed_statements(id))?;
     let key = ServerKey::from_seed(rand::random());
     let public_key = key.public_base64();
     commit(
         tx,
         &[insert_server_key_sql(id, &key.seed_base64(), &public_key)],
-    )
-    .await?;
+    )?;
     let user = User {
         id,
         name: name.to_owned(),
@@ -349,8 +344,7 @@ pub async fn create_user<T: Transaction<Error = DbError>>(
             Some(&public_key),
         ))?
         .by_server(),
-    )
-    .await?;
+    )?;
     Ok(user)
 }
 
@@ -381,7 +375,7 @@ pub async fn update_entity_records(
     let mut updated = Vec::new();
     for user in list_users(conn)? {
         conn.execute_batch("BEGIN IMMEDIATE")?;
-        let result = point_entity_record(conn, &mut Savepoint(conn), &user, base_url).await;
+        let result = point_entity_record(conn, &mut Tx::new(conn), &user, base_url);
         let changed = finish(conn, result)?;
         if !changed.is_empty() {
             updated.push((user, changed));
@@ -394,9 +388,9 @@ pub async fn update_entity_records(
 /// server-kept fields are not what a server at `base_url` publishes,
 /// reading it on `conn` (inside the caller's transaction); the top-level
 /// fields it changed (none: nothing written).
-pub async fn point_entity_record<T: Transaction<Error = DbError>>(
+pub fn point_entity_record(
     conn: &Connection,
-    tx: &mut T,
+    tx: &mut Tx<'_>,
     user: &User,
     base_url: &str,
 ) -> Result<Vec<String>, ProvisionError> {
@@ -414,8 +408,7 @@ pub async fn point_entity_record<T: Transaction<Error = DbError>>(
             &key.seed_base64(),
             &key.public_base64(),
         )],
-    )
-    .await?;
+    )?;
     let keys = db::fetch(conn, &server_key_sql(user.id))?;
     let public_key = match keys.first() {
         Some(row) => row.text(1)?.to_owned(),
@@ -436,7 +429,7 @@ pub async fn point_entity_record<T: Transaction<Error = DbError>>(
     };
     let request =
         WriteRequest::put(RecordKey::of(&record), update.body.to_string().as_bytes())?.by_server();
-    owner_write(tx, user, request).await?;
+    owner_write(tx, user, request)?;
     Ok(update.changed)
 }
 
@@ -509,15 +502,15 @@ pub async fn add_app(
     name: &str,
 ) -> Result<AddedApp, ProvisionError> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
-    let result = create_app(&mut Savepoint(conn), user, public_key, scope, name).await;
+    let result = create_app(&mut Tx::new(conn), user, public_key, scope, name);
     finish(conn, result)
 }
 
 /// Writes an app's App, Credentials and App Authorization records and its
 /// key row through `tx`, inside the caller's transaction. The app's ids and
 /// the server's key pair for it are drawn here.
-pub async fn create_app<T: Transaction<Error = DbError>>(
-    tx: &mut T,
+pub fn create_app(
+    tx: &mut Tx<'_>,
     user: &User,
     public_key: &str,
     scope: Option<Scope>,
@@ -536,8 +529,7 @@ pub async fn create_app<T: Transaction<Error = DbError>>(
         tx,
         user,
         post(&app_record_body(&app_id, name, "about:blank", &scope))?,
-    )
-    .await?;
+    )?;
     owner_write(
         tx,
         user,
@@ -548,8 +540,7 @@ pub async fn create_app<T: Transaction<Error = DbError>>(
             public_key,
             &server,
         ))?,
-    )
-    .await?;
+    )?;
     owner_write(
         tx,
         user,
@@ -559,13 +550,11 @@ pub async fn create_app<T: Transaction<Error = DbError>>(
             &app_id,
             &scope,
         ))?,
-    )
-    .await?;
+    )?;
     commit(
         tx,
         &[insert_app_sql(user.id, &app_id, public_key, full_access)],
-    )
-    .await?;
+    )?;
     Ok(AddedApp {
         app_id,
         authorization_id,
@@ -580,18 +569,18 @@ pub async fn add_type(
     content: &Value,
 ) -> Result<folio_core::model::Record, ProvisionError> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
-    let result = create_type(&mut Savepoint(conn), user, content).await;
+    let result = create_type(&mut Tx::new(conn), user, content);
     finish(conn, result)
 }
 
 /// Writes a Type record through `tx`, inside the caller's transaction.
-pub async fn create_type<T: Transaction<Error = DbError>>(
-    tx: &mut T,
+pub fn create_type(
+    tx: &mut Tx<'_>,
     user: &User,
     content: &Value,
 ) -> Result<folio_core::model::Record, ProvisionError> {
     let body = serde_json::json!({"type": BuiltinType::Type.link(), "content": content});
-    owner_write(tx, user, post(&body)?).await
+    owner_write(tx, user, post(&body)?)
 }
 
 /// One app of a user's store, as `folio app list` shows it.
@@ -650,16 +639,12 @@ pub async fn revoke(
     let latest = records(conn, &latest_version_sql(user.id, &user.entity, id))?;
     let authorizations = revocation(id, &authorizations, latest.first());
     conn.execute_batch("BEGIN IMMEDIATE")?;
-    let result = async {
-        for authorization in &authorizations {
-            let target = RecordKey::new(user.entity.clone(), *authorization);
-            let request = WriteRequest::delete(target, b"")?;
-            owner_write(&mut Savepoint(conn), user, request).await?;
-        }
-        Ok(authorizations.len())
-    }
-    .await;
-    finish(conn, result)
+    let result = (authorizations.iter()).try_for_each(|authorization| {
+        let target = RecordKey::new(user.entity.clone(), *authorization);
+        let request = WriteRequest::delete(target, b"")?;
+        owner_write(&mut Tx::new(conn), user, request).map(drop)
+    });
+    finish(conn, result.map(|()| authorizations.len()))
 }
 
 fn records(
@@ -722,7 +707,7 @@ mod tests {
             .unwrap()
             .by_server();
         conn.execute_batch("BEGIN IMMEDIATE").unwrap();
-        let written = owner_write(&mut Savepoint(&conn), &user, forged).await;
+        let written = owner_write(&mut Tx::new(&conn), &user, forged);
         finish(&conn, written).unwrap();
         assert_eq!(published_keys(&conn, &user).len(), 2);
 

@@ -10,10 +10,13 @@
 use std::sync::Arc;
 
 use folio_core::events::{LiveCommit, LiveVersion};
+use folio_core::jobs::Finished;
+use folio_core::model::RecordDate;
+use folio_core::service::memo::MemoAt;
 use folio_core::store::Statement;
-use folio_core::{CommitError, Fetch, Job, JobFailure, JobOutcome, Prepared, Row, Transaction};
+use folio_core::{CommitError, Decided, Effects, Job, JobOutcome, JobStep, Row, WriteJob};
 use rusqlite::Connection;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::clock::Clock;
 use crate::db::{self, DbError, WalRestart};
@@ -66,18 +69,9 @@ pub enum WriterError {
     StorageFull(String),
 }
 
-impl From<JobFailure<DbError>> for WriterError {
-    fn from(failure: JobFailure<DbError>) -> Self {
-        match failure {
-            JobFailure::Store(error) => WriterError::of_db(error),
-            other => WriterError::Job(other.to_string()),
-        }
-    }
-}
-
 impl WriterError {
     /// A database error, told apart when it says the storage is full.
-    fn of_db(error: DbError) -> Self {
+    pub fn of_db(error: DbError) -> Self {
         match db::primary_code(&error) {
             Some(rusqlite::ffi::SQLITE_FULL) => WriterError::StorageFull(error.to_string()),
             _ => WriterError::Db(error),
@@ -101,15 +95,52 @@ enum Work {
     /// Runs it whole: decides it on the store and commits.
     Run(Job),
     /// Checks what it read, stamps and commits it: decided on a read
-    /// snapshot by the request (see `App::run` in `host.rs`).
-    Commit(Box<Prepared>),
+    /// snapshot by the request ([`prepare`]).
+    Commit(Box<Decided>),
 }
 
-impl Work {
-    fn user_id(&self) -> Option<i64> {
-        match self {
-            Work::Run(job) => job.user_id(),
-            Work::Commit(prepared) => Some(prepared.user_id()),
+/// Where the effects of committed jobs go: host-native's one place that
+/// applies core's [`Effects`], once the group commit is durable.
+pub struct Effector {
+    /// The users' open event streams.
+    pub hub: Arc<Hub>,
+    /// Apps' standings, remembered between requests.
+    pub standings: Arc<Standings>,
+    /// Wakes the outbox's delivery loop.
+    pub outbox: Arc<Notify>,
+}
+
+impl Effector {
+    /// Applies the effects of a group commit's stored jobs, given in the
+    /// order they were stored. Each user's versions go to the hub as one
+    /// [`LiveCommit`]: a group commit of many writes to one user (the queue
+    /// that builds up behind a slow fsync) takes one place in each
+    /// stream's queue, instead of overflowing it and ending every stream
+    /// of that user at once.
+    pub fn apply(&self, effects: Vec<Effects>) {
+        let mut live: Vec<(i64, Vec<LiveVersion>)> = Vec::new();
+        let (mut standings, mut outbox) = (false, false);
+        for effects in effects {
+            standings |= effects.changes_standing;
+            outbox |= effects.queued_notifications > 0;
+            let Some(store) = effects.store else {
+                continue;
+            };
+            match live.iter_mut().find(|(user, _)| *user == store) {
+                Some((_, same_user)) => same_user.extend(effects.live),
+                None => live.push((store, effects.live)),
+            }
+        }
+        if standings {
+            self.standings.changed();
+        }
+        for (user_id, versions) in live {
+            if !versions.is_empty() {
+                self.hub.publish(user_id, LiveCommit::from(versions));
+            }
+        }
+        if outbox {
+            self.outbox.notify_one();
         }
     }
 }
@@ -121,26 +152,23 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer on `conn`, on a thread of its own (with its own
-    /// single-threaded runtime): writes never wait for request handling,
-    /// and the writer's statements run on the thread that owns the
-    /// connection, one after another, without a hop between threads.
+    /// Starts the writer on `conn`, on a thread of its own: writes never
+    /// wait for request handling, and the writer's statements run on the
+    /// thread that owns the connection, one after another, without a hop
+    /// between threads. The thread has no async runtime: it blocks on its
+    /// queue, and drives each job's steps on the spot.
     pub fn start(
         conn: Connection,
         clock: Clock,
-        hub: Arc<Hub>,
+        effector: Effector,
         wal_restart: WalRestart,
-        standings: Arc<Standings>,
     ) -> std::io::Result<(Self, std::thread::JoinHandle<()>)> {
         let (jobs, receiver) = mpsc::channel(WRITE_QUEUE_LEN);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
         let thread = std::thread::Builder::new()
             .name("folio-writer".to_owned())
             .spawn(move || {
                 let writer = std::panic::AssertUnwindSafe(|| {
-                    runtime.block_on(run(conn, receiver, clock, hub, wal_restart, standings));
+                    run(conn, receiver, clock, effector, wal_restart);
                 });
                 if std::panic::catch_unwind(writer).is_err() {
                     // What was in the failed transaction was never
@@ -161,8 +189,8 @@ impl Writer {
     }
 
     /// Commits a prepared job in the next group commit, as [`Writer::run`].
-    pub async fn commit(&self, prepared: Box<Prepared>) -> WriteResult {
-        self.submit(Work::Commit(prepared)).await
+    pub async fn commit(&self, decided: Decided) -> WriteResult {
+        self.submit(Work::Commit(Box::new(decided))).await
     }
 
     async fn submit(&self, work: Work) -> WriteResult {
@@ -189,22 +217,53 @@ impl Writer {
     }
 }
 
-/// The writer's connection inside a job's savepoint, as core's driver
-/// reads and commits through it. Its futures never wait: each statement
-/// runs on the spot.
-pub struct Savepoint<'c>(pub &'c Connection);
-
-impl Fetch for Savepoint<'_> {
-    type Error = DbError;
-
-    async fn fetch(&mut self, statement: &Statement) -> Result<Vec<Row>, DbError> {
-        db::fetch(self.0, statement)
-    }
+/// A connection inside the caller's transaction, as a job runs on it: its
+/// reads on the spot, each commit in a savepoint of its own. It may keep
+/// the statements of each commit that succeeded (`--emit-sql`, imports).
+pub struct Tx<'c> {
+    conn: &'c Connection,
+    /// The statements committed so far, in the order they ran, when kept.
+    recorded: Option<Vec<Statement>>,
 }
 
-impl Transaction for Savepoint<'_> {
-    async fn commit(&mut self, statements: &[Statement]) -> Result<Vec<Row>, CommitError<DbError>> {
-        let conn = self.0;
+/// What stepping a job on a connection came to.
+pub enum Driven {
+    /// The job is over: its answer and its effects, to apply once durable.
+    Done(Box<Finished>),
+    /// A prepared job is decided: the writer begins it.
+    Decided,
+}
+
+impl<'c> Tx<'c> {
+    pub fn new(conn: &'c Connection) -> Self {
+        Tx {
+            conn,
+            recorded: None,
+        }
+    }
+
+    /// A transaction that keeps the statements of every commit.
+    pub fn recording(conn: &'c Connection) -> Self {
+        Tx {
+            conn,
+            recorded: Some(Vec::new()),
+        }
+    }
+
+    /// The statements committed so far, in the order they ran.
+    pub fn into_recorded(self) -> Vec<Statement> {
+        self.recorded.unwrap_or_default()
+    }
+
+    /// The rows of a read.
+    pub fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, DbError> {
+        db::fetch(self.conn, statement)
+    }
+
+    /// Runs `statements` atomically (a savepoint of their own) and answers
+    /// the rows of the last one.
+    pub fn commit(&mut self, statements: &[Statement]) -> Result<Vec<Row>, CommitError<DbError>> {
+        let conn = self.conn;
         let failed = |error: DbError| {
             let (code, message) = (db::primary_code(&error), error.to_string());
             CommitError::classify(error, code, &message)
@@ -219,22 +278,86 @@ impl Transaction for Savepoint<'_> {
             Err(_) => conn.execute_batch("ROLLBACK TO job_commit; RELEASE job_commit"),
         }
         .map_err(CommitError::Failed)?;
-        result.map_err(failed)
+        let rows = result.map_err(failed)?;
+        if let Some(recorded) = &mut self.recorded {
+            recorded.extend_from_slice(statements);
+        }
+        Ok(rows)
+    }
+
+    /// Drives `job` on this connection until it is done, or decided (a
+    /// prepared job, on a snapshot).
+    pub fn drive(&mut self, job: &mut WriteJob<'_>) -> Result<Driven, WriterError> {
+        loop {
+            match job.step() {
+                JobStep::Read(statements) => {
+                    let rows = statements
+                        .iter()
+                        .map(|statement| self.fetch(statement))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(WriterError::of_db)?;
+                    job.supply(rows);
+                }
+                JobStep::Commit(statements) => match self.commit(statements) {
+                    Ok(rows) => job.committed(rows),
+                    Err(CommitError::Conflict(_)) => job.conflicted(),
+                    Err(CommitError::Failed(error)) => return Err(WriterError::of_db(error)),
+                },
+                JobStep::Decided => return Ok(Driven::Decided),
+                JobStep::Done(finished) => return Ok(Driven::Done(finished)),
+                JobStep::Failed(failure) => return Err(WriterError::Job(failure.to_string())),
+            }
+        }
+    }
+
+    /// Runs `job` whole at `at`, inside the caller's transaction.
+    pub fn run(&mut self, job: Job, at: RecordDate) -> Result<(JobOutcome, Effects), WriterError> {
+        match self.drive(&mut WriteJob::start(job, at))? {
+            Driven::Done(finished) => Ok((finished.outcome, finished.effects)),
+            Driven::Decided => Err(WriterError::Job("a whole job stepped to decided".into())),
+        }
     }
 }
 
-async fn run(
+/// Decides `job` on a read snapshot of `conn` (a reader's connection, off
+/// the writer's thread), through `memo`: answered there (refused, or a
+/// replay), or decided for the writer to commit ([`Writer::commit`]).
+pub fn prepare(
+    conn: &Connection,
+    job: Job,
+    memo: Option<MemoAt<'_>>,
+) -> Result<Prepared, WriterError> {
+    // Prepared once per connection, as the writer's are: parsing the text
+    // again was 6% of preparing a write.
+    db::control(conn, "BEGIN").map_err(WriterError::of_db)?;
+    let mut job = WriteJob::prepare(job, memo);
+    let driven = Tx::new(conn).drive(&mut job);
+    db::control(conn, "COMMIT").map_err(WriterError::of_db)?;
+    Ok(match driven? {
+        Driven::Done(finished) => Prepared::Answered(finished.outcome),
+        Driven::Decided => Prepared::Decided(job.decided()),
+    })
+}
+
+/// What preparing a job came to.
+pub enum Prepared {
+    /// Answered without the writer.
+    Answered(JobOutcome),
+    /// Decided: the writer commits it.
+    Decided(Decided),
+}
+
+fn run(
     conn: Connection,
     mut jobs: mpsc::Receiver<Submitted>,
     clock: Clock,
-    hub: Arc<Hub>,
+    effector: Effector,
     wal_restart: WalRestart,
-    standings: Arc<Standings>,
 ) {
     let mut batch = Vec::with_capacity(MAX_WRITES_PER_COMMIT);
-    while jobs.recv_many(&mut batch, MAX_WRITES_PER_COMMIT).await > 0 {
+    while jobs.blocking_recv_many(&mut batch, MAX_WRITES_PER_COMMIT) > 0 {
         let batch = std::mem::take(&mut batch);
-        commit_batch(&conn, batch, &clock, &hub, &standings).await;
+        commit_batch(&conn, batch, &clock, &effector);
         if wal_restart.take() {
             let started = std::time::Instant::now();
             db::restart_wal(&conn);
@@ -246,21 +369,14 @@ async fn run(
 
 /// One job of a batch, run in its savepoint, before the batch commits.
 struct Ran {
-    user_id: Option<i64>,
-    result: WriteResult,
+    result: Result<(JobOutcome, Effects), WriterError>,
     reply: oneshot::Sender<WriteResult>,
 }
 
-async fn commit_batch(
-    conn: &Connection,
-    batch: Vec<Submitted>,
-    clock: &Clock,
-    hub: &Hub,
-    standings: &Standings,
-) {
+fn commit_batch(conn: &Connection, batch: Vec<Submitted>, clock: &Clock, effector: &Effector) {
     let mut pending = batch.into_iter().peekable();
     while pending.peek().is_some() {
-        commit_some(conn, &mut pending, clock, hub, standings).await;
+        commit_some(conn, &mut pending, clock, effector);
     }
 }
 
@@ -272,12 +388,11 @@ async fn commit_batch(
 /// Without this, the next job's `SAVEPOINT` would open a transaction of
 /// its own that its `RELEASE` commits, and the final `COMMIT` would fail:
 /// stored writes would be answered as failed.
-async fn commit_some(
+fn commit_some(
     conn: &Connection,
     pending: &mut impl Iterator<Item = Submitted>,
     clock: &Clock,
-    hub: &Hub,
-    standings: &Standings,
+    effector: &Effector,
 ) {
     if let Err(error) = db::control(conn, "BEGIN IMMEDIATE") {
         tracing::error!(%error, "could not begin a write transaction");
@@ -296,16 +411,19 @@ async fn commit_some(
         if failpoint(WRITER_PANIC) {
             panic!("the {WRITER_PANIC} failpoint (FOLIO_FAILPOINTS)");
         }
-        let user_id = work.user_id();
         let result = match db::control(conn, "SAVEPOINT w") {
             Ok(()) => {
+                let mut tx = Tx::new(conn);
                 let result = match work {
-                    Work::Run(job) => job.run(&mut Savepoint(conn), now).await,
-                    Work::Commit(prepared) => prepared.commit(&mut Savepoint(conn), now).await,
-                }
-                .map_err(WriterError::from);
+                    Work::Run(job) => tx.run(job, now),
+                    Work::Commit(decided) => match tx.drive(&mut decided.begin(now)) {
+                        Ok(Driven::Done(finished)) => Ok((finished.outcome, finished.effects)),
+                        Ok(Driven::Decided) => Err(WriterError::Job("decided twice".into())),
+                        Err(error) => Err(error),
+                    },
+                };
                 let ended = match result {
-                    Ok(Ok(_)) => db::control(conn, "RELEASE w"),
+                    Ok((Ok(_), _)) => db::control(conn, "RELEASE w"),
                     _ => conn.execute_batch("ROLLBACK TO w; RELEASE w"),
                 };
                 if let Err(error) = ended {
@@ -318,11 +436,7 @@ async fn commit_some(
                 Err(WriterError::Job(format!("opening a savepoint: {error}")))
             }
         };
-        ran.push(Ran {
-            user_id,
-            result,
-            reply,
-        });
+        ran.push(Ran { result, reply });
         if conn.is_autocommit() {
             tracing::error!(
                 "SQLite rolled back a group commit's transaction; its writes are refused"
@@ -331,7 +445,7 @@ async fn commit_some(
                 .last()
                 .is_some_and(|job| matches!(&job.result, Err(e) if e.is_storage_full()));
             let why = "the transaction was rolled back; nothing was stored";
-            answer(ran, Err(Lost { full, why }), hub);
+            answer(ran, Err(Lost { full, why }), effector);
             return;
         }
     }
@@ -341,16 +455,11 @@ async fn commit_some(
         tracing::error!(%error, "a group commit failed");
         let _ = conn.execute_batch("ROLLBACK");
     }
-    let changes_standing =
-        |job: &Ran| matches!(&job.result, Ok(Ok(done)) if done.changes_standing());
-    if committed.is_ok() && ran.iter().any(changes_standing) {
-        standings.changed();
-    }
     let stored = committed.map_err(|error| Lost {
         full: db::primary_code(&error) == Some(rusqlite::ffi::SQLITE_FULL),
         why: "the group commit failed; nothing was stored",
     });
-    answer(ran, stored, hub);
+    answer(ran, stored, effector);
 }
 
 /// Why a transaction's jobs were not stored.
@@ -361,49 +470,29 @@ struct Lost {
     why: &'static str,
 }
 
-/// Answers the jobs of one transaction, `stored` or not, and publishes the
-/// versions of those stored. A job that was refused keeps its answer
-/// either way; one that would have stored something fails with why it was
-/// [`Lost`].
-///
-/// Each user's versions go to the hub as one [`LiveCommit`], before any
-/// job is answered: a group commit of many writes to one user (the queue
-/// that builds up behind a slow fsync) takes one place in each stream's
-/// queue, instead of overflowing it and ending every stream of that user
-/// at once.
-fn answer(ran: Vec<Ran>, stored: Result<(), Lost>, hub: &Hub) {
-    let mut live: Vec<(i64, Vec<LiveVersion>)> = Vec::new();
+/// Answers the jobs of one transaction, `stored` or not, after applying
+/// the effects of those stored ([`Effector::apply`]), in the order they
+/// were stored. A job that was refused keeps its answer either way; one
+/// that would have stored something fails with why it was [`Lost`].
+fn answer(ran: Vec<Ran>, stored: Result<(), Lost>, effector: &Effector) {
+    let mut effects = Vec::with_capacity(ran.len());
     let mut replies = Vec::with_capacity(ran.len());
-    for Ran {
-        user_id,
-        result,
-        reply,
-    } in ran
-    {
+    for Ran { result, reply } in ran {
         let result = match (stored, result) {
-            (Err(lost), Ok(Ok(_))) if lost.full => {
+            (Err(lost), Ok((Ok(_), _))) if lost.full => {
                 Err(WriterError::StorageFull(lost.why.to_owned()))
             }
-            (Err(lost), Ok(Ok(_))) => Err(WriterError::Job(lost.why.to_owned())),
-            (Ok(()), Ok(Ok(mut done))) => {
-                if let Some(user_id) = user_id {
-                    let versions = done.take_live_versions();
-                    match live.iter_mut().find(|(user, _)| *user == user_id) {
-                        Some((_, same_user)) => same_user.extend(versions),
-                        None => live.push((user_id, versions)),
-                    }
-                }
-                Ok(Ok(done))
+            (Err(lost), Ok((Ok(_), _))) => Err(WriterError::Job(lost.why.to_owned())),
+            (Ok(()), Ok((outcome, stored))) => {
+                effects.push(stored);
+                Ok(outcome)
             }
-            (_, other) => other,
+            (Err(_), Ok((outcome, _))) => Ok(outcome),
+            (_, Err(error)) => Err(error),
         };
         replies.push((reply, result));
     }
-    for (user_id, versions) in live {
-        if !versions.is_empty() {
-            hub.publish(user_id, LiveCommit::from(versions));
-        }
-    }
+    effector.apply(effects);
     for (reply, result) in replies {
         let _ = reply.send(result);
     }
@@ -415,6 +504,14 @@ mod tests {
     use folio_core::events::StreamCaps;
 
     use super::*;
+
+    fn effector(hub: Arc<Hub>) -> Effector {
+        Effector {
+            hub,
+            standings: Arc::new(Standings::for_tests()),
+            outbox: Arc::new(Notify::new()),
+        }
+    }
 
     fn statement(sql: &str) -> Job {
         Job::Statements(vec![Statement {
@@ -452,10 +549,10 @@ mod tests {
         let conn = Connection::open_in_memory().expect("a database");
         conn.execute_batch("CREATE TABLE t (x INTEGER)")
             .expect("a table");
-        let hub = Hub::new(StreamCaps {
+        let hub = Arc::new(Hub::new(StreamCaps {
             per_server: None,
             per_user: None,
-        });
+        }));
         let (first, first_answer) = submitted(statement("INSERT INTO t VALUES (1)"));
         let (rollback, rollback_answer) = submitted(statement("ROLLBACK"));
         let (after, after_answer) = submitted(statement("INSERT INTO t VALUES (3)"));
@@ -464,10 +561,8 @@ mod tests {
             &conn,
             vec![first, rollback, after, last],
             &Clock,
-            &hub,
-            &Standings::for_tests(),
-        )
-        .await;
+            &effector(hub),
+        );
 
         assert!(conn.is_autocommit(), "no transaction is left open");
         assert_eq!(stored(&conn), [3, 4]);
@@ -488,7 +583,7 @@ mod tests {
     #[tokio::test]
     async fn a_group_commit_publishes_one_commit_per_user_in_order() {
         use folio_core::builtin::BuiltinType;
-        use folio_core::service::writes::{Stored, Written};
+        use folio_core::jobs::{Stored, Written};
 
         let hub = Arc::new(Hub::new(StreamCaps {
             per_server: None,
@@ -496,17 +591,20 @@ mod tests {
         }));
         let mut alice = hub.subscribe(1, false).expect("no caps");
         let mut bob = hub.subscribe(2, false).expect("no caps");
-        let written = |seqs: &[u64]| {
-            let stored = Stored {
-                record: BuiltinType::Entity.record().clone(),
+        let record = BuiltinType::Entity.record();
+        let written = |user_id: i64, seqs: &[u64]| {
+            let answer = Stored {
+                record: record.clone(),
                 entries: Vec::new(),
             };
-            Done::Written(Written {
-                versions: seqs.iter().map(|&seq| (stored.clone(), seq)).collect(),
-                answer: stored,
-                client_id: None,
-                notifications: 0,
-            })
+            let effects = Effects {
+                store: Some(user_id),
+                live: (seqs.iter())
+                    .map(|&seq| LiveVersion::new(seq, record.clone(), Vec::new(), None))
+                    .collect(),
+                ..Effects::none()
+            };
+            (Ok(Done::Written(Written { answer })), effects)
         };
         let mut answers = Vec::new();
         let ran = [(1, &[1, 2][..]), (2, &[3]), (1, &[4])]
@@ -515,13 +613,12 @@ mod tests {
                 let (reply, answer) = oneshot::channel();
                 answers.push(answer);
                 Ran {
-                    user_id: Some(user_id),
-                    result: Ok(Ok(written(seqs))),
+                    result: Ok(written(user_id, seqs)),
                     reply,
                 }
             })
             .collect();
-        answer(ran, Ok(()), &hub);
+        answer(ran, Ok(()), &effector(Arc::clone(&hub)));
 
         let seqs = |commit: LiveCommit| commit.iter().map(|v| v.seq).collect::<Vec<_>>();
         assert_eq!(
@@ -548,21 +645,14 @@ mod tests {
              CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);",
         )
         .expect("tables");
-        let hub = Hub::new(StreamCaps {
+        let hub = Arc::new(Hub::new(StreamCaps {
             per_server: None,
             per_user: None,
-        });
+        }));
         let (first, first_answer) = submitted(statement("INSERT INTO t VALUES (1)"));
         let (orphan, orphan_answer) = submitted(statement("INSERT INTO child VALUES (7)"));
         let (last, last_answer) = submitted(statement("INSERT INTO t VALUES (3)"));
-        commit_batch(
-            &conn,
-            vec![first, orphan, last],
-            &Clock,
-            &hub,
-            &Standings::for_tests(),
-        )
-        .await;
+        commit_batch(&conn, vec![first, orphan, last], &Clock, &effector(hub));
 
         assert!(conn.is_autocommit(), "no transaction is left open");
         assert!(stored(&conn).is_empty(), "nothing of the group is stored");

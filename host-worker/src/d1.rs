@@ -1,8 +1,9 @@
 //! Core's statements on D1: binding values, reading rows, and a write job's
 //! atomic batch.
 
+use folio_core::model::RecordDate;
 use folio_core::store::{SqlValue, Statement};
-use folio_core::{CommitError, Fetch, Row, Transaction};
+use folio_core::{CommitError, Effects, Job, JobOutcome, JobStep, Row, WriteJob};
 use serde_json::Value;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
@@ -46,44 +47,64 @@ pub async fn fetch(db: &D1Database, statement: &Statement) -> worker::Result<Vec
         .collect())
 }
 
-/// D1 as a write job's transaction: reads go straight to the database; the
-/// commit is one batch, which D1 runs atomically.
-pub struct Batch<'d>(pub &'d D1Database);
-
-impl Fetch for Batch<'_> {
-    type Error = worker::Error;
-
-    async fn fetch(&mut self, statement: &Statement) -> worker::Result<Vec<Row>> {
-        fetch(self.0, statement).await
+/// Runs a job whole on D1 at `at` (core's [`WriteJob`]): its reads go
+/// straight to the database, one after another; its commit is one batch,
+/// which D1 runs atomically.
+pub async fn run_job(
+    db: &D1Database,
+    job: Job,
+    at: RecordDate,
+) -> worker::Result<(JobOutcome, Effects)> {
+    let mut job = WriteJob::start(job, at);
+    loop {
+        match job.step() {
+            JobStep::Read(statements) => {
+                let mut rows = Vec::with_capacity(statements.len());
+                for statement in statements {
+                    rows.push(fetch(db, statement).await?);
+                }
+                job.supply(rows);
+            }
+            JobStep::Commit(statements) => match commit(db, statements).await {
+                Ok(rows) => job.committed(rows),
+                Err(CommitError::Conflict(_)) => job.conflicted(),
+                Err(CommitError::Failed(error)) => return Err(error),
+            },
+            JobStep::Done(finished) => return Ok((finished.outcome, finished.effects)),
+            JobStep::Failed(failure) => return Err(worker::Error::RustError(failure.to_string())),
+            JobStep::Decided => {
+                return Err(worker::Error::RustError(
+                    "a job started whole stepped to decided".into(),
+                ));
+            }
+        }
     }
 }
 
-impl Transaction for Batch<'_> {
-    async fn commit(
-        &mut self,
-        statements: &[Statement],
-    ) -> Result<Vec<Row>, CommitError<worker::Error>> {
-        let prepared = statements
-            .iter()
-            .map(|statement| prepare(self.0, statement))
-            .collect::<worker::Result<Vec<_>>>()
-            .map_err(CommitError::Failed)?;
-        let results = self.0.batch(prepared).await.map_err(|error| {
-            let message = error.to_string();
-            CommitError::classify(error, None, &message)
-        })?;
-        log_commit(&results);
-        let Some(last) = results.last() else {
-            return Ok(Vec::new());
-        };
-        // Batch results come as objects; their keys keep the column order.
-        let rows: Vec<serde_json::Map<String, Value>> =
-            last.results().map_err(CommitError::Failed)?;
-        Ok(rows
-            .into_iter()
-            .map(|row| row.into_iter().map(|(_, v)| value(v)).collect())
-            .collect())
-    }
+/// Runs `statements` as one batch, atomically; the rows of the last one.
+async fn commit(
+    db: &D1Database,
+    statements: &[Statement],
+) -> Result<Vec<Row>, CommitError<worker::Error>> {
+    let prepared = statements
+        .iter()
+        .map(|statement| prepare(db, statement))
+        .collect::<worker::Result<Vec<_>>>()
+        .map_err(CommitError::Failed)?;
+    let results = db.batch(prepared).await.map_err(|error| {
+        let message = error.to_string();
+        CommitError::classify(error, None, &message)
+    })?;
+    log_commit(&results);
+    let Some(last) = results.last() else {
+        return Ok(Vec::new());
+    };
+    // Batch results come as objects; their keys keep the column order.
+    let rows: Vec<serde_json::Map<String, Value>> = last.results().map_err(CommitError::Failed)?;
+    Ok(rows
+        .into_iter()
+        .map(|row| row.into_iter().map(|(_, v)| value(v)).collect())
+        .collect())
 }
 
 /// One JSON line per committed batch: its statements and the rows D1

@@ -121,9 +121,7 @@ async fn remove_unfinished_uploads(bucket: &worker::Bucket, upkeep: &Upkeep) -> 
 /// Runs one of upkeep's jobs on D1 (statements only, which no other write
 /// races: outside any user object).
 async fn run(db: &worker::D1Database, job: Job, now: RecordDate) -> Result<()> {
-    job.run(&mut d1::Batch(db), now)
-        .await
-        .map_err(|failure| worker::Error::RustError(failure.to_string()))?
-        .map_err(|refused| worker::Error::RustError(refused.to_string()))?;
+    let (outcome, _) = d1::run_job(db, job, now).await?;
+    outcome.map_err(|refused| worker::Error::RustError(refused.to_string()))?;
     Ok(())
 }

@@ -21,9 +21,9 @@ use folio_core::problem::default_docs_url;
 use folio_core::service::{AccountAttempts, Peers};
 use folio_core::store::{Statement, user_by_name_sql, users_sql};
 use folio_core::{
-    Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate, RateLimits,
-    Reply, ReplyBody, Row, RowExt, Secrets, Settings, Store, Streams, UploadFailure, User,
-    WriteFailure,
+    Blobs, Bodies, BodyError, Effects, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate,
+    RateLimits, Reply, ReplyBody, Row, RowExt, Secrets, Settings, Store, Streams, UploadFailure,
+    User, WriteFailure,
 };
 use futures_channel::mpsc;
 use futures_util::StreamExt;
@@ -190,23 +190,26 @@ impl UserStore {
     }
 
     /// Runs a job in this store's one ordered place, at the time it runs,
-    /// and publishes what it stored.
+    /// and applies its effects.
     async fn run_job(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
         let _writing = self.writing.lock().await;
         let db = self.db().map_err(write_failure)?;
-        let mut outcome = job
-            .run(&mut d1::Batch(&db), now())
-            .await
-            .map_err(write_failure)?;
-        if let Ok(done) = &mut outcome {
-            self.publish(done.take_live_versions());
-            if done.queued_notifications() > 0
-                && let Some(user) = job.user_id()
-            {
-                self.deliver_soon(user).await;
-            }
-        }
+        let (outcome, effects) = d1::run_job(&db, job, now()).await.map_err(write_failure)?;
+        self.apply_effects(effects).await;
         Ok(outcome)
+    }
+
+    /// Applies the effects of a committed job (D1 acknowledged its batch):
+    /// its versions go to the open streams, and its notifications wake the
+    /// outbox. Apps' standings are not kept between requests here, so a
+    /// change to one needs nothing.
+    async fn apply_effects(&self, effects: Effects) {
+        self.publish(effects.live);
+        if effects.queued_notifications > 0
+            && let Some(user) = effects.store
+        {
+            self.deliver_soon(user).await;
+        }
     }
 
     /// Wakes the object at once to deliver `user`'s outbox (its alarm).

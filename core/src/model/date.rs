@@ -34,6 +34,9 @@ pub enum DateError {
 }
 
 impl RecordDate {
+    /// The Unix epoch, 1970-01-01T00:00:00Z.
+    pub const EPOCH: RecordDate = RecordDate(0);
+
     /// The instant `ticks` × 100 ns after the Unix epoch (negative before it).
     pub fn from_unix_ticks(ticks: i64) -> Result<Self, DateError> {
         if (MIN_TICKS..=MAX_TICKS).contains(&ticks) {

@@ -13,8 +13,8 @@ use crate::problem::{Problem, ProblemType};
 use crate::route::{BlobPath, RecordPath};
 use crate::store::{read_version, upload_blob_sql, version_sql};
 
-use super::writes::Job;
 use super::{Context, Failure, Host, Outcome, Reply, ReplyBody, UploadFailure, User};
+use crate::jobs::Job;
 
 /// `GET …/records/{entity}/{id}[/versions/{hash}]/blobs/{hash}/{file_name}`.
 pub(super) async fn download<H: Host>(

@@ -17,8 +17,8 @@ use crate::store::{
 };
 
 use super::store::{RowExt, version_row};
-use super::writes::{Job, RecordWrite};
 use super::{Context, Host, Note, Rate, Reply, ReplyBody, User};
+use crate::jobs::{Job, RecordWrite};
 
 type Page<S> = Result<Reply<S>, Reply<S>>;
 
@@ -157,6 +157,7 @@ async fn approve<H: Host>(
         },
         origin: WriteOrigin::default(),
         fresh_id: cx.request.fresh.record_id(),
+        requested_at: cx.request.now,
     })
     .collect();
     match host

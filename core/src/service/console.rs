@@ -35,8 +35,8 @@ use crate::store::{
 use crate::write::{RecordKey, WriteRequest};
 
 use super::store::{RowExt, version_row};
-use super::writes::{Done, Job, RecordWrite};
 use super::{Context, Host, Note, Reply, ReplyBody, User, WriteFailure};
+use crate::jobs::{Done, Job, RecordWrite};
 
 /// A page, or the page that says why not.
 type Page<S> = Result<Reply<S>, Reply<S>>;
@@ -929,6 +929,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 access: self.owner.clone(),
                 origin: WriteOrigin::default(),
                 fresh_id: self.cx.request.fresh.record_id(),
+                requested_at: self.cx.request.now,
             }],
         };
         match self.cx.host.run(job).await {
@@ -1238,6 +1239,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                             access: self.owner.clone(),
                             origin: WriteOrigin::default(),
                             fresh_id: self.cx.request.fresh.record_id(),
+                            requested_at: self.cx.request.now,
                         }
                     })
                 })

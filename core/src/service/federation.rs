@@ -35,8 +35,8 @@ use crate::write::{Unresolved, WriteError, WriteRequest};
 use sha2::{Digest, Sha256};
 
 use super::store::{RowExt, version_row};
-use super::writes::{Job, RecordWrite, Refused, received_bytes};
 use super::{Caller, Context, Failure, Host, Outcome, Rate, Reply, User, WriteFailure};
+use crate::jobs::{Job, RecordWrite, Refused, received_bytes};
 use crate::route::RecordPath;
 
 /// The most versions fetched back from one received version towards one
@@ -347,6 +347,7 @@ impl<H: Host> Federation<'_, H> {
                     access: access.clone(),
                     origin: WriteOrigin::default(),
                     fresh_id: self.fresh.record_id(),
+                    requested_at: self.now,
                 }
             })
             .collect();

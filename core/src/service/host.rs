@@ -19,7 +19,7 @@ use crate::events::{STREAM_CAP_RETRY_AFTER_SECS, StreamsFull};
 use crate::federation::{PeerAnswer, PeerFailure, PeerRequest};
 
 use super::store::Row;
-use super::writes::{Job, JobOutcome};
+use crate::jobs::{Job, JobOutcome};
 
 /// A user of this server: its `{user}` path segment and its entity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -268,7 +268,7 @@ pub trait Store {
     /// its [`Epoch`] now, taken before the store is read; `None` (the
     /// default) reads every request's standing from the store. A host
     /// returns one only if every commit that
-    /// [changes a standing](super::writes::Done::changes_standing) moves
+    /// [changes a standing](crate::jobs::Effects::changes_standing) moves
     /// the epoch before it is acknowledged, and so does every change made
     /// to the store by anything else.
     fn standings(&self) -> Option<(&StandingCache, Epoch)> {
@@ -282,7 +282,7 @@ pub trait Jobs {
     /// Runs `job` with core's [`Job::run`] over a transaction of the
     /// host's, with the time at which the host's scheduler runs it, and
     /// hands the versions it stored
-    /// ([`Done::take_live_versions`](super::writes::Done::take_live_versions))
+    /// ([`Done::take_live_versions`](crate::jobs::Effects::live))
     /// to the open event streams of its user ([`Job::user_id`]) once they
     /// are durable. A request runs at most one job.
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure>;

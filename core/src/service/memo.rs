@@ -30,7 +30,7 @@ use crate::write::memo::weight;
 use crate::write::{RecordKey, TypeMemo};
 
 use super::standing::Epoch;
-use super::writes::{Done, JobOutcome};
+use crate::jobs::{Done, JobOutcome};
 
 /// The most stored JSON, in bytes, the versions memo holds at once: a few
 /// times that in memory once parsed.

@@ -44,7 +44,7 @@
 //!
 //! **What may interleave.** Requests run concurrently: their reads see any
 //! committed state, and nothing a request decided before its job is trusted
-//! by the job. A job ([`writes::Job`]) re-reads what it depends on inside
+//! by the job. A job ([`Job`](crate::jobs::Job)) re-reads what it depends on inside
 //! its transaction, at its scheduler's time, and runs again from the start
 //! if its commit loses a race ([`store::CommitError::Conflict`]).
 //!
@@ -64,8 +64,6 @@ mod rates;
 mod records;
 pub mod standing;
 pub mod store;
-pub mod upkeep;
-pub mod writes;
 
 pub use auth::Caller;
 pub use federation::receive_locally;

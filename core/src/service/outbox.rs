@@ -29,8 +29,8 @@ use crate::store::{delivered_sql, due_notifications_sql, failed_attempt_sql, nex
 
 use super::federation::{Federation, Trouble, receive_here, serving_user};
 use super::store::{Row, RowError, RowExt};
-use super::writes::Job;
 use super::{Failure, Host, User};
+use crate::jobs::Job;
 
 /// The most outbox rows one plan reads.
 pub const DELIVERY_PLAN_ROWS: i64 = 500;

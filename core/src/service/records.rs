@@ -22,10 +22,10 @@ use crate::write::{RecordKey, WriteError, WriteRequest};
 
 use super::federation::{Federation, MAX_RESOLUTIONS_PER_WRITE, Trouble, proxy, write_failure};
 use super::store::version_row;
-use super::writes::{Done, Job, RecordWrite, Refused, RegistrationJob};
 use super::{
     BodyError, Caller, Context, Failure, Host, Note, Outcome, Rate, Reply, User, WriteFailure,
 };
+use crate::jobs::{Done, Job, RecordWrite, Refused, RegistrationJob};
 
 /// `POST …/records`: a create, or an app's registration when the request
 /// offers a key.
@@ -194,6 +194,7 @@ async fn register<H: Host>(
         registration,
         credentials_id: fresh.record_id(),
         server_keys: ServerKeys::from_seed(fresh.bytes()),
+        requested_at: now,
     };
     let Done::Registered(registered) = cx
         .run(Job::Registration {
@@ -374,6 +375,7 @@ impl<H: Host> Context<'_, '_, H> {
                 app: caller.access.grant().and_then(|grant| grant.app_record),
             },
             fresh_id: self.request.fresh.record_id(),
+            requested_at: self.request.now,
         };
         let job = Job::Writes {
             user: user.clone(),

@@ -4,39 +4,10 @@
 //! host on SQLite through rusqlite, the worker on D1. A row is a list of values
 //! in the statement's column order.
 
-use std::fmt;
-
-use crate::store::{SqlValue, Statement};
+use crate::store::SqlValue;
 
 /// One result row, its values in column order.
 pub type Row = Vec<SqlValue>;
-
-/// Reads rows. Every read of a request goes through one of these.
-pub trait Fetch {
-    /// Why a statement could not run: logged in full, answered as
-    /// `server/500-internal`.
-    type Error: fmt::Display;
-
-    /// The rows `statement` yields.
-    #[allow(async_fn_in_trait)] // Send is the host's choice: the worker is single-threaded.
-    async fn fetch(&mut self, statement: &Statement) -> Result<Vec<Row>, Self::Error>;
-}
-
-/// Where a write job runs: reads, then one atomic commit.
-///
-/// The native writer runs each job in a savepoint of its group commit; the
-/// worker's user object reads D1 and commits one batch. Either way
-/// [`commit`](Self::commit) stores every statement or none.
-pub trait Transaction: Fetch {
-    /// Runs `statements` atomically and answers the rows of the last one.
-    /// A statement refused by a constraint is [`CommitError::Conflict`]:
-    /// another write committed in between, and the job runs again.
-    #[allow(async_fn_in_trait)]
-    async fn commit(
-        &mut self,
-        statements: &[Statement],
-    ) -> Result<Vec<Row>, CommitError<Self::Error>>;
-}
 
 /// Why a commit stored nothing.
 #[derive(Debug)]

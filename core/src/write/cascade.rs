@@ -28,7 +28,7 @@ impl Env {
             }
             for dependant in mem::take(&mut cascade.pending) {
                 let type_record = ask.linked_version(&dependant.type_link).flatten();
-                let stamp = cascade.next_stamp(self.context.now);
+                let stamp = cascade.next_stamp(self.context.received_at);
                 let action = DeletionAction::Delete;
                 match stored_tombstone(types, &dependant, type_record, &stamp, action) {
                     Ok(tombstone) => cascade.cascaded.push(tombstone),
@@ -105,12 +105,15 @@ impl Cascade {
 
     /// A cascaded tombstone shares the deletion's `version.created_at` and
     /// is received just after the version before it.
-    fn next_stamp(&self, now: RecordDate) -> Stamp {
+    fn next_stamp(&self, received_at: RecordDate) -> Stamp {
         let previous = self.cascaded.last().unwrap_or(&self.written);
         Stamp {
             author: previous.record.version.author.clone(),
             created_at: self.written.record.version.created_at,
-            received_at: RecordDate::received_after(now, previous.record.version.received_at),
+            received_at: RecordDate::received_after(
+                received_at,
+                previous.record.version.received_at,
+            ),
         }
     }
 }

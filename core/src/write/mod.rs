@@ -68,8 +68,12 @@ pub struct WriteContext {
     pub user: Entity,
     /// Who signed the request (the owner, or an app acting as `user`).
     pub access: Access,
-    /// The current time.
+    /// The request's time: the default `created_at` of the versions it
+    /// writes, and the time of every check that depends on time.
     pub now: RecordDate,
+    /// The scheduler's time: the versions are received then, or just after
+    /// [`last_received_at`](Self::last_received_at).
+    pub received_at: RecordDate,
     /// The latest `version.received_at` in the user's store, if any: every
     /// new version is received strictly after it.
     pub last_received_at: Option<RecordDate>,

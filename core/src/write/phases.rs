@@ -113,7 +113,10 @@ impl Env {
         Stamp {
             author: EntityLink::new(self.context.user.clone()),
             created_at: given.unwrap_or(now.truncated_to_millis()),
-            received_at: RecordDate::received_after(now, self.context.last_received_at),
+            received_at: RecordDate::received_after(
+                self.context.received_at,
+                self.context.last_received_at,
+            ),
         }
     }
 
@@ -532,7 +535,8 @@ impl Env {
         received.source = latest.map_or(receive.source, |l| l.source.max(receive.source));
         received.received_at = latest.and_then(|l| l.received_at);
         received.version.received_at = None;
-        let at = RecordDate::received_after(self.context.now, self.context.last_received_at);
+        let at =
+            RecordDate::received_after(self.context.received_at, self.context.last_received_at);
         Advance::Done(Ok(Commit::Store {
             written: Box::new(NewVersion {
                 record: ReceivedRecord::stamp(received, at),

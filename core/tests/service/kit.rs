@@ -23,11 +23,11 @@ use folio_core::consent::SessionKey;
 use folio_core::dialect::Dialect;
 use folio_core::events::{OpenStreams, Opened, StreamCaps, StreamsFull, Subscriber};
 use folio_core::fresh::Fresh;
+use folio_core::jobs::{Job, JobOutcome};
 use folio_core::limits::{Limits, RateLimit, header_section_len};
 use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
 use folio_core::problem::{PROBLEM_CONTENT_TYPE, default_docs_url};
 use folio_core::service::store::Row;
-use folio_core::service::writes::{Job, JobOutcome};
 use folio_core::service::{
     Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, RateLimits, Reply,
     ReplyBody, Request, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,

@@ -337,16 +337,10 @@ fn a_job_deleting_a_dependant_then_its_target_deletes_both() {
         WriteRequest::delete(RecordKey::new(record.author.entity.clone(), record.id), b"")
             .expect("an empty deletion body parses")
     };
-    let done = host
-        .owner_job(vec![delete(&dependant), delete(&target)])
-        .expect("both deletions are stored");
-    let folio_core::Done::Written(written) = done else {
-        panic!("a written job: {done:?}")
-    };
-    let deleted: Vec<_> = written
-        .versions
-        .iter()
-        .map(|(stored, _)| {
+    let finished = host.owner_job_finished(vec![delete(&dependant), delete(&target)]);
+    assert!(finished.outcome.is_ok(), "both deletions are stored");
+    let deleted: Vec<_> = (finished.effects.live.iter())
+        .map(|stored| {
             (
                 stored.record.id,
                 matches!(stored.record.body, RecordBody::Tombstone(_)),
@@ -364,9 +358,10 @@ fn a_job_deleting_a_dependant_then_its_target_deletes_both() {
 /// writer stamps `received_at`, in commit order.
 #[test]
 fn writes_prepared_on_one_snapshot_commit_in_order_and_a_stale_one_is_decided_again() {
+    use crate::fake_host::Preparation;
+    use folio_core::Refused;
     use folio_core::model::RecordDate;
     use folio_core::write::{RecordKey, WriteError, WriteRequest};
-    use folio_core::{Preparation, Refused};
     let host = FakeHost::new();
     let note_type = memo_type(&host, json!({"text": {"type": "string"}}));
     let note = host.owner_post(json!({"type": link(&note_type), "content": {"text": "first"}}));
@@ -432,8 +427,9 @@ fn writes_prepared_on_one_snapshot_commit_in_order_and_a_stale_one_is_decided_ag
 /// prepared is decided again, and refused for its link.
 #[test]
 fn a_prepared_write_whose_link_was_deleted_meanwhile_is_decided_again() {
+    use crate::fake_host::Preparation;
+    use folio_core::Refused;
     use folio_core::write::{RecordKey, WriteError, WriteRequest};
-    use folio_core::{Preparation, Refused};
     let host = FakeHost::new();
     let note_type = memo_type(
         &host,
@@ -469,7 +465,7 @@ fn a_prepared_write_whose_link_was_deleted_meanwhile_is_decided_again() {
 /// removed beside the server) reads them afresh.
 #[test]
 fn the_versions_a_prepared_write_reads_are_remembered_until_the_epoch_moves() {
-    use folio_core::Preparation;
+    use crate::fake_host::Preparation;
     use folio_core::service::standing::Epoch;
     use folio_core::write::{RecordKey, WriteRequest};
     let host = FakeHost::new();
@@ -527,9 +523,10 @@ fn the_versions_a_prepared_write_reads_are_remembered_until_the_epoch_moves() {
 /// the memo: only the record's row is read.
 #[test]
 fn a_committed_version_is_remembered_as_stored_and_the_next_update_reads_it_from_the_memo() {
+    use crate::fake_host::Preparation;
+    use folio_core::Done;
     use folio_core::model::{Record, RecordDate};
     use folio_core::write::{RecordKey, WriteRequest};
-    use folio_core::{Done, Preparation};
     let host = FakeHost::new();
     let note_type = memo_type(
         &host,

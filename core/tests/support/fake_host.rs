@@ -23,12 +23,12 @@ use folio_core::builtin::BuiltinType;
 use folio_core::consent::verify_password;
 use folio_core::discovery::entity_content;
 use folio_core::events::LiveVersion;
+use folio_core::jobs::{Decided, Done, Finished, Job, JobOutcome, JobStep, RecordWrite, WriteJob};
 use folio_core::model::{Entity, Record, RecordDate, RecordId, UserName};
 use folio_core::problem::{Problem, ProblemType};
 use folio_core::service::memo::Memo;
 use folio_core::service::standing::Epoch;
-use folio_core::service::store::{CommitError, Fetch, Row, RowExt, Transaction};
-use folio_core::service::writes::{Done, Job, JobOutcome, Preparation, Prepared, RecordWrite};
+use folio_core::service::store::{CommitError, Row, RowExt};
 use folio_core::service::{User, WriteFailure};
 use folio_core::store::{
     MIGRATIONS, SqlValue, Statement, WriteOrigin, insert_app_sql, insert_user_sql, seed_statements,
@@ -150,16 +150,8 @@ struct Tx<'h> {
     committed: &'h RefCell<Vec<String>>,
 }
 
-impl Fetch for Tx<'_> {
-    type Error = DbError;
-
-    async fn fetch(&mut self, statement: &Statement) -> Result<Vec<Row>, DbError> {
-        query(self.db, statement)
-    }
-}
-
-impl Transaction for Tx<'_> {
-    async fn commit(&mut self, statements: &[Statement]) -> Result<Vec<Row>, CommitError<DbError>> {
+impl Tx<'_> {
+    fn commit(&mut self, statements: &[Statement]) -> Result<Vec<Row>, CommitError<DbError>> {
         let failed = |error: DbError| {
             let code = match &error {
                 rusqlite::Error::SqliteFailure(failure, _) => Some(failure.extended_code & 0xff),
@@ -189,6 +181,46 @@ impl Transaction for Tx<'_> {
             .extend(statements.iter().map(|s| s.sql.clone()));
         Ok(rows)
     }
+
+    /// Drives `job` as the native host does, its reads and commits on the
+    /// spot: to its end, or (a prepared job) until it is decided (`None`).
+    fn drive(&mut self, job: &mut WriteJob<'_>) -> Result<Option<Finished>, String> {
+        loop {
+            match job.step() {
+                JobStep::Read(statements) => {
+                    let rows = (statements.iter())
+                        .map(|statement| query(self.db, statement))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|error| format!("store: {error}"))?;
+                    job.supply(rows);
+                }
+                JobStep::Commit(statements) => match self.commit(statements) {
+                    Ok(rows) => job.committed(rows),
+                    Err(CommitError::Conflict(_)) => job.conflicted(),
+                    Err(CommitError::Failed(error)) => return Err(format!("store: {error}")),
+                },
+                JobStep::Decided => return Ok(None),
+                JobStep::Done(finished) => return Ok(Some(*finished)),
+                JobStep::Failed(failure) => return Err(failure.to_string()),
+            }
+        }
+    }
+
+    /// Runs `job` whole at `at`.
+    fn run(&mut self, job: Job, at: RecordDate) -> Result<Finished, String> {
+        self.drive(&mut WriteJob::start(job, at))?
+            .ok_or_else(|| "a whole job was decided".to_owned())
+    }
+}
+
+/// What deciding a job on a snapshot came to, as the native host's
+/// request threads see it.
+#[derive(Debug)]
+pub enum Preparation {
+    /// Answered without the writer: refused, or a replay.
+    Answered(Box<JobOutcome>),
+    /// Decided: the writer commits it ([`FakeHost::commit_prepared`]).
+    Decided(Box<Decided>),
 }
 
 /// The epoch [`FakeHost::owner_prepare`] reads its memo under.
@@ -272,6 +304,11 @@ impl FakeHost {
     /// Runs the owner's `requests` as one job now, outside the log (as
     /// the console and the consent page do): its outcome.
     pub fn owner_job(&self, requests: Vec<WriteRequest>) -> JobOutcome {
+        self.owner_job_finished(requests).outcome
+    }
+
+    /// [`owner_job`](Self::owner_job), with the job's effects.
+    pub fn owner_job_finished(&self, requests: Vec<WriteRequest>) -> Finished {
         let job = self.owner_writes(requests, 0xdd);
         let now = self.store.provision_now.get();
         let committed = RefCell::default();
@@ -279,7 +316,7 @@ impl FakeHost {
             db: &self.store.db,
             committed: &committed,
         };
-        pollster::block_on(job.run(&mut tx, now)).expect("the job runs")
+        tx.run(job, now).expect("the job runs")
     }
 
     /// Decides the owner's writes on the store as it is now, as the native
@@ -299,14 +336,16 @@ impl FakeHost {
         epoch: Epoch,
     ) -> Result<Preparation, String> {
         let job = self.owner_writes(requests, fresh);
-        let now = self.store.provision_now.get();
         let committed = RefCell::default();
         let mut tx = Tx {
             db: &self.store.db,
             committed: &committed,
         };
-        let memo = Some(self.store.memo.at(epoch));
-        pollster::block_on(job.prepare(&mut tx, now, memo)).map_err(|failure| failure.to_string())
+        let mut job = WriteJob::prepare(job, Some(self.store.memo.at(epoch)));
+        Ok(match tx.drive(&mut job)? {
+            Some(finished) => Preparation::Answered(Box::new(finished.outcome)),
+            None => Preparation::Decided(Box::new(job.decided())),
+        })
     }
 
     /// The host's memo of versions and types.
@@ -316,14 +355,17 @@ impl FakeHost {
 
     /// Commits a prepared job at `now`, as the native writer does, and
     /// remembers what it stored in the memo, as the native host does.
-    pub fn commit_prepared(&self, prepared: Box<Prepared>, now: RecordDate) -> JobOutcome {
+    pub fn commit_prepared(&self, prepared: Box<Decided>, now: RecordDate) -> JobOutcome {
         let committed = RefCell::default();
         let mut tx = Tx {
             db: &self.store.db,
             committed: &committed,
         };
-        let store = prepared.user_id();
-        let outcome = pollster::block_on(prepared.commit(&mut tx, now)).expect("the commit runs");
+        let store = prepared.user_id().expect("a record write's store");
+        let outcome = (tx.drive(&mut prepared.begin(now)))
+            .expect("the commit runs")
+            .expect("the commit ends")
+            .outcome;
         self.store
             .memo
             .at(FIRST_EPOCH)
@@ -371,6 +413,7 @@ impl FakeHost {
                 fresh_id: RecordId::from_bytes([
                     fresh, n as u8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
                 ]),
+                requested_at: self.store.provision_now.get(),
             })
             .collect();
         Job::Writes {
@@ -389,7 +432,7 @@ impl FakeHost {
             db: &self.store.db,
             committed: &committed,
         };
-        match pollster::block_on(job.run(&mut tx, now)) {
+        match tx.run(job.clone(), now).map(|finished| finished.outcome) {
             Ok(Ok(done)) => done,
             Ok(Err(refused)) => panic!("provisioning was refused: {refused}"),
             Err(failure) => panic!("provisioning failed: {failure}"),
@@ -421,6 +464,7 @@ impl FakeHost {
                     + self.store.provision_now.get().unix_ticks() as u128)
                     .to_be_bytes(),
             ),
+            requested_at: self.store.provision_now.get(),
         };
         let job = Job::Writes {
             user: user.clone(),
@@ -512,6 +556,7 @@ impl FakeHost {
             access: Access::Owner { entity },
             origin: WriteOrigin::default(),
             fresh_id: RecordId::from_bytes(fresh_id),
+            requested_at: self.store.provision_now.get(),
         };
         self.provision(&Job::Writes {
             user: user.clone(),
@@ -601,24 +646,26 @@ impl Backend for SqlStore {
             db: &self.db,
             committed: &committed,
         };
-        let outcome = job.run(&mut tx, self.scheduler_now.get()).await;
+        let user_id = job.user_id();
+        let outcome = tx.run(job, self.scheduler_now.get());
         let committed = committed.into_inner();
-        match outcome {
-            Ok(Ok(mut done)) => {
-                let live = done.take_live_versions();
-                if let Some(user_id) = job.user_id() {
-                    self.log.borrow_mut().published.push((user_id, live));
+        match outcome.map(|finished| (finished.outcome, finished.effects)) {
+            Ok((Ok(done), effects)) => {
+                if let Some(user_id) = user_id {
+                    self.log
+                        .borrow_mut()
+                        .published
+                        .push((user_id, effects.live));
                 }
                 self.record_job(kind, committed, JobEnd::Stored);
                 Ok(Ok(done))
             }
-            Ok(Err(refused)) => {
+            Ok((Err(refused), _)) => {
                 let problem = Problem::from(&refused).kind;
                 self.record_job(kind, committed, JobEnd::Refused(problem));
                 Ok(Err(refused))
             }
             Err(failure) => {
-                let failure = failure.to_string();
                 self.record_job(kind, committed, JobEnd::Failed(failure.clone()));
                 Err(WriteFailure::Failed(failure))
             }

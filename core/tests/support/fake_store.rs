@@ -90,6 +90,7 @@ mod fake_store {
                 user: self.user.clone(),
                 access,
                 now: self.now,
+                received_at: self.now,
                 last_received_at: self.last_received_at,
                 fresh_id: format!("{:032x}", 0xf00d_0000_u128 + self.ids_drawn)
                     .parse()

@@ -30,8 +30,9 @@ use crate::store::{
     prune_nonces_sql,
 };
 
-use super::store::{Row, RowError, RowExt};
-use super::writes::Job;
+use crate::service::store::{Row, RowError, RowExt};
+
+use super::Job;
 
 /// How often a host runs its upkeep.
 pub const UPKEEP_INTERVAL_MS: u64 = 60_000;
