@@ -77,7 +77,10 @@ pub mod store;
 pub mod write;
 
 pub use fresh::Fresh;
-pub use jobs::upkeep::{ExpiredBlob, STRAY_SWEEP_EVERY, UPKEEP_INTERVAL_MS, Upkeep};
+pub use jobs::upkeep::{
+    ExpiredBlob, STRAY_SWEEP_INTERVAL_MS, UPKEEP_INTERVAL_MS, Upkeep, UpkeepReport, UpkeepRound,
+    UpkeepStep,
+};
 pub use jobs::{
     Decided, Done, Effects, Job, JobFailure, JobOutcome, JobStep, RecordWrite, Refused, WriteJob,
 };

@@ -40,6 +40,7 @@ mod server;
 mod standings;
 mod tls;
 mod transfer;
+mod upkeep;
 mod users;
 mod writer;
 

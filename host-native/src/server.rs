@@ -14,7 +14,7 @@ use folio_core::dialect::Dialect;
 use folio_core::events::StreamCaps;
 use folio_core::http::{HTTPS_REDIRECT_STATUS, https_location};
 use folio_core::problem::default_docs_url;
-use folio_core::{RateLimits, RowExt, STRAY_SWEEP_EVERY, UPKEEP_INTERVAL_MS, Upkeep};
+use folio_core::{RateLimits, RowExt};
 use http::{HeaderValue, StatusCode};
 use tokio::sync::watch;
 
@@ -232,12 +232,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         replay.serves_from()
     };
 
-    // Before the listener opens, no upload is on its way: what an earlier
-    // run left half done (an unfinished upload, a file whose row never
-    // committed) goes now.
-    if let Err(error) = sweep_stray_blobs(&app, None).await {
-        tracing::warn!(%error, "could not sweep stray blob bytes");
-    }
+    crate::upkeep::before_serving(&app).await;
 
     let router = Router::new()
         .fallback(crate::api::handle)
@@ -323,7 +318,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
     // Last, once every listener is open: scripts wait for this line.
     crate::logs::listening(&format!("https://{https_addr}"));
 
-    let upkeep = tokio::spawn(upkeep(Arc::clone(&app)));
+    let upkeep = tokio::spawn(crate::upkeep::every_interval(Arc::clone(&app)));
     let delivery = tokio::spawn(crate::outbox::deliver(Arc::clone(&app)));
     shutdown_signal().await;
     tracing::info!("shutting down");
@@ -393,88 +388,4 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
-}
-
-/// Core's upkeep (event retention, expired blobs), and idle rate buckets.
-async fn upkeep(app: Arc<App>) {
-    let mut ticks = tokio::time::interval(Duration::from_millis(UPKEEP_INTERVAL_MS));
-    for round in 1u64.. {
-        ticks.tick().await;
-        let upkeep = Upkeep::at(app.clock.now());
-        if round % STRAY_SWEEP_EVERY == 0
-            && let Err(error) = sweep_stray_blobs(&app, Some(&upkeep)).await
-        {
-            tracing::warn!(%error, "could not sweep stray blob bytes");
-        }
-        if let Err(error) = app.writer.run_when_ready(upkeep.prune()).await {
-            tracing::warn!(%error, "could not prune the event log");
-        }
-        if let Err(error) = collect_blobs(&app, &upkeep).await {
-            tracing::warn!(%error, "could not collect expired blobs");
-        }
-        app.rates
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .forget_idle(app.clock.now());
-    }
-}
-
-/// Blob bytes nothing holds: unfinished uploads and files whose row never
-/// committed (the server stopped in between). Before serving, all of them
-/// go; later (`upkeep` set), those older than an upload may wait.
-async fn sweep_stray_blobs(
-    app: &App,
-    upkeep: Option<&Upkeep>,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let uploads_before = upkeep.map(Upkeep::unfinished_uploads_before);
-    let uploads = app.blobs.sweep_uploads(uploads_before).await?;
-    let held: std::collections::HashSet<String> = app
-        .readers
-        .fetch(&Upkeep::held_blobs())
-        .await?
-        .iter()
-        .map(|row| row.text(0).map(str::to_owned))
-        .collect::<Result<_, _>>()?;
-    let mut files = 0;
-    for hash in app.blobs.kept().await? {
-        if held.contains(&hash) {
-            continue;
-        }
-        // Asked again under the lock: an upload may have placed its row since.
-        let _placing = app.blobs.lock().await;
-        let held = app.readers.fetch(&Upkeep::bytes_held(&hash)).await?;
-        let stray = match upkeep {
-            None => Upkeep::may_remove_before_serving(&held),
-            Some(upkeep) => upkeep.may_remove_bytes(&held, app.blobs.stored_at(&hash).await?),
-        };
-        if stray {
-            app.blobs.remove(&hash).await?;
-            files += 1;
-        }
-    }
-    if uploads + files > 0 {
-        tracing::info!(
-            unfinished_uploads = uploads,
-            unheld_files = files,
-            "removed blob bytes nothing holds"
-        );
-    }
-    Ok(())
-}
-
-async fn collect_blobs(app: &App, upkeep: &Upkeep) -> Result<(), Box<dyn std::error::Error>> {
-    for row in app.readers.fetch(&upkeep.expired_blobs()).await? {
-        let blob = Upkeep::expired_blob(&row)?;
-        // Held while the bytes are looked at and removed: an upload puts
-        // its file in place and writes its row under the same lock.
-        let _placing = app.blobs.lock().await;
-        app.writer.run_when_ready(blob.release()).await??;
-        let held = app.readers.fetch(&blob.held()).await?;
-        let stored_at = app.blobs.stored_at(&blob.hash).await?;
-        if upkeep.may_remove_bytes(&held, stored_at) {
-            app.blobs.remove(&blob.hash).await?;
-            tracing::info!(hash = %blob.hash, "collected an expired blob");
-        }
-    }
-    Ok(())
 }

@@ -16,7 +16,7 @@ mod store;
 
 use folio_core::model::RecordDate;
 use folio_core::route::route;
-use folio_core::{Job, Upkeep};
+use folio_core::{UpkeepReport, UpkeepRound, UpkeepStep};
 use worker::{Context, Env, Request, Response, Result, ScheduleContext, ScheduledEvent, event};
 
 pub use rates::RateObject;
@@ -63,38 +63,114 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     }
 }
 
-/// Core's upkeep plan, on D1 and R2.
+/// How often the cron trigger runs upkeep (`crons` in wrangler.toml).
+pub const UPKEEP_INTERVAL_MS: u64 = 15 * 60 * 1_000;
+
+/// A round of core's upkeep ([`UpkeepRound`]), on D1 and R2.
 async fn upkeep(env: &Env) -> Result<()> {
     let db = env.d1("DB")?;
     let bucket = env.bucket("BLOBS")?;
     let now = store::now();
-    let upkeep = Upkeep::at(now);
-    run(&db, upkeep.prune(), now).await?;
-    for row in d1::fetch(&db, &upkeep.expired_blobs()).await? {
-        let Ok(blob) = Upkeep::expired_blob(&row) else {
-            continue;
+    let mut round = UpkeepRound::start(now, UPKEEP_INTERVAL_MS);
+    loop {
+        let done = match round.step() {
+            UpkeepStep::RemoveUnfinishedUploads { begun_before } => {
+                remove_unfinished_uploads(&bucket, begun_before)
+                    .await
+                    .map(|count| round.uploads_removed(count))
+            }
+            UpkeepStep::Read(statement) => d1::fetch(&db, statement)
+                .await
+                .map(|rows| round.supply(rows)),
+            UpkeepStep::ListKept => kept_blobs(&bucket).await.map(|hashes| round.kept(hashes)),
+            // Uploads place their bytes without a lock here: R2 dates an
+            // object by its latest upload, which core's freshness rule reads.
+            UpkeepStep::Lock | UpkeepStep::Unlock => {
+                round.done();
+                Ok(())
+            }
+            UpkeepStep::Run(job) => match d1::run_job(&db, job, now).await {
+                Ok((Ok(_), _)) => {
+                    round.done();
+                    Ok(())
+                }
+                Ok((Err(refused), _)) => Err(worker::Error::RustError(refused.to_string())),
+                Err(error) => Err(error),
+            },
+            UpkeepStep::StoredAt(hash) => {
+                let stored_at = bucket.head(hash).await.map(|object| {
+                    let millis = i64::try_from(object?.uploaded().as_millis()).ok()?;
+                    RecordDate::from_unix_millis(millis).ok()
+                });
+                stored_at.map(|stored_at| round.stored_at(stored_at))
+            }
+            UpkeepStep::RemoveBytes(hash) => bucket.delete(hash).await.map(|()| round.done()),
+            // An address's buckets live in its rate object, in memory,
+            // and go with it once idle (rates.rs).
+            UpkeepStep::ForgetIdleRates(_) => {
+                round.done();
+                Ok(())
+            }
+            UpkeepStep::Done(report) => {
+                log(report);
+                return Ok(());
+            }
         };
-        run(&db, blob.release(), now).await?;
-        let held = d1::fetch(&db, &blob.held()).await?;
-        // Another store may be uploading the same bytes right now: R2 dates
-        // an object by its latest upload, which the plan's freshness rule reads.
-        let stored_at = bucket.head(&blob.hash).await?.and_then(|object| {
-            let millis = i64::try_from(object.uploaded().as_millis()).ok()?;
-            RecordDate::from_unix_millis(millis).ok()
-        });
-        if upkeep.may_remove_bytes(&held, stored_at) {
-            bucket.delete(&blob.hash).await?;
-            worker::console_log!("collected the expired blob {}", blob.hash);
+        if let Err(error) = done {
+            round.failed(error);
         }
     }
-    remove_unfinished_uploads(&bucket, &upkeep).await
+}
+
+/// One line for what a round removed, and one for each step that failed.
+fn log(report: &UpkeepReport) {
+    for (phase, error) in &report.failures {
+        worker::console_error!("upkeep: {phase}: {error}");
+    }
+    let removed = report.unfinished_uploads + report.stray_blobs + report.collected_blobs;
+    if removed + report.expired_blobs > 0 {
+        worker::console_log!(
+            "upkeep: {} unfinished uploads, {} unheld blobs, {} expired blobs of which {} collected",
+            report.unfinished_uploads,
+            report.stray_blobs,
+            report.expired_blobs,
+            report.collected_blobs
+        );
+    }
+}
+
+/// The hashes of the blobs whose bytes R2 keeps: every object outside
+/// [`store::UNFINISHED_UPLOADS`].
+async fn kept_blobs(bucket: &worker::Bucket) -> Result<Vec<String>> {
+    let mut hashes = Vec::new();
+    let mut cursor = None;
+    loop {
+        let mut listing = bucket.list();
+        if let Some(cursor) = cursor.take() {
+            listing = listing.cursor(cursor);
+        }
+        let page = listing.execute().await?;
+        hashes.extend(
+            (page.objects().iter())
+                .map(|object| object.key())
+                .filter(|key| !key.starts_with(store::UNFINISHED_UPLOADS)),
+        );
+        match page.cursor() {
+            Some(next) if page.truncated() => cursor = Some(next),
+            _ => return Ok(hashes),
+        }
+    }
 }
 
 /// Removes what uploads that stopped half way left under
 /// [`store::UNFINISHED_UPLOADS`] (an object's upload stopped between
-/// receiving the bytes and placing them under their hash).
-async fn remove_unfinished_uploads(bucket: &worker::Bucket, upkeep: &Upkeep) -> Result<()> {
-    let before = upkeep.unfinished_uploads_before();
+/// receiving the bytes and placing them under their hash), begun before
+/// `before` (every one: `None`); how many.
+async fn remove_unfinished_uploads(
+    bucket: &worker::Bucket,
+    before: Option<RecordDate>,
+) -> Result<usize> {
+    let mut removed = 0;
     let mut cursor = None;
     loop {
         let mut listing = bucket.list().prefix(store::UNFINISHED_UPLOADS);
@@ -106,22 +182,18 @@ async fn remove_unfinished_uploads(bucket: &worker::Bucket, upkeep: &Upkeep) -> 
             let started = i64::try_from(object.uploaded().as_millis())
                 .ok()
                 .and_then(|millis| RecordDate::from_unix_millis(millis).ok());
-            if started.is_some_and(|started| started < before) {
+            let abandoned = match before {
+                None => true,
+                Some(before) => started.is_some_and(|started| started < before),
+            };
+            if abandoned {
                 bucket.delete(object.key()).await?;
-                worker::console_log!("removed the unfinished upload {}", object.key());
+                removed += 1;
             }
         }
         match page.cursor() {
             Some(next) if page.truncated() => cursor = Some(next),
-            _ => return Ok(()),
+            _ => return Ok(removed),
         }
     }
-}
-
-/// Runs one of upkeep's jobs on D1 (statements only, which no other write
-/// races: outside any user object).
-async fn run(db: &worker::D1Database, job: Job, now: RecordDate) -> Result<()> {
-    let (outcome, _) = d1::run_job(db, job, now).await?;
-    outcome.map_err(|refused| worker::Error::RustError(refused.to_string()))?;
-    Ok(())
 }
