@@ -13,12 +13,12 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use criterion::{Criterion, criterion_group, criterion_main};
 use ed25519_dalek::{Signer, SigningKey};
-use folio_core::access::Access;
+use folio_core::auth::access::Access;
 use folio_core::auth::{AppKey, SignedRequest};
-use folio_core::builtin::BuiltinType;
-use folio_core::dialect::Dialect;
 use folio_core::model::Record;
+use folio_core::model::dialect::Dialect;
 use folio_core::schema::RecordType;
+use folio_core::schema::builtin::BuiltinType;
 use folio_core::write::{BlobFacts, Need, Step, Supplied, Write, WriteContext, WriteRequest};
 use serde_json::{Value, json};
 
@@ -284,7 +284,7 @@ fn create_transition(c: &mut Criterion) {
 /// comparable side changed (refused by the edit budget, after it), and the
 /// most edits still compared.
 fn console_diff(c: &mut Criterion) {
-    use folio_core::console::{Differences, MAX_DIFF_EDITS, MAX_DIFF_LINES, diff_lines};
+    use folio_core::service::console::{Differences, MAX_DIFF_EDITS, MAX_DIFF_LINES, diff_lines};
     let lines = |count: usize, mark: &dyn Fn(usize) -> &'static str| -> String {
         (0..count)
             .map(|i| format!("  \"{i}\": \"{}\",\n", mark(i)))

@@ -8,7 +8,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use folio_core::access::Access;
+use folio_core::auth::access::Access;
 use folio_core::model::Entity;
 use folio_core::query::{ListQuery, decode_query_string, parse_filter};
 use folio_core::store::list_sql;

@@ -18,8 +18,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signer, SigningKey};
 use folio_core::auth::{AppKey, SignedRequest};
-use folio_core::dialect::Dialect;
 use folio_core::model::RecordId;
+use folio_core::model::dialect::Dialect;
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -46,42 +46,21 @@
 //!
 //! What a host uses is re-exported here, below the modules.
 
-pub mod access;
-pub mod apps;
-pub mod archive;
 pub mod auth;
-pub mod blob;
-pub mod builtin;
-pub mod canonical;
-pub mod consent;
-pub mod console;
-pub mod dialect;
-pub mod discovery;
-pub mod docs;
-pub mod events;
-pub mod federation;
-pub mod fresh;
-pub mod hash;
-pub mod http;
-pub mod jobs;
-pub mod limits;
 pub mod model;
 pub mod problem;
 pub mod query;
-pub mod register;
-pub mod respond;
-pub mod route;
 pub mod schema;
 pub mod service;
 pub mod store;
 pub mod write;
 
-pub use fresh::Fresh;
-pub use jobs::upkeep::{
+pub use service::fresh::Fresh;
+pub use service::jobs::upkeep::{
     ExpiredBlob, STRAY_SWEEP_INTERVAL_MS, UPKEEP_INTERVAL_MS, Upkeep, UpkeepReport, UpkeepRound,
     UpkeepStep,
 };
-pub use jobs::{
+pub use service::jobs::{
     Decided, Done, Effects, Job, JobFailure, JobOutcome, JobStep, RecordWrite, Refused, WriteJob,
 };
 pub use service::store::{CommitError, Row, RowError, RowExt};

@@ -11,7 +11,7 @@ use folio_core::auth::{
     AppKey, AuthError, AuthorizationHeader, BearerToken, Malformed, SignedRequest,
     TIMESTAMP_WINDOW_MS, check_body_digest, check_timestamp,
 };
-use folio_core::dialect::Dialect;
+use folio_core::model::dialect::Dialect;
 use folio_core::model::{RecordDate, RecordId};
 
 const APP_ID: &str = "00112233445566778899aabbccddeeff";

@@ -6,8 +6,8 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 include!("support/shared_file.rs");
 
-use folio_core::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_records};
 use folio_core::model::{Record, RecordBody, RecordSource};
+use folio_core::schema::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_records};
 use folio_core::schema::{RecordType, Rule, TypeRecordError};
 use serde_json::{Value, json};
 

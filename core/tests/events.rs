@@ -7,13 +7,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 include!("support/record.rs");
 
-use folio_core::access::{Access, AppGrant};
-use folio_core::events::{
-    CatchUpStart, EVENT_RETENTION_MS, EVENT_STREAM_HEADERS, EventId, EventLogBounds, EventsError,
-    HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, MAX_CATCH_UP_EVENTS, OpenStreams, Opened,
-    StandingChanged, StreamCaps, StreamsFull, Subscriber, authorize_events, catch_up_batch,
-    catch_up_start, record_event, retention_cutoff,
-};
+use folio_core::auth::access::{Access, AppGrant};
 use folio_core::model::{
     ClientId, DeletionAction, HexIdError, Link, NoContent, Record, RecordBody, RecordDate,
     RecordLink,
@@ -21,6 +15,12 @@ use folio_core::model::{
 use folio_core::problem::Problem;
 use folio_core::query::{EventsQuery, index_entries, parse_filter};
 use folio_core::schema::FoundLink;
+use folio_core::service::events::{
+    CatchUpStart, EVENT_RETENTION_MS, EVENT_STREAM_HEADERS, EventId, EventLogBounds, EventsError,
+    HEARTBEAT_EVENT, LiveSubscriber, LiveVersion, MAX_CATCH_UP_EVENTS, OpenStreams, Opened,
+    StandingChanged, StreamCaps, StreamsFull, Subscriber, authorize_events, catch_up_batch,
+    catch_up_start, record_event, retention_cutoff,
+};
 use serde_json::json;
 
 const CLIENT_ID: &str = "8fbf7696f25b4628bde73f46f4631d3f";
@@ -521,7 +521,7 @@ fn a_live_subscriber_gets_each_newer_version_once_and_not_its_own_writes() {
 fn a_new_version_of_the_authorization_a_stream_was_opened_under_ends_it() {
     let authorization = private_record();
     let mut revoked = authorization.clone();
-    revoked.type_link = folio_core::builtin::BuiltinType::AppAuthorization.link();
+    revoked.type_link = folio_core::schema::builtin::BuiltinType::AppAuthorization.link();
     let standing = || subscriber(owner("alice.example")).with_standing(Some(revoked.id), None);
     // A record of another type with the same id changes nothing.
     let mut live = LiveSubscriber::new(standing(), 0);

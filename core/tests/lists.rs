@@ -5,7 +5,7 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use folio_core::access::{Access, AppGrant};
+use folio_core::auth::access::{Access, AppGrant};
 use folio_core::model::{Entity, Record};
 use folio_core::query::{
     IncludeLinks, IndexEntry, ListItem, ListQuery, decode_query_string, index_entries,
@@ -450,8 +450,8 @@ fn include_links_plans_entities_existential_targets_and_paths() {
 
 #[test]
 fn linked_records_are_deduplicated_readable_and_never_the_users_entity_record() {
-    use folio_core::builtin::BuiltinType;
     use folio_core::model::{Content, RecordBody};
+    use folio_core::schema::builtin::BuiltinType;
     let user: Entity = USER.parse().expect("an entity");
     let (public, _) = record_with(
         1,

@@ -117,7 +117,7 @@ fn problems_render_as_problem_json() {
 
 #[test]
 fn json_endpoints_take_application_json_with_any_parameters() {
-    use folio_core::http::check_json_content_type;
+    use folio_core::service::http::check_json_content_type;
     for accepted in [
         "application/json",
         "application/json; charset=utf-8",
@@ -132,14 +132,14 @@ fn json_endpoints_take_application_json_with_any_parameters() {
 
 #[test]
 fn a_request_without_a_body_needs_no_content_type() {
-    use folio_core::http::check_json_content_type;
+    use folio_core::service::http::check_json_content_type;
     assert!(check_json_content_type(None, false).is_ok());
     assert!(check_json_content_type(Some("text/plain"), false).is_ok());
 }
 
 #[test]
 fn any_other_type_on_a_json_body_is_unsupported_media_type() {
-    use folio_core::http::check_json_content_type;
+    use folio_core::service::http::check_json_content_type;
     for refused in [
         Some("text/plain"),
         Some("application/jsonx"),

@@ -2,8 +2,8 @@
 //! hostile, makes the parsers panic. Native only (proptest).
 
 use folio_core::auth::BearerToken;
-use folio_core::canonical::to_canonical_json;
-use folio_core::dialect::Dialect;
+use folio_core::model::canonical::to_canonical_json;
+use folio_core::model::dialect::Dialect;
 use folio_core::model::{Record, RecordDate, RecordId, VersionHash};
 use folio_core::schema::Schema;
 use proptest::prelude::*;

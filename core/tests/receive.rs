@@ -15,8 +15,8 @@ include!("support/fake_store.rs");
 include!("support/note_fixture.rs");
 
 use fake_store::{FakeStore, id};
-use folio_core::builtin::BuiltinType;
 use folio_core::model::{Record, RecordSource};
+use folio_core::schema::builtin::BuiltinType;
 use folio_core::write::{Commit, RecordKey, Unresolved, WriteError, WriteRequest};
 use note_fixture::{ALICE, BOB, NOTE_TYPE, NOW, note_type_content};
 use serde_json::{Value, json};

@@ -38,9 +38,9 @@ mod outbox;
 mod records;
 
 use fake_host::FakeHost;
-use folio_core::access::{Access, AppGrant};
-use folio_core::builtin::BuiltinType;
+use folio_core::auth::access::{Access, AppGrant};
 use folio_core::model::{Record, RecordId};
+use folio_core::schema::builtin::BuiltinType;
 use folio_core::service::Reply;
 use kit::{Body, Call, Config, ENTITY, Signer, Stream};
 use serde_json::{Value, json};

@@ -18,11 +18,11 @@ mod kit;
 
 use std::cell::RefCell;
 
-use folio_core::consent::PAGE_HEADERS;
-use folio_core::fresh::Fresh;
-use folio_core::jobs::{Job, JobOutcome};
 use folio_core::model::{RecordDate, RecordId, UserName};
 use folio_core::problem::PROBLEM_CONTENT_TYPE;
+use folio_core::service::consent::PAGE_HEADERS;
+use folio_core::service::fresh::Fresh;
+use folio_core::service::jobs::{Job, JobOutcome};
 use folio_core::service::store::Row;
 use folio_core::service::{Reply, ReplyBody, User, WriteFailure};
 use folio_core::store::{Statement, app_key_sql};

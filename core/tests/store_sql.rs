@@ -12,7 +12,7 @@
 #[path = "support/sqlite.rs"]
 mod sqlite;
 
-use folio_core::access::{Access, AppGrant};
+use folio_core::auth::access::{Access, AppGrant};
 use folio_core::model::{Entity, Record, RecordLink};
 use folio_core::query::{
     IndexEntry, ListItem, ListQuery, decode_query_string, index_entries, next_page_query,
@@ -887,7 +887,7 @@ fn events_are_numbered_per_user_and_read_back_after_a_point() {
     assert_eq!(bounds(USER_ID), (Some(1), 2));
     assert_eq!(bounds(OTHER_USER_ID), (Some(1), 1), "numbered apart");
 
-    use folio_core::events::{CatchUpStart, EventId};
+    use folio_core::service::events::{CatchUpStart, EventId};
     let read = |start, after| -> Vec<(i64, Option<String>, String)> {
         let statement = folio_core::store::events_sql(USER_ID, start, after, 10);
         let mut query = db.prepare(&statement.sql).expect("a query");
@@ -1116,8 +1116,8 @@ fn a_records_versions_are_listed_oldest_first_and_fetched_by_hash() {
 /// every need answered by the store's own SQL: core and SQL end to end.
 mod writes_on_sqlite {
     use super::*;
-    use folio_core::builtin::BuiltinType;
     use folio_core::model::{RecordDate, RecordId};
+    use folio_core::schema::builtin::BuiltinType;
     use folio_core::store::{
         NeedRow, NeedRows, WriteOrigin, commit_statements, last_received_at_sql, need_sql,
         seed_statements,
@@ -1460,7 +1460,7 @@ fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
             "a catch-up from a date",
             folio_core::store::events_sql(
                 USER_ID,
-                folio_core::events::CatchUpStart::AfterReceivedAt(now),
+                folio_core::service::events::CatchUpStart::AfterReceivedAt(now),
                 None,
                 100,
             ),
@@ -1551,8 +1551,8 @@ fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
             "the events after one",
             folio_core::store::events_sql(
                 USER_ID,
-                folio_core::events::CatchUpStart::AfterEvent(
-                    folio_core::events::EventId::from_sequence(3),
+                folio_core::service::events::CatchUpStart::AfterEvent(
+                    folio_core::service::events::EventId::from_sequence(3),
                 ),
                 None,
                 100,
@@ -1757,7 +1757,7 @@ fn deliveries_in_flight_are_left_out_and_an_attempt_counts_once() {
 /// stored before such versions were refused, are not listed.
 #[test]
 fn builtin_records_by_author_are_the_users_own() {
-    use folio_core::builtin::BuiltinType;
+    use folio_core::schema::builtin::BuiltinType;
     use folio_core::store::builtin_records_sql;
     let db = fresh_db();
     let app = |id: &str, author: &str, received_ms: i64| -> Record {

@@ -8,23 +8,23 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 include!("support/record.rs");
 
-use folio_core::blob::{
-    RangeAnswer, UploadResponse, blob_audience, content_disposition, content_range, find_blob_link,
-    find_indexed_blob_link, parse_range, unsatisfied_content_range,
-};
-use folio_core::builtin::{BuiltinType, builtin_record_type};
-use folio_core::dialect::Dialect;
-use folio_core::discovery::{
-    discovery_link, entity_content, entity_record_body, entity_record_update, entity_record_url,
-    server_info_json,
-};
-use folio_core::docs::{ERROR_TYPES_PATH, error_type_page};
-use folio_core::http::blob_cache_control;
-use folio_core::limits::Limits;
+use folio_core::model::dialect::Dialect;
 use folio_core::model::{BlobHash, BlobLink, Entity, Record, RecordDate, RecordId};
 use folio_core::problem::ProblemType;
 use folio_core::query::{IndexEntry, index_entries};
 use folio_core::schema::Schema;
+use folio_core::schema::builtin::{BuiltinType, builtin_record_type};
+use folio_core::service::blob::{
+    RangeAnswer, UploadResponse, blob_audience, content_disposition, content_range, find_blob_link,
+    find_indexed_blob_link, parse_range, unsatisfied_content_range,
+};
+use folio_core::service::discovery::{
+    discovery_link, entity_content, entity_record_body, entity_record_update, entity_record_url,
+    server_info_json,
+};
+use folio_core::service::docs::{ERROR_TYPES_PATH, error_type_page};
+use folio_core::service::http::blob_cache_control;
+use folio_core::service::limits::Limits;
 use serde_json::{Value, json};
 
 const HASH_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";

@@ -16,7 +16,7 @@ use ed25519_dalek::{Signer, SigningKey};
 use folio_core::auth::{
     AppKey, AuthError, BearerToken, ClientBearer, ClientSignature, SignatureLayout, SignedRequest,
 };
-use folio_core::dialect::Dialect;
+use folio_core::model::dialect::Dialect;
 use folio_core::model::{Record, RecordId, VersionHash};
 use serde::Deserialize;
 use serde_json::Value;

@@ -10,10 +10,10 @@ include!("support/fake_store.rs");
 include!("support/note_fixture.rs");
 
 use fake_store::{FakeStore, id};
-use folio_core::access::{Access, AppGrant};
-use folio_core::builtin::BuiltinType;
+use folio_core::auth::access::{Access, AppGrant};
 use folio_core::model::{DeletionAction, Link, Record, RecordBody, RecordDate, RecordLink};
 use folio_core::problem::{Problem, ProblemType};
+use folio_core::schema::builtin::BuiltinType;
 use folio_core::write::{
     Commit, LinkFault, MAX_RECORDS_PER_WRITE, RecordKey, Step, Supplied, Write, WriteContext,
     WriteError, WriteRequest,

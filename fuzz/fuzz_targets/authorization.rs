@@ -18,7 +18,7 @@ use folio_core::auth::{
     AppKey, AuthError, AuthorizationHeader, MAX_NONCE_LEN, Malformed, SignatureLayout,
     SignedRequest, check_body_digest, check_timestamp,
 };
-use folio_core::dialect::{Dialect, LAST_EVENT_ID, RANGE};
+use folio_core::model::dialect::{Dialect, LAST_EVENT_ID, RANGE};
 use folio_core::model::{RecordDate, RecordId};
 use libfuzzer_sys::fuzz_target;
 

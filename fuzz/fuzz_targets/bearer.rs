@@ -12,7 +12,7 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ed25519_dalek::{Signer, SigningKey};
 use folio_core::auth::{AppKey, AuthError, BearerToken, SignedRequest};
-use folio_core::dialect::Dialect;
+use folio_core::model::dialect::Dialect;
 use folio_core::model::RecordId;
 use libfuzzer_sys::fuzz_target;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};

@@ -19,8 +19,8 @@
 
 #![no_main]
 
-use folio_core::consent::session::{SESSION_COOKIE, SIGNED_IN_LIFETIME_MS, VISITOR_LIFETIME_MS};
-use folio_core::consent::{
+use folio_core::service::consent::session::{SESSION_COOKIE, SIGNED_IN_LIFETIME_MS, VISITOR_LIFETIME_MS};
+use folio_core::service::consent::{
     ConsentForm, Decision, FormAction, MAX_FORM_BYTES, MAX_PASSWORD_BYTES, Session, SessionKey,
     decide, parse_form,
 };
@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn check_console_form(body: &[u8]) {
-    use folio_core::console::{Form, ListForm, check_new_password};
+    use folio_core::service::console::{Form, ListForm, check_new_password};
     assert_eq!(
         Form::parse(body),
         Form::parse(body),

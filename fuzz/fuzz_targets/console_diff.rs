@@ -6,7 +6,7 @@
 
 #![no_main]
 
-use folio_core::console::diff::{Differences, diff_lines};
+use folio_core::service::console::diff::{Differences, diff_lines};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

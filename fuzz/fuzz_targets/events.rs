@@ -17,7 +17,7 @@
 #[path = "support/list_store.rs"]
 mod list_store;
 
-use folio_core::events::{CatchUpStart, EventId, EventLogBounds, catch_up_start, parse_client_id};
+use folio_core::service::events::{CatchUpStart, EventId, EventLogBounds, catch_up_start, parse_client_id};
 use folio_core::model::RecordDate;
 use folio_core::query::{EVENTS_LOOKBACK_MS, EventsQuery, decode_query_string};
 use folio_core::store::events_sql;

@@ -10,9 +10,9 @@
 #![no_main]
 
 use folio_core::auth::{AppKey, ServerKey, SignedRequest};
-use folio_core::dialect::Dialect;
-use folio_core::federation::notify::MAX_NOTIFIED_VERSIONS;
-use folio_core::federation::{
+use folio_core::model::dialect::Dialect;
+use folio_core::service::federation::notify::MAX_NOTIFIED_VERSIONS;
+use folio_core::service::federation::{
     Notification, PeerAnswer, RemoteEntity, entity::entity_record_location,
 };
 use folio_core::model::{Entity, Record};

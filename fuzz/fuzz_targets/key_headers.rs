@@ -10,8 +10,8 @@
 #![no_main]
 
 use folio_core::auth::{AppKey, AuthError, HeaderLookup, Malformed};
-use folio_core::dialect::Dialect;
-use folio_core::register::{key_header_value, offered_key};
+use folio_core::model::dialect::Dialect;
+use folio_core::auth::register::{key_header_value, offered_key};
 use libfuzzer_sys::fuzz_target;
 
 /// Request headers with raw byte values, looked up without regard to case.

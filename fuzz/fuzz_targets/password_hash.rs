@@ -6,7 +6,7 @@
 
 #![no_main]
 
-use folio_core::consent::{
+use folio_core::service::consent::{
     PASSWORD_LANES, PASSWORD_MEMORY_KIB, PASSWORD_PASSES, check_password_hash,
 };
 use libfuzzer_sys::fuzz_target;

@@ -9,7 +9,7 @@
 
 #![no_main]
 
-use folio_core::blob::{RangeAnswer, content_range, parse_range};
+use folio_core::service::blob::{RangeAnswer, content_range, parse_range};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -11,7 +11,7 @@
 #![no_main]
 
 use folio_core::model::UserName;
-use folio_core::route::{ConsolePage, ERROR_TYPES_PREFIX, Endpoint, Method, RecordPath, route};
+use folio_core::service::route::{ConsolePage, ERROR_TYPES_PREFIX, Endpoint, Method, RecordPath, route};
 use libfuzzer_sys::fuzz_target;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
@@ -196,7 +196,7 @@ fn endpoints(user: &UserName) -> Vec<Endpoint> {
         entity: "alice.example".parse().expect("an entity"),
         record_id: id.parse().expect("an id"),
     };
-    let blob = || folio_core::route::BlobPath {
+    let blob = || folio_core::service::route::BlobPath {
         hash: hash.parse().expect("a hash"),
         file_name: "a b.txt".parse().expect("a file name"),
     };

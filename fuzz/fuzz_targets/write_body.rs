@@ -21,8 +21,8 @@ include!("../../core/tests/support/fake_store.rs");
 include!("../../core/tests/support/note_fixture.rs");
 
 use fake_store::{FakeStore, id};
-use folio_core::access::{Access, AppGrant};
-use folio_core::builtin::BuiltinType;
+use folio_core::auth::access::{Access, AppGrant};
+use folio_core::schema::builtin::BuiltinType;
 use folio_core::model::{Record, RecordLink};
 use folio_core::write::{Commit, RecordKey, WriteError, WriteRequest};
 use libfuzzer_sys::fuzz_target;

@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::Response;
 use folio_core::auth::{HeaderLookup, SignedRequest};
-use folio_core::limits::header_section_len;
+use folio_core::service::limits::header_section_len;
 use folio_core::{Fresh, Reply, ReplyBody};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 

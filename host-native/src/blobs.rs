@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use folio_core::UploadFailure;
-use folio_core::blob::{Received, UploadMeter};
 use folio_core::model::RecordDate;
+use folio_core::service::blob::{Received, UploadMeter};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Mutex, MutexGuard};

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use folio_core::limits::{Limits, RateLimit, ReceivedQuota};
+use folio_core::service::limits::{Limits, RateLimit, ReceivedQuota};
 
 use crate::db::Durability;
 
@@ -157,7 +157,7 @@ pub fn parse_limit<T: std::str::FromStr>(text: &str) -> Result<OrOff<T>, String>
 
 /// Attempts per minute on the command line: a positive number, or `off`.
 pub fn parse_per_minute(text: &str) -> Result<OrOff<u32>, String> {
-    folio_core::limits::parse_per_minute_setting(text).map(OrOff)
+    folio_core::service::limits::parse_per_minute_setting(text).map(OrOff)
 }
 
 /// A rate on the command line: `PER_SECOND/BURST`, or `off`.
@@ -302,10 +302,10 @@ pub struct ServeOptions {
     pub peer_ca: Vec<PathBuf>,
     /// Milliseconds before a failed notification is tried again the first
     /// time; each next wait doubles, up to `--outbox-max-retry-ms`.
-    #[arg(long, default_value_t = folio_core::federation::notify::FIRST_RETRY_DELAY_MS, value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, default_value_t = folio_core::service::federation::notify::FIRST_RETRY_DELAY_MS, value_parser = clap::value_parser!(i64).range(1..))]
     pub outbox_first_retry_ms: i64,
     /// The longest wait between two attempts of a notification, in milliseconds.
-    #[arg(long, default_value_t = folio_core::federation::notify::MAX_RETRY_DELAY_MS, value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, default_value_t = folio_core::service::federation::notify::MAX_RETRY_DELAY_MS, value_parser = clap::value_parser!(i64).range(1..))]
     pub outbox_max_retry_ms: i64,
 }
 

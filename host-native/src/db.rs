@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use folio_core::Row;
-use folio_core::respond::VersionRow;
+use folio_core::service::respond::VersionRow;
 use folio_core::store::{MIGRATIONS, Migration, SqlValue, Statement};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::Path;
 
 use folio_core::User;
-use folio_core::apps::Scope;
+use folio_core::auth::apps::Scope;
 use folio_core::model::{Entity, Record};
 use folio_core::store::{
     LiteralSqlError, Statement, event_seq_sql, insert_user_with_id_sql, latest_version_sql,

@@ -8,14 +8,14 @@ use std::time::Duration;
 use axum::body::Body;
 use bytes::Bytes;
 use folio_core::auth::{Accepted, NonceUse, ReplayError};
-use folio_core::blob::{Received, UploadMeter};
-use folio_core::consent::SessionKey;
-use folio_core::events::{
-    HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveCommit, LiveSubscriber, StreamsFull, Subscriber,
-};
-use folio_core::federation::{PeerAnswer, PeerFailure, PeerRequest};
 use folio_core::model::{BlobHash, RecordDate, UserName};
 use folio_core::service::Peers;
+use folio_core::service::blob::{Received, UploadMeter};
+use folio_core::service::consent::SessionKey;
+use folio_core::service::events::{
+    HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveCommit, LiveSubscriber, StreamsFull, Subscriber,
+};
+use folio_core::service::federation::{PeerAnswer, PeerFailure, PeerRequest};
 use folio_core::service::standing::{Epoch, StandingCache};
 use folio_core::store::Statement;
 use folio_core::{
@@ -489,13 +489,13 @@ impl Secrets for App {
 
 #[cfg(test)]
 mod tests {
-    use folio_core::access::Access;
-    use folio_core::builtin::BuiltinType;
+    use folio_core::auth::access::Access;
     use folio_core::model::RecordDate;
     use folio_core::query::EventsQuery;
+    use folio_core::schema::builtin::BuiltinType;
 
     use super::*;
-    use folio_core::events::{LiveVersion, StreamCaps};
+    use folio_core::service::events::{LiveVersion, StreamCaps};
 
     use crate::hub::Hub;
 
@@ -569,7 +569,7 @@ mod tests {
     async fn a_commit_of_more_versions_than_the_queue_holds_is_sent_whole() {
         let hub = uncapped_hub();
         let (body, _stop) = open_stream(&hub);
-        let many = 3 * folio_core::events::SUBSCRIBER_QUEUE_LEN as u64;
+        let many = 3 * folio_core::service::events::SUBSCRIBER_QUEUE_LEN as u64;
         hub.publish(1, (1..=many).map(version).collect());
         publish(&hub, many + 1);
         assert_eq!(read_events(body, many + 1).await, many + 1);
@@ -582,7 +582,7 @@ mod tests {
     async fn a_burst_during_the_flush_interval_is_sent_whole() {
         let hub = uncapped_hub();
         let (body, _stop) = open_stream(&hub);
-        let burst = 3 * folio_core::events::SUBSCRIBER_QUEUE_LEN as u64;
+        let burst = 3 * folio_core::service::events::SUBSCRIBER_QUEUE_LEN as u64;
         let reader = tokio::spawn(read_events(body, 1 + burst));
         publish(&hub, 1);
         // The first version leaves at once; the burst comes during the wait after it.
@@ -602,7 +602,7 @@ mod tests {
         let (body, _stop) = open_stream(&hub);
         let lagged = METRICS.streams_lagged();
         // Nothing reads the stream while more than its queue is published.
-        for seq in 1..=2 * folio_core::events::SUBSCRIBER_QUEUE_LEN as u64 {
+        for seq in 1..=2 * folio_core::service::events::SUBSCRIBER_QUEUE_LEN as u64 {
             publish(&hub, seq);
         }
         let mut chunks = body.into_data_stream();
@@ -625,7 +625,7 @@ mod tests {
         }
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         // The catch-up read the store up to sequence 6.
-        let catch_up = vec![folio_core::events::HEARTBEAT_EVENT.to_owned()];
+        let catch_up = vec![folio_core::service::events::HEARTBEAT_EVENT.to_owned()];
         let body = live_body(
             subscription,
             LiveSubscriber::new(subscriber(), 6),

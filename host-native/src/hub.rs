@@ -3,7 +3,7 @@
 //! Each user with open streams has a broadcast channel; the writer publishes
 //! each commit's versions of the user to it as one [`LiveCommit`], and each
 //! stream decides with core's
-//! [`Subscriber::should_send`](folio_core::events::Subscriber::should_send)
+//! [`Subscriber::should_send`](folio_core::service::events::Subscriber::should_send)
 //! what it sends. The channel is bounded: a stream that falls more than its
 //! length of commits behind is disconnected, and reconnects with
 //! `Last-Event-Id`.
@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use folio_core::events::{
+use folio_core::service::events::{
     LiveCommit, OpenStreams, Opened, SUBSCRIBER_QUEUE_LEN, StreamCaps, StreamsFull,
 };
 use tokio::sync::broadcast;

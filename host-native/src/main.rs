@@ -710,10 +710,10 @@ fn read_new_password(from_stdin: bool) -> Result<String, Box<dyn std::error::Err
         };
         (ask("New password: ")?, ask("Again: ")?)
     };
-    folio_core::console::check_new_password(
+    folio_core::service::console::check_new_password(
         &password,
         &again,
-        folio_core::console::MIN_PASSWORD_CHARS,
+        folio_core::service::console::MIN_PASSWORD_CHARS,
     )?;
     Ok(password)
 }

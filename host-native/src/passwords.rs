@@ -22,14 +22,14 @@ impl PasswordChecks {
 
     /// Whether `password` matches the argon2id `hash`.
     pub async fn verify(&self, hash: String, password: String) -> bool {
-        self.in_turn(move || folio_core::consent::verify_password(&hash, &password))
+        self.in_turn(move || folio_core::service::consent::verify_password(&hash, &password))
             .await
             .unwrap_or(false)
     }
 
     /// The argon2id hash of a new `password`, with `salt`.
     pub async fn hash(&self, password: String, salt: [u8; 16]) -> Option<String> {
-        self.in_turn(move || folio_core::consent::hash_password(&password, salt))
+        self.in_turn(move || folio_core::service::consent::hash_password(&password, salt))
             .await
             .flatten()
     }

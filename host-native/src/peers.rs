@@ -1,5 +1,5 @@
 //! Requests to other servers: the native host's side of
-//! `folio_core::federation::peer`.
+//! `folio_core::service::federation::peer`.
 //!
 //! Core decides every [`PeerRequest`] and judges every [`PeerAnswer`];
 //! [`PeerClient::send`] only carries one across, under the rules core
@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use folio_core::federation::{
+use folio_core::service::federation::{
     PEER_CONNECT_TIMEOUT_MS, PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod,
     PeerRequest, address_allowed, target_url,
 };

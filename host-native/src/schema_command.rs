@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use folio_core::builtin::BuiltinType;
 use folio_core::model::Permissions;
 use folio_core::model::Record;
+use folio_core::schema::builtin::BuiltinType;
 use folio_core::schema::{RecordType, Validated, provisional_record};
 use serde_json::{Value, json};
 

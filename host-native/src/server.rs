@@ -9,11 +9,11 @@ use axum::Router;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use folio_core::auth::ReplayGuard;
-use folio_core::consent::SessionKey;
-use folio_core::dialect::Dialect;
-use folio_core::events::StreamCaps;
-use folio_core::http::{HTTPS_REDIRECT_STATUS, https_location};
+use folio_core::model::dialect::Dialect;
 use folio_core::problem::default_docs_url;
+use folio_core::service::consent::SessionKey;
+use folio_core::service::events::StreamCaps;
+use folio_core::service::http::{HTTPS_REDIRECT_STATUS, https_location};
 use folio_core::{RateLimits, RowExt};
 use http::{HeaderValue, StatusCode};
 use tokio::sync::watch;
@@ -31,7 +31,7 @@ use crate::standings::Standings;
 use crate::users::UserCache;
 use crate::writer::{Effector, Writer};
 use crate::{db, https, tls, users};
-use folio_core::service::memo::Memo;
+use folio_core::service::jobs::memo::Memo;
 
 /// Everything a request handler shares.
 pub struct App {
@@ -60,7 +60,7 @@ pub struct App {
     /// Wakes the outbox's delivery loop: a write queued notifications.
     pub outbox: Arc<tokio::sync::Notify>,
     /// When failed deliveries are tried again.
-    pub outbox_retry: folio_core::federation::RetryPolicy,
+    pub outbox_retry: folio_core::service::federation::RetryPolicy,
 }
 
 impl App {
@@ -212,7 +212,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
         memo: Memo::new(),
         peers,
         outbox,
-        outbox_retry: folio_core::federation::RetryPolicy {
+        outbox_retry: folio_core::service::federation::RetryPolicy {
             first_delay_ms: options.outbox_first_retry_ms,
             max_delay_ms: options.outbox_max_retry_ms,
             ..Default::default()

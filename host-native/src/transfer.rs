@@ -12,12 +12,12 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use folio_core::archive::{
+use folio_core::model::{BlobHash, RecordDate, RecordId};
+use folio_core::store::archive::{
     ARCHIVE_FORMAT, AppKey, ArchiveError, ArchiveReader, ArchiveWriter, BLOB_CHUNK_BYTES, BlobLine,
     Header, MAX_LINE_BYTES, VersionOrder, export_app_keys_sql, export_blobs_sql, export_user_sql,
     export_versions_sql,
 };
-use folio_core::model::{BlobHash, RecordDate, RecordId};
 use folio_core::store::{LiteralSqlError, Statement, read_version, server_key_sql};
 use rusqlite::Connection;
 

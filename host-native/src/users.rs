@@ -7,15 +7,15 @@ use std::sync::RwLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use folio_core::access::Access;
-use folio_core::apps::{
+use folio_core::auth::ServerKey;
+use folio_core::auth::access::Access;
+use folio_core::auth::apps::{
     Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
     revocation,
 };
-use folio_core::auth::ServerKey;
-use folio_core::builtin::BuiltinType;
-use folio_core::discovery::{entity_record_body, entity_record_update};
 use folio_core::model::{Entity, RecordId, RecordLink, UserName};
+use folio_core::schema::builtin::BuiltinType;
+use folio_core::service::discovery::{entity_record_body, entity_record_update};
 use folio_core::store::{
     Statement, StoresToRemove, app_authorizations_sql, apps_sql, entity_record_sql, held_blobs_sql,
     insert_app_sql, insert_server_key_sql, insert_user_sql, insert_user_with_id_sql,
@@ -85,7 +85,7 @@ pub fn check_entity_here(
     };
     let why = if received {
         format!("records of {entity} were received here from its own server")
-    } else if !folio_core::discovery::entity_under_base_url(entity, base_url) {
+    } else if !folio_core::service::discovery::entity_under_base_url(entity, base_url) {
         format!("{entity} is neither this server's host ({base_url}) nor a subdomain of it")
     } else {
         return Ok(None);
@@ -161,7 +161,7 @@ pub fn generate_password() -> String {
 /// The argon2id hash stored for a password (argon2's default parameters:
 /// 19 MiB, 2 passes, 1 lane, the OWASP recommendation).
 pub fn hash_password(password: &str) -> Result<String, ProvisionError> {
-    folio_core::consent::hash_password(password, rand::random())
+    folio_core::service::consent::hash_password(password, rand::random())
         .ok_or_else(|| ProvisionError::Invalid("the password could not be hashed".to_owned()))
 }
 

@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
-use folio_core::events::{LiveCommit, LiveVersion};
-use folio_core::jobs::Finished;
 use folio_core::model::RecordDate;
-use folio_core::service::memo::MemoAt;
+use folio_core::service::events::{LiveCommit, LiveVersion};
+use folio_core::service::jobs::Finished;
+use folio_core::service::jobs::memo::MemoAt;
 use folio_core::store::Statement;
 use folio_core::{CommitError, Decided, Effects, Job, JobOutcome, JobStep, Row, WriteJob};
 use rusqlite::Connection;
@@ -501,7 +501,7 @@ fn answer(ran: Vec<Ran>, stored: Result<(), Lost>, effector: &Effector) {
 #[cfg(test)]
 mod tests {
     use folio_core::Done;
-    use folio_core::events::StreamCaps;
+    use folio_core::service::events::StreamCaps;
 
     use super::*;
 
@@ -582,8 +582,8 @@ mod tests {
     /// stream's queue.
     #[tokio::test]
     async fn a_group_commit_publishes_one_commit_per_user_in_order() {
-        use folio_core::builtin::BuiltinType;
-        use folio_core::jobs::{Stored, Written};
+        use folio_core::schema::builtin::BuiltinType;
+        use folio_core::service::jobs::{Stored, Written};
 
         let hub = Arc::new(Hub::new(StreamCaps {
             per_server: None,

@@ -171,7 +171,7 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
         "signature=".to_owned(),
         "bearer=".to_owned(),
         "SVC ".to_owned(),
-        format!("{}=", folio_core::consent::session::SESSION_COOKIE),
+        format!("{}=", folio_core::service::consent::session::SESSION_COOKIE),
         "csrf=".to_owned(),
         // The apps' private keys, which no request carries but a careless
         // log of the CLI might.

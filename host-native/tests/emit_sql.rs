@@ -154,7 +154,7 @@ async fn emitted_sql_makes_a_user_and_app_that_folio_serves() {
             "an argon2id PHC string: {hash}"
         );
         assert!(
-            folio_core::consent::verify_password(&hash, password),
+            folio_core::service::consent::verify_password(&hash, password),
             "the stored hash is the password's"
         );
     }

@@ -249,7 +249,9 @@ async fn a_user_moves_between_servers_whole_and_a_changed_archive_is_refused() {
             |row| row.get(0),
         )
         .unwrap();
-    assert!(folio_core::consent::verify_password(&hash, &password));
+    assert!(folio_core::service::consent::verify_password(
+        &hash, &password
+    ));
 }
 
 /// An archive of `localhost` imported where the base URL is another host:

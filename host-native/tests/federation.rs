@@ -19,7 +19,7 @@ use folio_client::TrustOptions;
 use folio_conformance::client::{Call, Http};
 use folio_conformance::signer::AppKey;
 use folio_conformance::sse::EventStream;
-use folio_core::builtin::BuiltinType;
+use folio_core::schema::builtin::BuiltinType;
 use reqwest::Url;
 use serde_json::{Value, json};
 use support::{App, Server, WRANGLER_ENV, add_app, folio, free_port, repo_root, run_tool, scratch};

@@ -86,7 +86,8 @@ fn check_prints_every_fault_with_its_path_and_exits_1() {
 fn check_takes_a_whole_type_record_and_applies_the_type_type() {
     let content: Value =
         serde_json::from_str(&std::fs::read_to_string(real_type("task")).unwrap()).unwrap();
-    let mut record = serde_json::to_value(folio_core::builtin::BuiltinType::Type.record()).unwrap();
+    let mut record =
+        serde_json::to_value(folio_core::schema::builtin::BuiltinType::Type.record()).unwrap();
     record["content"] = content;
     let public = temp_json("task-record.json", &record);
     assert!(

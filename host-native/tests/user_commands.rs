@@ -126,7 +126,7 @@ async fn backup_of_one_user_passwd_and_remove() {
         "{}",
         String::from_utf8_lossy(&set.stderr)
     );
-    assert!(folio_core::consent::verify_password(
+    assert!(folio_core::service::consent::verify_password(
         &hash_of(&data),
         "a new pass phrase"
     ));

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use folio_conformance::client::{Auth, Call, Http, now_ms, sign_call};
 use folio_conformance::signer::Layout;
-use folio_core::builtin::BuiltinType;
+use folio_core::schema::builtin::BuiltinType;
 use serde_json::json;
 use support::{App, Server, add_app, add_me, free_port, scratch};
 

@@ -15,7 +15,7 @@ mod rates;
 mod store;
 
 use folio_core::model::RecordDate;
-use folio_core::route::route;
+use folio_core::service::route::route;
 use folio_core::{UpkeepReport, UpkeepRound, UpkeepStep};
 use worker::{Context, Env, Request, Response, Result, ScheduleContext, ScheduledEvent, event};
 
@@ -32,10 +32,12 @@ const SERVER_OBJECT: &str = "";
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let url = req.url()?;
-    if let Some(location) = folio_core::http::https_redirect(url.as_str(), store::is_dev(&env)) {
+    if let Some(location) =
+        folio_core::service::http::https_redirect(url.as_str(), store::is_dev(&env))
+    {
         return Response::redirect_with_status(
             worker::Url::parse(&location)?,
-            folio_core::http::HTTPS_REDIRECT_STATUS,
+            folio_core::service::http::HTTPS_REDIRECT_STATUS,
         );
     }
     // The host users' objects hand local deliveries over on: never

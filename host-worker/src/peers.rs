@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use folio_core::federation::{
+use folio_core::service::federation::{
     PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod, PeerRequest, target_url,
 };
 use futures_util::future::{Either, select};

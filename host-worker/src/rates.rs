@@ -14,8 +14,8 @@
 
 use std::cell::RefCell;
 
-use folio_core::limits::{Limits, RateLimit, ReceivedQuota, parse_per_minute_setting};
 use folio_core::model::RecordDate;
+use folio_core::service::limits::{Limits, RateLimit, ReceivedQuota, parse_per_minute_setting};
 use folio_core::{AddressRate, AddressVerdict, Limited, Rate, RateLimits};
 use worker::{DurableObject, Env, Method, Request, RequestInit, Response, State, durable_object};
 

@@ -6,18 +6,18 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, SignedRequest, nonce_table};
-use folio_core::blob::{Received, UploadMeter};
-use folio_core::consent::{SessionKey, hash_password, verify_password};
-use folio_core::dialect::Dialect;
-use folio_core::events::{
+use folio_core::model::dialect::Dialect;
+use folio_core::model::{BlobHash, RecordDate, UserName};
+use folio_core::problem::default_docs_url;
+use folio_core::service::blob::{Received, UploadMeter};
+use folio_core::service::consent::{SessionKey, hash_password, verify_password};
+use folio_core::service::events::{
     HEARTBEAT_EVENT, LiveCommit, LiveSubscriber, LiveVersion, OpenStreams, Opened,
     SUBSCRIBER_QUEUE_LEN, StandingChanged, StreamCaps, StreamsFull, Subscriber,
 };
-use folio_core::federation::{PeerAnswer, PeerFailure, PeerRequest};
-use folio_core::fresh::Fresh;
-use folio_core::limits::{Limits, header_section_len};
-use folio_core::model::{BlobHash, RecordDate, UserName};
-use folio_core::problem::default_docs_url;
+use folio_core::service::federation::{PeerAnswer, PeerFailure, PeerRequest};
+use folio_core::service::fresh::Fresh;
+use folio_core::service::limits::{Limits, header_section_len};
 use folio_core::service::{AccountAttempts, Peers};
 use folio_core::store::{Statement, user_by_name_sql, users_sql};
 use folio_core::{
@@ -39,7 +39,7 @@ use crate::{d1, rates};
 
 /// How often an open event stream hears a heartbeat; the same alarm
 /// prunes the subscribers whose client went away.
-const HEARTBEAT_MS: i64 = folio_core::events::HEARTBEAT_INTERVAL_MS as i64;
+const HEARTBEAT_MS: i64 = folio_core::service::events::HEARTBEAT_INTERVAL_MS as i64;
 
 /// Whether plain HTTP is allowed: only in the dev environment.
 pub fn is_dev(env: &Env) -> bool {
@@ -286,7 +286,7 @@ impl UserStore {
                 stored?
             }
         };
-        let retry = folio_core::federation::RetryPolicy::default();
+        let retry = folio_core::service::federation::RetryPolicy::default();
         let busy = self.delivering.borrow().clone();
         let room = folio_core::service::MAX_DELIVERIES_AT_ONCE.saturating_sub(busy.len());
         let planned =

@@ -10,7 +10,7 @@ use super::{
     AppKey, AuthError, Malformed, SignedRequest, decode_base64_any, decode_signature, parse_millis,
     push_line,
 };
-use crate::dialect::Dialect;
+use crate::model::dialect::Dialect;
 use crate::model::{RecordDate, RecordId};
 
 /// The query parameter that carries a token.

@@ -7,8 +7,8 @@ use super::{
     AppKey, AuthError, HeaderLookup, Malformed, SignedRequest, decode_signature, parse_millis,
     push_line,
 };
-use crate::dialect::Dialect;
 use crate::model::RecordId;
+use crate::model::dialect::Dialect;
 
 /// The longest nonce a client may send (spec §8).
 pub const MAX_NONCE_LEN: usize = 10;

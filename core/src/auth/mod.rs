@@ -3,6 +3,10 @@
 //! window. The host supplies the request's parts, the app's key and `now`;
 //! nonce bookkeeping is the host's, with the window this module names.
 
+pub mod access;
+pub mod apps;
+pub mod register;
+
 mod bearer;
 mod header;
 mod replay;

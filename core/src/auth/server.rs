@@ -41,8 +41,8 @@ use super::{
     AppKey, AuthError, HeaderLookup, MAX_NONCE_LEN, Malformed, SignedRequest, decode_signature,
     parse_millis, parse_parameters, push_line,
 };
-use crate::dialect::Dialect;
 use crate::model::Entity;
+use crate::model::dialect::Dialect;
 
 /// A parsed server `Authorization` header.
 #[derive(Debug, Clone)]

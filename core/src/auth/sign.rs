@@ -6,8 +6,8 @@
 //! SDKs built on the core (the JavaScript SDK's wasm module) sign with it;
 //! the key stays with the client, which signs these bytes itself.
 
-use crate::dialect::Dialect;
 use crate::model::RecordId;
+use crate::model::dialect::Dialect;
 
 use super::bearer::bearer_input;
 use super::header::{push_authorization_id, push_request_lines};

@@ -1,6 +1,10 @@
 //! The record model: every value a record holds, as a type that can only hold
 //! a valid value, with serde that reads and writes the wire JSON.
 
+pub mod canonical;
+pub mod dialect;
+pub mod hash;
+
 mod date;
 mod ids;
 mod links;

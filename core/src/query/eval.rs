@@ -8,7 +8,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
-use crate::access::Access;
+use crate::auth::access::Access;
 use crate::model::{Record, RecordId};
 use crate::schema::FoundLink;
 

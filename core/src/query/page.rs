@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Serialize;
 
-use crate::access::{Access, described_entity};
+use crate::auth::access::{Access, described_entity};
 use crate::model::{Entity, Record, RecordId, VersionHash};
 
 use super::eval::sort_value;

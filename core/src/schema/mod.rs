@@ -7,6 +7,8 @@
 //! decide (that a link's target exists, a linked record's type, a blob's real
 //! size) comes back as [`StoreChecks`] for the host to run.
 
+pub mod builtin;
+
 mod compile;
 mod links;
 mod path;

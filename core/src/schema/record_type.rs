@@ -7,9 +7,9 @@ use super::compile::{SchemaError, SchemaFault};
 use super::path::JsonPath;
 use super::tree::Schema;
 use super::violation::Violation;
-use crate::builtin::type_type;
 use crate::model::Record;
 use crate::problem::Problem;
+use crate::schema::builtin::type_type;
 
 /// A record type, read from a Type record's content with its schema compiled.
 #[derive(Debug, Clone)]

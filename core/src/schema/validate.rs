@@ -11,7 +11,7 @@ use super::links::{BlobCheck, FoundLink, RecordCheck, StoreChecks, Validated, Ve
 use super::path::JsonPath;
 use super::tree::{MAX_SAFE_INTEGER, Node, NodeId, Property, RecordTypeRef, Schema, StringRules};
 use super::violation::{Rule, Violation};
-use crate::canonical::to_canonical_json;
+use crate::model::canonical::to_canonical_json;
 use crate::model::{
     BlobLink, Entity, EntityLink, Link, LinkPath, Permissions, ReadPermission, Record, RecordBody,
     RecordLink, Tag, VersionLink,

@@ -1,8 +1,8 @@
 //! Who is asking (PROTOCOL.md §10): a signed `Authorization` header, a
 //! `bearer` token on a GET, or nobody.
 
-use crate::access::Access;
-use crate::apps::app_access;
+use crate::auth::access::Access;
+use crate::auth::apps::app_access;
 use crate::auth::{
     AppKey, AuthError, BearerToken, Malformed, NonceUse, ReplayError, check_body_digest,
     check_timestamp,
@@ -11,7 +11,7 @@ use crate::model::{Record, RecordDate, RecordId};
 use crate::problem::{Problem, ProblemType};
 use crate::store::{app_authorizations_sql, app_key_sql, read_version};
 
-use super::federation::{Federation, Trouble, serving_user};
+use super::endpoints::federation::{Federation, Trouble, serving_user};
 use super::standing::Standing;
 use super::store::{RowExt, version_row};
 use super::{Context, Failure, Host, Rate, User};

@@ -4,22 +4,22 @@ use std::fmt;
 use std::net::IpAddr;
 
 use crate::auth::{NonceUse, ReplayError};
-use crate::consent::SessionKey;
-use crate::dialect::Dialect;
-use crate::events::Subscriber;
-use crate::limits::Limits;
+use crate::model::dialect::Dialect;
 use crate::model::{BlobHash, Entity, RecordDate, RecordId, UserName};
 use crate::problem::Problem;
+use crate::service::consent::SessionKey;
+use crate::service::events::Subscriber;
+use crate::service::limits::Limits;
 use crate::store::Statement;
 
 use super::standing::{Epoch, StandingCache};
 
-use crate::blob::{LengthMismatch, Received, UploadMeter};
-use crate::events::{STREAM_CAP_RETRY_AFTER_SECS, StreamsFull};
-use crate::federation::{PeerAnswer, PeerFailure, PeerRequest};
+use crate::service::blob::{LengthMismatch, Received, UploadMeter};
+use crate::service::events::{STREAM_CAP_RETRY_AFTER_SECS, StreamsFull};
+use crate::service::federation::{PeerAnswer, PeerFailure, PeerRequest};
 
 use super::store::Row;
-use crate::jobs::{Job, JobOutcome};
+use crate::service::jobs::{Job, JobOutcome};
 
 /// A user of this server: its `{user}` path segment and its entity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,11 +193,11 @@ pub enum Note<'a> {
         app: &'a RecordId,
     },
     /// A sign-in found a stored password hash whose parameters are not the
-    /// server's ([`check_password_hash`](crate::consent::check_password_hash)):
+    /// server's ([`check_password_hash`](crate::service::consent::check_password_hash)):
     /// refused without running argon2; the operator sets a new password.
     PasswordHashRefused {
         user: &'a str,
-        reason: &'a crate::consent::PasswordHashError,
+        reason: &'a crate::service::consent::PasswordHashError,
     },
 }
 
@@ -268,7 +268,7 @@ pub trait Store {
     /// its [`Epoch`] now, taken before the store is read; `None` (the
     /// default) reads every request's standing from the store. A host
     /// returns one only if every commit that
-    /// [changes a standing](crate::jobs::Effects::changes_standing) moves
+    /// [changes a standing](crate::service::jobs::Effects::changes_standing) moves
     /// the epoch before it is acknowledged, and so does every change made
     /// to the store by anything else.
     fn standings(&self) -> Option<(&StandingCache, Epoch)> {
@@ -282,7 +282,7 @@ pub trait Jobs {
     /// Runs `job` with core's [`Job::run`] over a transaction of the
     /// host's, with the time at which the host's scheduler runs it, and
     /// hands the versions it stored
-    /// ([`Done::take_live_versions`](crate::jobs::Effects::live))
+    /// ([`Done::take_live_versions`](crate::service::jobs::Effects::live))
     /// to the open event streams of its user ([`Job::user_id`]) once they
     /// are durable. A request runs at most one job.
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure>;
@@ -356,18 +356,18 @@ pub trait Streams: Bodies {
     /// A place among the user's subscribers, taken before the catch-up is
     /// read so that nothing committed meanwhile is missed. The host counts
     /// its open streams, `anonymous` (unauthenticated) ones apart, and asks
-    /// core's [`StreamCaps::admit`](crate::events::StreamCaps::admit)
+    /// core's [`StreamCaps::admit`](crate::service::events::StreamCaps::admit)
     /// whether one more fits.
     fn subscribe(&self, user: &User, anonymous: bool) -> Result<Self::Subscription, StreamsFull>;
 
     /// The event stream: the catch-up frames, then the live events after
     /// `last_seq` that `subscriber` accepts, with heartbeats in silences.
-    /// The stream ends when [`LiveSubscriber::frame`](crate::events::LiveSubscriber::frame)
+    /// The stream ends when [`LiveSubscriber::frame`](crate::service::events::LiveSubscriber::frame)
     /// says the subscriber's standing changed, and at
-    /// [`LiveSubscriber::ends_at`](crate::events::LiveSubscriber::ends_at)
+    /// [`LiveSubscriber::ends_at`](crate::service::events::LiveSubscriber::ends_at)
     /// by the host's clock.
     /// A subscriber that falls more than
-    /// [`SUBSCRIBER_QUEUE_LEN`](crate::events::SUBSCRIBER_QUEUE_LEN)
+    /// [`SUBSCRIBER_QUEUE_LEN`](crate::service::events::SUBSCRIBER_QUEUE_LEN)
     /// commits behind is disconnected.
     fn event_stream(
         &self,
@@ -401,11 +401,11 @@ pub trait Secrets {
     fn session_key(&self) -> &SessionKey;
 
     /// Whether `password` matches the stored argon2id `hash` (PHC string),
-    /// with core's [`verify_password`](crate::consent::verify_password).
+    /// with core's [`verify_password`](crate::service::consent::verify_password).
     async fn verify_password(&self, hash: String, password: String) -> bool;
 
     /// The argon2id hash to store for a new `password`, with core's
-    /// [`hash_password`](crate::consent::hash_password) and `salt`; `None`
+    /// [`hash_password`](crate::service::consent::hash_password) and `salt`; `None`
     /// if it could not be made.
     async fn hash_password(&self, password: String, salt: [u8; 16]) -> Option<String>;
 }
@@ -414,8 +414,8 @@ pub trait Secrets {
 #[allow(async_fn_in_trait)]
 pub trait Peers {
     /// Sends `request` and reads its answer whole, under the rules of
-    /// [`crate::federation::peer`]: only to addresses
-    /// [`address_allowed`](crate::federation::address_allowed) allows, within
+    /// [`crate::service::federation::peer`]: only to addresses
+    /// [`address_allowed`](crate::service::federation::address_allowed) allows, within
     /// the timeouts, at most `max_answer_bytes` of body, and never
     /// following a redirect (a 3xx comes back as an answer).
     async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerFailure>;

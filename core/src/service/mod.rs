@@ -24,9 +24,9 @@
 //! [`Store`] to read (user lookups and core's statements, outside any
 //! write); [`Jobs`], its one ordered place of writes; [`Bodies`], request
 //! bodies read on demand up to a limit; [`Blobs`] (uploads through core's
-//! [`UploadMeter`](crate::blob::UploadMeter), bytes by hash); [`Streams`]
+//! [`UploadMeter`](crate::service::blob::UploadMeter), bytes by hash); [`Streams`]
 //! (a place among a user's subscribers, within core's
-//! [`StreamCaps`](crate::events::StreamCaps), and the live stream);
+//! [`StreamCaps`](crate::service::events::StreamCaps), and the live stream);
 //! [`Guards`] (rates with core's [`RateLimits`], nonces); [`Secrets`] (the
 //! consent page's session key and password check).
 //!
@@ -44,29 +44,37 @@
 //!
 //! **What may interleave.** Requests run concurrently: their reads see any
 //! committed state, and nothing a request decided before its job is trusted
-//! by the job. A job ([`Job`](crate::jobs::Job)) re-reads what it depends on inside
+//! by the job. A job ([`Job`](crate::service::jobs::Job)) re-reads what it depends on inside
 //! its transaction, at its scheduler's time, and runs again from the start
 //! if its commit loses a race ([`store::CommitError::Conflict`]).
 //!
 //! **Failures.** A host's error becomes `server/500-internal`; the service
 //! logs it once, through [`Host::report`], and never sends its text.
 
-mod auth;
-mod blobs;
-mod consent;
-mod console;
-mod events;
-mod federation;
-mod host;
-pub mod memo;
-mod outbox;
-mod rates;
-mod records;
+pub mod blob;
+pub mod consent;
+pub mod console;
+pub mod discovery;
+pub mod docs;
+pub mod events;
+pub mod federation;
+pub mod fresh;
+pub mod http;
+pub mod jobs;
+pub mod limits;
+pub mod respond;
+pub mod route;
 pub mod standing;
 pub mod store;
 
+mod auth;
+mod endpoints;
+mod host;
+mod outbox;
+mod rates;
+
 pub use auth::Caller;
-pub use federation::receive_locally;
+pub use endpoints::federation::receive_locally;
 pub use host::{
     Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Peers, Rate,
     STORAGE_FULL_RETRY_AFTER_SECS, Secrets, Settings, Store, Streams, UploadFailure, User,
@@ -87,15 +95,17 @@ use std::fmt;
 use std::net::IpAddr;
 
 use crate::auth::{HeaderLookup, SignedRequest};
-use crate::discovery::{discovery_link, entity_record_url, server_info_json, user_for_host};
-use crate::docs::{ERROR_TYPE_PAGE_CONTENT_TYPE, error_type_page};
-use crate::fresh::Fresh;
-use crate::http::{NO_CACHE, NOSNIFF, PREFLIGHT_STATUS, strict_transport_security};
-use crate::limits::{check_header_bytes, check_request_target};
 use crate::model::RecordDate;
 use crate::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use crate::query::decode_query_string;
-use crate::route::{Endpoint, Method, route};
+use crate::service::discovery::{
+    discovery_link, entity_record_url, server_info_json, user_for_host,
+};
+use crate::service::docs::{ERROR_TYPE_PAGE_CONTENT_TYPE, error_type_page};
+use crate::service::fresh::Fresh;
+use crate::service::http::{NO_CACHE, NOSNIFF, PREFLIGHT_STATUS, strict_transport_security};
+use crate::service::limits::{check_header_bytes, check_request_target};
+use crate::service::route::{Endpoint, Method, route};
 use crate::store::{entity_record_sql, read_version};
 
 use store::version_row;
@@ -113,7 +123,7 @@ pub struct Request<'r> {
     /// Every header, looked up by lowercase name.
     pub headers: &'r (dyn HeaderLookup + Sync),
     /// The size of the header section, as
-    /// [`header_section_len`](crate::limits::header_section_len) counts it.
+    /// [`header_section_len`](crate::service::limits::header_section_len) counts it.
     pub header_bytes: usize,
     /// The client's address, when the host knows it (rates per address).
     pub peer: Option<IpAddr>,
@@ -413,10 +423,10 @@ async fn dispatch<'r, H: Host>(
                 Some(user) => Some(user),
                 // A person reads the consent page: a page, not problem+json.
                 None if matches!(endpoint, Endpoint::Consent { .. }) => {
-                    return Ok(consent::not_found());
+                    return Ok(endpoints::consent::not_found());
                 }
                 None if matches!(endpoint, Endpoint::Console { .. }) => {
-                    return Ok(console::no_such_user());
+                    return Ok(endpoints::console::no_such_user());
                 }
                 None => {
                     return Err(Problem::new(ProblemType::NotFound)
@@ -431,33 +441,33 @@ async fn dispatch<'r, H: Host>(
         (Endpoint::Discovery, _) => discovery(&cx).await,
         (Endpoint::ErrorType { type_path }, _) => error_type(&type_path),
         (Endpoint::Consent { app, .. }, Some(user)) => {
-            Ok(consent::consent(&cx, &user, app, take(body)?).await)
+            Ok(endpoints::consent::consent(&cx, &user, app, take(body)?).await)
         }
         (Endpoint::Console { page, .. }, Some(user)) => {
-            Ok(console::console(&cx, &user, page, take(body)?).await)
+            Ok(endpoints::console::console(&cx, &user, page, take(body)?).await)
         }
         (Endpoint::NewNotification { .. }, Some(user)) => {
-            federation::new_notification(&cx, &user, take(body)?).await
+            endpoints::federation::new_notification(&cx, &user, take(body)?).await
         }
         (Endpoint::ServerInfo { .. }, Some(_)) => Ok(Reply::json(
             200,
             server_info_json(&host.settings().version, limits),
         )),
         (Endpoint::Records { .. }, Some(user)) if method == Method::Post => {
-            records::post(&cx, &user, take(body)?).await
+            endpoints::records::post(&cx, &user, take(body)?).await
         }
-        (Endpoint::Records { .. }, Some(user)) => records::list(&cx, &user).await,
+        (Endpoint::Records { .. }, Some(user)) => endpoints::records::list(&cx, &user).await,
         (Endpoint::Record { record, .. }, Some(user)) => match method {
             Method::Put | Method::Delete => {
-                records::put_or_delete(&cx, &user, record, take(body)?).await
+                endpoints::records::put_or_delete(&cx, &user, record, take(body)?).await
             }
-            _ => records::get(&cx, &user, &record).await,
+            _ => endpoints::records::get(&cx, &user, &record).await,
         },
         (Endpoint::RecordVersions { record, .. }, Some(user)) => {
-            records::versions(&cx, &user, &record).await
+            endpoints::records::versions(&cx, &user, &record).await
         }
         (Endpoint::RecordVersion { record, hash, .. }, Some(user)) => {
-            records::version(&cx, &user, &record, &hash).await
+            endpoints::records::version(&cx, &user, &record, &hash).await
         }
         (
             Endpoint::RecordBlob {
@@ -467,9 +477,11 @@ async fn dispatch<'r, H: Host>(
                 ..
             },
             Some(user),
-        ) => blobs::download(&cx, &user, &record, version, &blob).await,
-        (Endpoint::NewBlob { .. }, Some(user)) => blobs::upload(&cx, &user, take(body)?).await,
-        (Endpoint::Events { .. }, Some(user)) => events::events(&cx, &user).await,
+        ) => endpoints::blobs::download(&cx, &user, &record, version, &blob).await,
+        (Endpoint::NewBlob { .. }, Some(user)) => {
+            endpoints::blobs::upload(&cx, &user, take(body)?).await
+        }
+        (Endpoint::Events { .. }, Some(user)) => endpoints::events::events(&cx, &user).await,
         (_, None) => Err(Problem::new(ProblemType::NotFound).into()),
     }
 }
@@ -484,8 +496,11 @@ async fn discovery<H: Host>(cx: &Context<'_, '_, H>) -> Outcome<H::Stream> {
     let host = cx.host;
     let settings = host.settings();
     // A browser's visit: a page about the server, naming no user.
-    if cx.method == Method::Get && crate::http::prefers_html(cx.request.header("accept")) {
-        return Ok(console::landing(cx.request.host, &settings.version));
+    if cx.method == Method::Get && crate::service::http::prefers_html(cx.request.header("accept")) {
+        return Ok(endpoints::console::landing(
+            cx.request.host,
+            &settings.version,
+        ));
     }
     let users = host.users().await.map_err(Failure::internal)?;
     let user = user_for_host(cx.request.host, &users, |u| &u.entity).ok_or_else(|| {

@@ -21,16 +21,16 @@
 //! so a deadline that passes while a failure is being recorded counts it
 //! once.
 
-use crate::federation::notify::{MAX_NOTIFIED_VERSIONS, RetryPolicy};
-use crate::federation::{PeerError, PeerFailure};
-use crate::fresh::Fresh;
 use crate::model::{Entity, RecordDate, RecordId, VersionHash, VersionLink};
+use crate::service::federation::notify::{MAX_NOTIFIED_VERSIONS, RetryPolicy};
+use crate::service::federation::{PeerError, PeerFailure};
+use crate::service::fresh::Fresh;
 use crate::store::{delivered_sql, due_notifications_sql, failed_attempt_sql, next_due_sql};
 
-use super::federation::{Federation, Trouble, receive_here, serving_user};
+use super::endpoints::federation::{Federation, Trouble, receive_here, serving_user};
 use super::store::{Row, RowError, RowExt};
 use super::{Failure, Host, User};
-use crate::jobs::Job;
+use crate::service::jobs::Job;
 
 /// The most outbox rows one plan reads.
 pub const DELIVERY_PLAN_ROWS: i64 = 500;
@@ -158,7 +158,7 @@ impl Delivery {
     /// batch's outcome as soon as it is known: a delivered notification
     /// leaves the outbox; a failed one is due again after the recipient's
     /// backoff, the rest waiting with it, or is given up after
-    /// [`GIVE_UP_AFTER_MS`](crate::federation::notify::GIVE_UP_AFTER_MS)
+    /// [`GIVE_UP_AFTER_MS`](crate::service::federation::notify::GIVE_UP_AFTER_MS)
     /// (at once when retrying cannot help). A recipient that is a user of this server receives
     /// them in-process. Call it once per plan; `fresh` is drawn for it.
     pub async fn run<H: Host>(

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv6Addr};
 
-use crate::limits::{Limits, RateLimit};
+use crate::service::limits::{Limits, RateLimit};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Entity, RecordDate, RecordId};

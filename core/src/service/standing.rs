@@ -7,7 +7,7 @@
 //! signature check itself. They change only when the app's key row or an
 //! App Authorization is written, so a host whose writes all pass one place
 //! can remember them: it counts the commits that may change a standing
-//! ([`Done::changes_standing`](crate::jobs::Effects::changes_standing)) and
+//! ([`Done::changes_standing`](crate::service::jobs::Effects::changes_standing)) and
 //! stamps the changes made beside it (another process on the same store),
 //! and a standing read under one [`Epoch`] is used only while the epoch
 //! holds.
@@ -19,8 +19,8 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use crate::access::Access;
 use crate::auth::AppKey;
+use crate::auth::access::Access;
 use crate::model::RecordId;
 
 /// How many standings a [`StandingCache`] holds; past it, it starts again

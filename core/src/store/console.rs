@@ -3,7 +3,7 @@
 //! built-in types it manages, and the user's password and sessions. Lists
 //! and single records go through the API's statements.
 
-use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
+use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY};
 
 use super::{Binder, Statement};
 

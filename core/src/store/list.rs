@@ -1,14 +1,14 @@
 //! A list request as one SQL query over `records` and `link_index`, with
 //! exactly the semantics of [`ListQuery::select_page`].
 
-use crate::access::{ALWAYS_READABLE_TYPES, Access};
-use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
+use crate::auth::access::{ALWAYS_READABLE_TYPES, Access};
 use crate::query::{AUTHOR_PATH, TYPE_PATH, VERSION_AUTHOR_PATH};
 use crate::query::{
     Bound, Condition, Direction, Filter, FilterValue, ListQuery, SortProperty, SortValue,
     entity_key, value_key,
 };
 use crate::query::{ID_PATH, SOURCE_PATH};
+use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY};
 
 use super::{Binder, SqlValue, Statement, ValueList, key_paths_cte, rows_with_key};
 

@@ -8,6 +8,8 @@
 //! and reads each with `json_extract`, which SQLite treats as a constant
 //! and can use for index lookups.
 
+pub mod archive;
+
 mod console;
 mod list;
 mod literal;

@@ -4,10 +4,10 @@
 //! Every query that returns versions yields rows of `(record, links)` (see
 //! [`super::read_version`]), after any leading columns it names.
 
-use crate::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_records, type_type};
-use crate::events::{CatchUpStart, EventId};
 use crate::model::{Entity, ReceivedRecord, RecordDate, RecordId, VersionHash};
 use crate::query::{LinkPlan, index_entries};
+use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_records, type_type};
+use crate::service::events::{CatchUpStart, EventId};
 
 use super::{Binder, DESCRIBED_ENTITY, Statement, WriteOrigin, version_statements};
 
@@ -84,7 +84,7 @@ pub fn version_sql(
 }
 
 /// The records a [`LinkPlan`] names: the live Entity records describing each
-/// entity ([`crate::access::described_entity`]),
+/// entity ([`crate::auth::access::described_entity`]),
 /// the latest live version of each record, and each exact version. Missing
 /// ones are simply absent; [`crate::query::linked_records`] chooses what
 /// the caller sees.
@@ -179,7 +179,7 @@ fn seq(id: EventId) -> i64 {
 }
 
 /// One row `(oldest retained seq or NULL, latest seq)`: the
-/// [`crate::events::EventLogBounds`] of a user's log (a latest of 0 means none).
+/// [`crate::service::events::EventLogBounds`] of a user's log (a latest of 0 means none).
 pub fn event_log_bounds_sql(user_id: i64) -> Statement {
     let mut b = Binder::default();
     let user = b.bind(user_id);
@@ -189,7 +189,7 @@ pub fn event_log_bounds_sql(user_id: i64) -> Statement {
     ))
 }
 
-/// Removes the events older than [`crate::events::retention_cutoff`], in every store.
+/// Removes the events older than [`crate::service::events::retention_cutoff`], in every store.
 ///
 /// Receipt dates increase with each user's sequence, so a user's expired
 /// events are those before its first one received at or after the cutoff:

@@ -2,8 +2,8 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
 use crate::model::{Entity, RecordDate, RecordId};
+use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY};
 
 use super::{Binder, DESCRIBED_ENTITY, Statement};
 
@@ -168,7 +168,7 @@ pub fn types_by_name_sql(user_id: i64, name: &str) -> Statement {
 }
 
 /// The user's own live Entity record (authored by the user and describing
-/// them, [`crate::access::is_own_entity_record`]; the oldest, should there
+/// them, [`crate::auth::access::is_own_entity_record`]; the oldest, should there
 /// be several): at most one row `(record, links)`.
 pub fn entity_record_sql(user_id: i64, entity: &Entity) -> Statement {
     let mut b = Binder::default();

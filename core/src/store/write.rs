@@ -12,10 +12,10 @@
 
 use std::sync::Arc;
 
-use crate::blob::UNLINKED_BLOB_LIFETIME_MS;
-use crate::builtin::{BuiltinType, SYSTEM_ENTITY};
 use crate::model::RecordDate;
 use crate::query::{blob_key, existential_key, index_entries};
+use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY};
+use crate::service::blob::UNLINKED_BLOB_LIFETIME_MS;
 use crate::write::{BlobFacts, Commit, MAX_BLOB_LINKERS, MAX_RECORDS_PER_WRITE, Need, Supplied};
 
 use super::read::{latest_version_sql, version_sql};

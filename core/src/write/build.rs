@@ -6,15 +6,15 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use super::NewVersion;
-use super::memo::{TypeMemo, weight};
 use super::needs::RecordKey;
-use crate::access::is_type;
-use crate::builtin::{BuiltinType, builtin_record_type};
+use super::type_memo::{TypeMemo, weight};
+use crate::auth::access::is_type;
 use crate::model::{
     Content, DeletionAction, EntityLink, NoContent, Permissions, ReceivedRecord, Record,
     RecordBody, RecordDate, RecordId, RecordSource, TombstoneLink, Version, VersionHash,
     VersionLink,
 };
+use crate::schema::builtin::{BuiltinType, builtin_record_type};
 use crate::schema::{RecordType, Violation};
 
 /// What the server stamps on every version it writes.

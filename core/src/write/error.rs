@@ -48,7 +48,7 @@ pub enum WriteError {
     OwnEntityRecord,
     /// A caller's write would create the user's own Entity record, or
     /// change one of its fields that only the user's server changes
-    /// ([`SERVER_KEPT_ENTITY_FIELDS`](crate::access::SERVER_KEPT_ENTITY_FIELDS),
+    /// ([`SERVER_KEPT_ENTITY_FIELDS`](crate::auth::access::SERVER_KEPT_ENTITY_FIELDS),
     /// its permissions or type): `auth/403-forbidden`.
     #[error(
         "`{0}` of the user's own Entity record is kept by the server; a write may change `profile` only"
@@ -100,7 +100,7 @@ pub enum WriteError {
     /// A received version cannot be stored as it is: the record is this
     /// user's own or built-in, its version has another author, or it is of
     /// a type that counts only as the user's own
-    /// ([`USERS_OWN_TYPES`](crate::apps::USERS_OWN_TYPES))
+    /// ([`USERS_OWN_TYPES`](crate::auth::apps::USERS_OWN_TYPES))
     /// (`federation/502-invalid-peer-answer`).
     #[error("{0}")]
     NotReceivable(String),

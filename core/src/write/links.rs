@@ -3,7 +3,7 @@
 
 use super::error::{LinkFault, Unresolved, WriteError};
 use super::needs::{Asker, RecordKey};
-use crate::access::Access;
+use crate::auth::access::Access;
 use crate::model::{Link, LinkPath, Record};
 use crate::schema::{RecordTypeRef, Validated};
 

@@ -32,16 +32,16 @@ mod build;
 mod cascade;
 mod error;
 mod links;
-pub mod memo;
 mod needs;
 mod phases;
 mod request;
+pub mod type_memo;
 
 pub use error::{LinkFault, Unresolved, WriteError};
-pub use memo::TypeMemo;
 pub use needs::{BlobFacts, MAX_BLOB_LINKERS, Need, RecordKey, Supplied};
 pub use phases::new_record_permissions;
 pub use request::WriteRequest;
+pub use type_memo::TypeMemo;
 
 use std::mem;
 use std::sync::Arc;
@@ -51,7 +51,7 @@ use needs::Fetched;
 use phases::{Advance, Env, Phase};
 use request::Operation;
 
-use crate::access::Access;
+use crate::auth::access::Access;
 use crate::model::{Entity, ReceivedRecord, Record, RecordDate, RecordId, VersionHash};
 use crate::schema::FoundLink;
 

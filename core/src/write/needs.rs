@@ -5,8 +5,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::builtin::{SYSTEM_ENTITY, builtin_records};
 use crate::model::{BlobHash, Entity, Record, RecordId, VersionHash, VersionLink};
+use crate::schema::builtin::{SYSTEM_ENTITY, builtin_records};
 
 /// A record in the user's store, named by its author and id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -55,7 +55,7 @@ pub enum Need {
     },
     /// Whether this server knows the entity: a local user, or an entity
     /// that a live Entity record in this store describes
-    /// ([`crate::access::described_entity`]): [`Supplied::Known`].
+    /// ([`crate::auth::access::described_entity`]): [`Supplied::Known`].
     Entity(Entity),
     /// What the store knows of this blob: [`Supplied::Blob`], `None` when it
     /// has never seen it.
@@ -94,7 +94,7 @@ pub struct BlobFacts {
     /// Its size in bytes.
     pub size: u64,
     /// Whether it was uploaded to this user's store within the last hour
-    /// ([`UNLINKED_BLOB_LIFETIME_MS`](crate::blob::UNLINKED_BLOB_LIFETIME_MS)),
+    /// ([`UNLINKED_BLOB_LIFETIME_MS`](crate::service::blob::UNLINKED_BLOB_LIFETIME_MS)),
     /// which lets any writer link it (PROTOCOL.md §4, §9). Otherwise a
     /// record the writer can read must link it already ([`Need::BlobLinkers`]).
     pub uploaded: bool,

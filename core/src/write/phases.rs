@@ -9,14 +9,14 @@ use super::links;
 use super::needs::{Asker, Fetched, Need, RecordKey};
 use super::request::{Create, Operation, Receive, Update};
 use super::{Commit, NewVersion, WriteContext};
-use crate::access::{is_own_entity_record, is_type, server_kept_change};
-use crate::builtin::BuiltinType;
-use crate::federation::recipients;
+use crate::auth::access::{is_own_entity_record, is_type, server_kept_change};
 use crate::model::{
     DeletionAction, EntityLink, LinkPath, Permission, Permissions, ReceivedRecord, Record,
     RecordDate, RecordSource, VersionHash, VersionLink,
 };
+use crate::schema::builtin::BuiltinType;
 use crate::schema::{RecordType, Validated};
+use crate::service::federation::recipients;
 
 /// What the phases read: the request, its context, and every answer so far.
 #[derive(Debug)]
@@ -474,7 +474,7 @@ impl Env {
                 record.version.hash, record.version.author.entity
             )));
         }
-        if let Some(kind) = crate::apps::users_own_type(record) {
+        if let Some(kind) = crate::auth::apps::users_own_type(record) {
             return fail(WriteError::NotReceivable(format!(
                 "{} records count only as the user's own; {}'s is not stored",
                 kind.name(),

@@ -128,7 +128,7 @@ impl WriteRequest {
 
     /// A version of another entity's record, as its author's server served
     /// it (its hash and author checked by
-    /// [`check_record`](crate::federation::check_record)), to store with
+    /// [`check_record`](crate::service::federation::check_record)), to store with
     /// `source`. It is stored if its type validates it and it continues the
     /// chain the store holds: its parent is the record's latest version, or
     /// it is the first and the store holds none. One already stored is a
@@ -184,7 +184,7 @@ impl WriteRequest {
     /// Marks a received version as the one a notification named. From a
     /// stranger's server (`source: "notification_unknown"`: the user never
     /// linked to its entity) it is stored only if it names the user, as
-    /// [`recipients`](crate::federation::recipients) decides for the
+    /// [`recipients`](crate::service::federation::recipients) decides for the
     /// sender: a reader, a notified entity, or a link in its content to
     /// the user or the user's records. Else [`WriteError::Unsolicited`].
     pub fn notified(mut self) -> Self {
@@ -206,7 +206,7 @@ impl WriteRequest {
     /// Marks a write the user's server makes itself (creating a user, a
     /// base-URL change, a key rotation), never one a caller asked for: the
     /// only write that may create the user's own Entity record or change its
-    /// server-kept fields ([`SERVER_KEPT_ENTITY_FIELDS`](crate::access::SERVER_KEPT_ENTITY_FIELDS)).
+    /// server-kept fields ([`SERVER_KEPT_ENTITY_FIELDS`](crate::auth::access::SERVER_KEPT_ENTITY_FIELDS)).
     /// Nothing parsed from a request body sets it.
     pub fn by_server(mut self) -> Self {
         self.by_server = true;

@@ -4,12 +4,12 @@
 //! request's time, app registration, and the write rate per app.
 
 use base64::Engine;
-use folio_core::apps::ServerKeys;
+use folio_core::auth::apps::ServerKeys;
 use folio_core::auth::{AuthError, ReplayError};
-use folio_core::builtin::BuiltinType;
-use folio_core::fresh::Fresh;
 use folio_core::problem::ProblemType;
 use folio_core::query::ListQuery;
+use folio_core::schema::builtin::BuiltinType;
+use folio_core::service::fresh::Fresh;
 use folio_core::store::{app_authorizations_sql, app_key_sql, latest_version_sql, list_sql};
 use serde_json::json;
 

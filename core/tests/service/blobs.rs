@@ -3,8 +3,8 @@
 //! stores their row; downloads through a record that links them, with
 //! `Range`.
 
-use folio_core::blob::upload_expiry;
 use folio_core::model::BlobHash;
+use folio_core::service::blob::upload_expiry;
 use folio_core::store::upload_blob_sql;
 use serde_json::json;
 

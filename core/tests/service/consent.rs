@@ -2,12 +2,12 @@
 //! problem+json; the session cookie and CSRF token drawn from the request's
 //! seed; the password checked within the sign-in rate; approval as one job.
 
-use folio_core::consent::session::SESSION_COOKIE;
-use folio_core::consent::{PAGE_HEADERS, Session};
-use folio_core::discovery::consent_path;
-use folio_core::fresh::Fresh;
 use folio_core::model::RecordId;
 use folio_core::service::Reply;
+use folio_core::service::consent::session::SESSION_COOKIE;
+use folio_core::service::consent::{PAGE_HEADERS, Session};
+use folio_core::service::discovery::consent_path;
+use folio_core::service::fresh::Fresh;
 
 use crate::fake_host::{FakeHost, JobEnd, JobKind};
 use crate::kit::{

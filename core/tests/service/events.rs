@@ -2,9 +2,9 @@
 //! the place a subscriber takes before its catch-up, the catch-up read from
 //! the event log, the caps on open streams, and anonymous listeners.
 
-use folio_core::apps::Scope;
-use folio_core::events::EVENT_STREAM_CONTENT_TYPE;
+use folio_core::auth::apps::Scope;
 use folio_core::model::{Record, RecordLink};
+use folio_core::service::events::EVENT_STREAM_CONTENT_TYPE;
 use folio_core::service::{Reply, ReplyBody};
 use folio_core::store::{app_authorizations_sql, app_key_sql, event_log_bounds_sql};
 use serde_json::json;
@@ -166,7 +166,7 @@ fn an_anonymous_listener_over_the_address_rate_is_429_before_taking_a_place() {
 }
 
 /// The subscriber a stream was opened with.
-fn subscriber(reply: &Reply<Stream>) -> &folio_core::events::Subscriber {
+fn subscriber(reply: &Reply<Stream>) -> &folio_core::service::events::Subscriber {
     match &reply.body {
         ReplyBody::Stream(Stream::Events { subscriber, .. }) => subscriber,
         _ => panic!("an event stream, got status {}", reply.status),
@@ -220,7 +220,7 @@ fn a_catch_up_that_would_read_more_than_max_catch_up_rows_is_too_many_events() {
     let (host, _app, _public, _private) = host_with_two_notes(("a", false), ("b", false));
     // The log repeats the last private version, so that an anonymous
     // listener finds nothing it may see in more rows than a catch-up reads.
-    let copies = folio_core::events::MAX_CATCH_UP_ROWS;
+    let copies = folio_core::service::events::MAX_CATCH_UP_ROWS;
     host.execute(&format!(
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {copies}) \
          INSERT INTO events (user_id, seq, version_hash, received_at, client_id, record_row) \

@@ -18,7 +18,7 @@ fn link_to(entity: &str, nonce: &str) -> (u16, Vec<String>) {
     host.add_user("imposter", "bob.example", "https://bob-server.example");
     host.add_user("carol", "carol.example", BASE_URL);
     let see = host.owner_post(json!({
-        "type": folio_core::builtin::BuiltinType::Type.link(),
+        "type": folio_core::schema::builtin::BuiltinType::Type.link(),
         "content": {"name": "see", "schema": {"type": "object", "properties": {
             "content": {"type": "object", "properties": {"see": {"type": "record_link"}}}
         }}}

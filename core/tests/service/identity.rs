@@ -6,9 +6,9 @@
 //! its server is.
 
 use folio_core::auth::{ServerKey, SignedRequest};
-use folio_core::builtin::BuiltinType;
-use folio_core::dialect::Dialect;
 use folio_core::model::Record;
+use folio_core::model::dialect::Dialect;
+use folio_core::schema::builtin::BuiltinType;
 use folio_core::write::{RecordKey, WriteRequest};
 use serde_json::{Value, json};
 

@@ -18,15 +18,15 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ed25519_dalek::{Signer as _, SigningKey};
 use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, ReplayGuard};
-use folio_core::blob::{Received, UploadMeter};
-use folio_core::consent::SessionKey;
-use folio_core::dialect::Dialect;
-use folio_core::events::{OpenStreams, Opened, StreamCaps, StreamsFull, Subscriber};
-use folio_core::fresh::Fresh;
-use folio_core::jobs::{Job, JobOutcome};
-use folio_core::limits::{Limits, RateLimit, header_section_len};
+use folio_core::model::dialect::Dialect;
 use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
 use folio_core::problem::{PROBLEM_CONTENT_TYPE, default_docs_url};
+use folio_core::service::blob::{Received, UploadMeter};
+use folio_core::service::consent::SessionKey;
+use folio_core::service::events::{OpenStreams, Opened, StreamCaps, StreamsFull, Subscriber};
+use folio_core::service::fresh::Fresh;
+use folio_core::service::jobs::{Job, JobOutcome};
+use folio_core::service::limits::{Limits, RateLimit, header_section_len};
 use folio_core::service::store::Row;
 use folio_core::service::{
     Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, RateLimits, Reply,
@@ -42,7 +42,7 @@ pub const USER: &str = "alice";
 pub const ENTITY: &str = "alice.example";
 pub const BASE_URL: &str = "https://alice.example";
 /// The consent-page password of [`USER`], and its argon2id hash with the
-/// server's parameters (`folio_core::consent::check_password_hash`).
+/// server's parameters (`folio_core::service::consent::check_password_hash`).
 pub const PASSWORD: &str = "correct horse";
 pub const PASSWORD_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$Zm9saW8tdGVzdC1zYWx0IQ$iGwh47Jv6zU0hs4hkbHbwju1nkq4yk3rlih/Tyz32xA";
 /// [`PASSWORD`]'s argon2id hash with other parameters than the server's
@@ -713,7 +713,7 @@ impl<S: Backend> Secrets for Fake<S> {
     }
 
     async fn hash_password(&self, password: String, salt: [u8; 16]) -> Option<String> {
-        folio_core::consent::hash_password(&password, salt)
+        folio_core::service::consent::hash_password(&password, salt)
     }
 }
 
@@ -975,15 +975,17 @@ pub fn header<'r, S>(reply: &'r Reply<S>, name: &str) -> &'r str {
 impl<S: Backend> folio_core::service::Peers for Fake<S> {
     async fn send(
         &self,
-        request: folio_core::federation::PeerRequest,
-    ) -> Result<folio_core::federation::PeerAnswer, folio_core::federation::PeerFailure> {
+        request: folio_core::service::federation::PeerRequest,
+    ) -> Result<
+        folio_core::service::federation::PeerAnswer,
+        folio_core::service::federation::PeerFailure,
+    > {
         self.log
             .borrow_mut()
             .peer_requests
             .push(request.url.clone());
-        Err(folio_core::federation::PeerFailure::Unreachable(format!(
-            "the fake host reaches no other server ({})",
-            request.url
-        )))
+        Err(folio_core::service::federation::PeerFailure::Unreachable(
+            format!("the fake host reaches no other server ({})", request.url),
+        ))
     }
 }

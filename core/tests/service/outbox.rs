@@ -5,8 +5,8 @@
 //! so every delivery to one fails, as a slow or absent server's would.
 
 use folio_core::Fresh;
-use folio_core::federation::RetryPolicy;
 use folio_core::model::Entity;
+use folio_core::service::federation::RetryPolicy;
 use folio_core::service::{DeliveryKey, next_due, plan_deliveries};
 
 use crate::fake_host::FakeHost;

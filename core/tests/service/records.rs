@@ -3,8 +3,8 @@
 //! version conflicts, idempotent replays, a busy writer, refusals, the
 //! versions a job fans out, and the store's failures.
 
-use folio_core::fresh::Fresh;
 use folio_core::problem::ProblemType;
+use folio_core::service::fresh::Fresh;
 use folio_core::store::entity_record_sql;
 use serde_json::json;
 
@@ -240,7 +240,7 @@ fn a_signed_body_digest_that_is_not_the_bodys_is_401_invalid_signature_and_no_jo
 fn a_record_outside_a_scoped_apps_grant_is_404_record_not_found() {
     let host = FakeHost::new();
     let note_type = note_type(&host);
-    let scope = folio_core::apps::Scope::default();
+    let scope = folio_core::auth::apps::Scope::default();
     let app = host.add_app(
         crate::id(0xd1),
         crate::id(0xd2),
@@ -320,7 +320,7 @@ fn a_job_deleting_a_dependant_then_its_target_deletes_both() {
     use folio_core::write::{RecordKey, WriteRequest};
     let host = FakeHost::new();
     let note_type = host.owner_post(json!({
-        "type": folio_core::builtin::BuiltinType::Type.link(),
+        "type": folio_core::schema::builtin::BuiltinType::Type.link(),
         "content": {"name": "nested", "schema": {"type": "object", "properties": {
             "content": {"type": "object", "properties": {
                 "text": {"type": "string"},
@@ -594,7 +594,7 @@ fn a_committed_version_is_remembered_as_stored_and_the_next_update_reads_it_from
 /// A Type record named `memo` whose content has `properties`.
 fn memo_type(host: &FakeHost, properties: serde_json::Value) -> folio_core::model::Record {
     host.owner_post(json!({
-        "type": folio_core::builtin::BuiltinType::Type.link(),
+        "type": folio_core::schema::builtin::BuiltinType::Type.link(),
         "content": {"name": "memo", "schema": {"type": "object", "properties": {
             "content": {"type": "object", "properties": properties}
         }}}

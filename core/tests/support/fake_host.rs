@@ -15,18 +15,20 @@
 
 use std::cell::{Cell, RefCell};
 
-use folio_core::access::Access;
-use folio_core::apps::{
+use folio_core::auth::access::Access;
+use folio_core::auth::apps::{
     Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
 };
-use folio_core::builtin::BuiltinType;
-use folio_core::consent::verify_password;
-use folio_core::discovery::entity_content;
-use folio_core::events::LiveVersion;
-use folio_core::jobs::{Decided, Done, Finished, Job, JobOutcome, JobStep, RecordWrite, WriteJob};
 use folio_core::model::{Entity, Record, RecordDate, RecordId, UserName};
 use folio_core::problem::{Problem, ProblemType};
-use folio_core::service::memo::Memo;
+use folio_core::schema::builtin::BuiltinType;
+use folio_core::service::consent::verify_password;
+use folio_core::service::discovery::entity_content;
+use folio_core::service::events::LiveVersion;
+use folio_core::service::jobs::memo::Memo;
+use folio_core::service::jobs::{
+    Decided, Done, Finished, Job, JobOutcome, JobStep, RecordWrite, WriteJob,
+};
 use folio_core::service::standing::Epoch;
 use folio_core::service::store::{CommitError, Row, RowExt};
 use folio_core::service::{User, WriteFailure};

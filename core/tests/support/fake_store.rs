@@ -5,7 +5,7 @@
 mod fake_store {
     use std::collections::HashMap;
 
-    use folio_core::access::Access;
+    use folio_core::auth::access::Access;
     use folio_core::model::{BlobHash, Entity, Link, ReceivedRecord, Record, RecordDate, RecordId};
     use folio_core::schema::FoundLink;
     use folio_core::write::{

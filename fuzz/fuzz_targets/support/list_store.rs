@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 
-use folio_core::access::{Access, AppGrant};
+use folio_core::auth::access::{Access, AppGrant};
 use folio_core::model::{Entity, ReceivedRecord, Record, RecordDate, RecordLink};
 use folio_core::query::{IndexEntry, ListItem, ListQuery, index_entries};
 use folio_core::schema::Schema;

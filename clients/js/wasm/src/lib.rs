@@ -7,7 +7,7 @@
 //! arrays, JSON text); errors are `Error`s with a message.
 
 use folio_core::auth::{ClientBearer, ClientSignature, SignatureLayout, SignedRequest};
-use folio_core::dialect::Dialect;
+use folio_core::model::dialect::Dialect;
 use folio_core::model::{Record, RecordId, VersionLink};
 use folio_core::schema::{RecordType, provisional_record};
 use folio_core::write::new_record_permissions;

@@ -1,0 +1,621 @@
+//! The owner's console at `{base_url}/{user}/console`: the pages where the
+//! person who owns a store sees what their apps wrote, fixes a record by
+//! hand and cuts an app off, without writing code.
+//!
+//! Everything here is pure: forms and list parameters in, what the pages
+//! show out ([`page`] renders them). The service reads and writes through
+//! the API's own statements and write transition, as the owner
+//! ([`Access::Owner`](crate::auth::access::Access::Owner)).
+//!
+//! The console signs in with the consent page's session cookie and
+//! password, and is usable without JavaScript (it has none): every action
+//! is a form that carries the session's CSRF token.
+
+pub mod diff;
+pub mod page;
+
+pub use diff::{DiffLine, Differences, MAX_DIFF_EDITS, MAX_DIFF_LINES, diff_lines};
+
+use serde_json::Value;
+
+use crate::model::{Permissions, ReadPermission, Record};
+use crate::query::{IndexEntry, parse_filter};
+
+/// Response headers of every console page: no script at all, styles and
+/// images from the server itself only, forms posted to it only, never
+/// framed, no referrer, never cached.
+pub const PAGE_HEADERS: [(&str, &str); 5] = [
+    ("content-type", "text/html; charset=utf-8"),
+    (
+        "content-security-policy",
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; \
+         frame-ancestors 'none'; base-uri 'none'",
+    ),
+    ("x-frame-options", "DENY"),
+    ("referrer-policy", "no-referrer"),
+    ("cache-control", "no-store"),
+];
+
+/// The console's stylesheet, served at `console/style.css`.
+pub const STYLE: &str = include_str!("../../../templates/console/style.css");
+
+/// How long browsers may keep the stylesheet.
+pub const STYLE_CACHE_CONTROL: &str = "public, max-age=3600";
+
+/// The largest console form body read: a record's JSON as the largest
+/// write body, percent-encoded (at most three bytes per byte).
+pub const MAX_FORM_BYTES: usize = 3 * 1024 * 1024;
+
+/// Records per page of the console's list.
+pub const PAGE_SIZE: u32 = 50;
+
+/// Versions the overview shows.
+pub const RECENT_VERSIONS: u32 = 20;
+
+/// Versions of one record the record page lists (the API's largest page).
+pub const MAX_VERSIONS_SHOWN: u32 = 200;
+
+/// The most Type, App and App Authorization records a console page reads,
+/// the last received: anyone may register an app and other servers send
+/// records, so a page's work must not grow with what strangers store.
+pub const MAX_BUILTIN_RECORDS: u32 = 1_000;
+
+/// Entity links whose names the record page looks up.
+pub const MAX_NAMED_ENTITIES: usize = 20;
+
+/// The shortest password the console and `folio user passwd` set.
+pub const MIN_PASSWORD_CHARS: usize = 8;
+
+/// Whether a new password typed twice may be set: the same both times, at
+/// least `min_chars` characters and at most
+/// [`MAX_PASSWORD_BYTES`](crate::service::consent::MAX_PASSWORD_BYTES) bytes. The
+/// reason, as the page says it, when not.
+pub fn check_new_password(new: &str, again: &str, min_chars: usize) -> Result<(), &'static str> {
+    if new != again {
+        return Err("The two new passwords differ: the password was not changed.");
+    }
+    if new.chars().count() < min_chars {
+        return Err("The new password is too short: use at least 8 characters.");
+    }
+    if new.len() > crate::service::consent::MAX_PASSWORD_BYTES {
+        return Err("The new password is too long: use at most 1024 bytes.");
+    }
+    Ok(())
+}
+
+/// What a page says after a form sent the browser there (`?done=…`, the
+/// redirect after a post): `None` for anything else.
+pub fn notice(done: Option<&str>) -> Option<&'static str> {
+    Some(match done? {
+        "created" => "The record was created.",
+        "saved" => "Your changes were saved.",
+        "deleted" => "The record was deleted.",
+        "revoked" => "The app’s access was revoked: its next request is refused.",
+        "forgotten" => {
+            "The app was forgotten: it can no longer use your records, and must register again to ask."
+        }
+        "password" => "Your password was changed. Every other session was signed out.",
+        _ => return None,
+    })
+}
+
+/// A posted console form (`application/x-www-form-urlencoded`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Form {
+    fields: Vec<(String, String)>,
+}
+
+impl Form {
+    /// Parses a form body; `None` when it is longer than [`MAX_FORM_BYTES`].
+    pub fn parse(body: &[u8]) -> Option<Form> {
+        (body.len() <= MAX_FORM_BYTES).then(|| Form {
+            fields: form_urlencoded::parse(body).into_owned().collect(),
+        })
+    }
+
+    /// Parses a page's query string (what a `GET` form sends): `+` is a space.
+    pub fn from_query(query: &str) -> Form {
+        Form {
+            fields: form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect(),
+        }
+    }
+
+    /// The first value of field `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(field, _)| field == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The CSRF token the form carries ("" when none).
+    pub fn csrf(&self) -> &str {
+        self.get("csrf").unwrap_or_default()
+    }
+}
+
+/// What the records page asks for: a type, a filter in the protocol's
+/// grammar, a sort, and whether tombstones are listed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListForm {
+    /// `{entity}+{record_id}` of the Type record ("" for every type).
+    pub type_link: String,
+    /// The filter as typed.
+    pub filter: String,
+    /// One of [`SORTS`]' values.
+    pub sort: String,
+    pub include_deleted: bool,
+    /// Where the page starts, as the previous page's link gave it.
+    pub page_start: Option<String>,
+}
+
+/// The sorts the records page offers: `(value, label)`, the first the default.
+pub const SORTS: [(&str, &str); 4] = [
+    ("$['received_at']+desc", "Newest first"),
+    ("$['received_at']+asc", "Oldest first"),
+    ("$['version.received_at']+desc", "Last changed first"),
+    ("$['created_at']+desc", "Created last first"),
+];
+
+/// A filter the parser refused, shown at its position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterProblem {
+    pub message: String,
+    /// The filter up to the fault, and from it.
+    pub before: String,
+    pub after: String,
+}
+
+impl ListForm {
+    pub fn from_query(form: &Form) -> ListForm {
+        let sort = form
+            .get("sort")
+            .filter(|sort| SORTS.iter().any(|(value, _)| value == sort))
+            .unwrap_or(SORTS[0].0);
+        ListForm {
+            type_link: form.get("type").unwrap_or_default().trim().to_owned(),
+            filter: form.get("filter").unwrap_or_default().trim().to_owned(),
+            sort: sort.to_owned(),
+            include_deleted: form.get("include_deleted") == Some("true"),
+            page_start: form.get("page_start").map(str::to_owned),
+        }
+    }
+
+    /// The API's list parameters for this page, or the problem of the
+    /// typed filter, at its position in what was typed. The type's
+    /// condition joins the filter's top level, whose `,` is "and" (each
+    /// level of parentheses flips it), so the filter means what it meant.
+    pub fn api_params(&self) -> Result<Vec<(String, String)>, FilterProblem> {
+        let mut params = vec![
+            ("sort".to_owned(), self.sort.clone()),
+            ("page_size".to_owned(), PAGE_SIZE.to_string()),
+            ("include_links".to_owned(), String::new()),
+        ];
+        if !self.filter.is_empty() {
+            parse_filter(&self.filter).map_err(|error| {
+                let at = floor_char_boundary(&self.filter, error.position);
+                FilterProblem {
+                    message: error.to_string(),
+                    before: self.filter[..at].to_owned(),
+                    after: self.filter[at..].to_owned(),
+                }
+            })?;
+        }
+        // The type comes from the page's own list; a value that is no
+        // record link (a hand-made address) selects every type.
+        let type_filter = Some(format!("$['type']={}", self.type_link))
+            .filter(|filter| !self.type_link.is_empty() && parse_filter(filter).is_ok());
+        let filter = match (type_filter, self.filter.is_empty()) {
+            (Some(type_filter), true) => Some(type_filter),
+            (Some(type_filter), false) => Some(format!("{type_filter},{}", self.filter)),
+            (None, false) => Some(self.filter.clone()),
+            (None, true) => None,
+        };
+        if let Some(filter) = filter {
+            params.push(("filter".to_owned(), filter));
+        }
+        if self.include_deleted {
+            params.push(("include_deleted".to_owned(), "true".to_owned()));
+        }
+        if let Some(start) = &self.page_start {
+            params.push(("page_start".to_owned(), start.clone()));
+        }
+        Ok(params)
+    }
+
+    /// The query string of this list from `page_start` (`None`: the first page).
+    pub fn query(&self, page_start: Option<&str>) -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        if !self.type_link.is_empty() {
+            query.append_pair("type", &self.type_link);
+        }
+        if !self.filter.is_empty() {
+            query.append_pair("filter", &self.filter);
+        }
+        query.append_pair("sort", &self.sort);
+        if self.include_deleted {
+            query.append_pair("include_deleted", "true");
+        }
+        if let Some(start) = page_start {
+            query.append_pair("page_start", start);
+        }
+        query.finish()
+    }
+}
+
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// One link a record's content holds, as the record page shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkView {
+    /// Where in the content: `$['content']['note']`.
+    pub path: String,
+    pub kind: LinkKindView,
+    /// The entity's name, the record's `entity / id`, the blob's file name.
+    pub label: String,
+    /// The linked entity.
+    pub entity: String,
+    /// The linked record's id (record and version links).
+    pub record_id: Option<String>,
+    /// The blob's hash, or the version's hash.
+    pub hash: Option<String>,
+    /// The blob's media type.
+    pub media_type: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkKindView {
+    Entity,
+    Record,
+    Version,
+    Blob,
+}
+
+impl LinkView {
+    /// The blob is an image a page may show (`<img>` runs no script, SVG included).
+    pub fn is_image(&self) -> bool {
+        self.kind == LinkKindView::Blob
+            && self.media_type.as_deref().is_some_and(|media_type| {
+                [
+                    "image/png",
+                    "image/jpeg",
+                    "image/gif",
+                    "image/webp",
+                    "image/svg+xml",
+                ]
+                .contains(&media_type.split(';').next().unwrap_or_default().trim())
+            })
+    }
+}
+
+/// The links in a version's content (its envelope's links, the author and
+/// the type, are shown apart), in path order, from its index entries.
+pub fn content_links(entries: &[IndexEntry]) -> Vec<LinkView> {
+    let in_content = |entry: &&IndexEntry| {
+        entry.path.starts_with("$['content']") || entry.path.starts_with("$['no_content']")
+    };
+    let tag_at = |path: &str| {
+        entries
+            .iter()
+            .find(|entry| entry.path == path)
+            .and_then(|entry| entry.key.strip_prefix("t:"))
+            .map(str::to_owned)
+    };
+    let mut links = Vec::new();
+    for entry in entries.iter().filter(in_content) {
+        let Some((kind, value)) = entry.key.split_once(':') else {
+            continue;
+        };
+        let mut parts = value.split(' ');
+        let (first, second, third) = (parts.next(), parts.next(), parts.next());
+        let view = match (kind, first, second, third) {
+            ("e", Some(entity), None, None) => LinkView {
+                path: entry.path.clone(),
+                kind: LinkKindView::Entity,
+                label: entity.to_owned(),
+                entity: entity.to_owned(),
+                record_id: None,
+                hash: None,
+                media_type: None,
+            },
+            // A version link is indexed under `r:` too: shown once, as a version.
+            ("r", Some(entity), Some(id), None)
+                if !entries
+                    .iter()
+                    .any(|other| other.path == entry.path && other.key.starts_with("v:")) =>
+            {
+                LinkView {
+                    path: entry.path.clone(),
+                    kind: LinkKindView::Record,
+                    label: format!("{entity} / {id}"),
+                    entity: entity.to_owned(),
+                    record_id: Some(id.to_owned()),
+                    hash: None,
+                    media_type: None,
+                }
+            }
+            ("v", Some(entity), Some(id), Some(hash)) => LinkView {
+                path: entry.path.clone(),
+                kind: LinkKindView::Version,
+                label: format!("{entity} / {id} at {}", &hash[..hash.len().min(12)]),
+                entity: entity.to_owned(),
+                record_id: Some(id.to_owned()),
+                hash: Some(hash.to_owned()),
+                media_type: None,
+            },
+            ("b", Some(hash), None, None) => LinkView {
+                path: entry.path.clone(),
+                kind: LinkKindView::Blob,
+                label: tag_at(&format!("{}['name']", entry.path))
+                    .unwrap_or_else(|| hash.to_owned()),
+                entity: String::new(),
+                record_id: None,
+                hash: Some(hash.to_owned()),
+                media_type: tag_at(&format!("{}['type']", entry.path)),
+            },
+            _ => continue,
+        };
+        links.push(view);
+    }
+    links
+}
+
+/// A record's permissions, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionWords {
+    pub read: String,
+    pub write: String,
+    pub notify: String,
+}
+
+/// What `permissions` let others do with a record of `author`'s.
+pub fn permission_words(permissions: &Permissions) -> PermissionWords {
+    let names = |links: &[crate::model::EntityLink]| -> String {
+        links
+            .iter()
+            .map(|link| link.entity.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let with_author = |links: &[crate::model::EntityLink]| match links.is_empty() {
+        true => "Only the author".to_owned(),
+        false => format!("The author and {}", names(links)),
+    };
+    PermissionWords {
+        read: match &permissions.read {
+            None => "Only the author".to_owned(),
+            Some(ReadPermission::Public) => "Everyone: the record is public".to_owned(),
+            Some(ReadPermission::Entities(links)) => with_author(links),
+        },
+        write: match &permissions.write {
+            None => "Only the author".to_owned(),
+            Some(links) => with_author(links),
+        },
+        notify: match &permissions.notify {
+            None => "Everyone who may read it".to_owned(),
+            Some(links) if links.is_empty() => "No one".to_owned(),
+            Some(links) => names(links),
+        },
+    }
+}
+
+/// What a version holds besides its envelope, as the edit form and the
+/// differences show it: `permissions` and `content` (or `no_content`).
+pub fn editable_json(record: &Record) -> Value {
+    let mut object = serde_json::Map::new();
+    let value = serde_json::to_value(record).unwrap_or(Value::Null);
+    for name in ["permissions", "content", "no_content"] {
+        if let Some(field) = value.get(name) {
+            object.insert(name.to_owned(), field.clone());
+        }
+    }
+    Value::Object(object)
+}
+
+/// JSON as the console shows it: two-space indents.
+pub fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+/// The write body of the console's edit form: the typed JSON (an object
+/// with `content`, and optionally `permissions`), with the parent the
+/// form was made from as `version.parent_hash`, so that an edit made
+/// meanwhile is a version conflict rather than overwritten.
+pub fn update_body(typed: &str, parent_hash: &str) -> Result<Vec<u8>, String> {
+    let mut value: Value =
+        serde_json::from_str(typed).map_err(|error| format!("This is not JSON: {error}"))?;
+    let Some(object) = value.as_object_mut() else {
+        return Err("The record must be a JSON object with `content`.".to_owned());
+    };
+    object.remove("no_content");
+    object.insert(
+        "version".to_owned(),
+        serde_json::json!({ "parent_hash": parent_hash }),
+    );
+    Ok(value.to_string().into_bytes())
+}
+
+/// The write body of a new record: the typed JSON object (`content`, and
+/// optionally `permissions`) with the chosen type, `{entity}+{id}+{hash}`.
+pub fn create_body(typed: &str, type_link: &str) -> Result<Vec<u8>, String> {
+    let mut value: Value =
+        serde_json::from_str(typed).map_err(|error| format!("This is not JSON: {error}"))?;
+    let Some(object) = value.as_object_mut() else {
+        return Err("The record must be a JSON object with `content`.".to_owned());
+    };
+    let mut parts = type_link.split('+');
+    let (Some(entity), Some(record_id), Some(version_hash), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("Choose the record's type.".to_owned());
+    };
+    object.insert(
+        "type".to_owned(),
+        serde_json::json!({ "entity": entity, "record_id": record_id, "version_hash": version_hash }),
+    );
+    Ok(value.to_string().into_bytes())
+}
+
+/// The write body of a deletion with `action` (`delete`, `local` or
+/// `leave`) from `parent_hash`.
+pub fn delete_body(action: &str, parent_hash: &str) -> Vec<u8> {
+    serde_json::json!({
+        "version": { "parent_hash": parent_hash },
+        "no_content": { "action": action },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_typed_filter_is_anded_with_the_type_and_its_errors_point_into_it() {
+        let form = ListForm {
+            type_link: "system.folio.dev+0123456789abcdef0123456789abcdef".into(),
+            filter: "$['author']=alice.example".into(),
+            sort: SORTS[0].0.into(),
+            ..ListForm::default()
+        };
+        let params = form.api_params().expect("valid");
+        let filter = params
+            .iter()
+            .find(|(name, _)| name == "filter")
+            .expect("a filter");
+        assert_eq!(
+            filter.1,
+            "$['type']=system.folio.dev+0123456789abcdef0123456789abcdef,$['author']=alice.example"
+        );
+        assert!(parse_filter(&filter.1).is_ok());
+        // An "or" the person typed stays an "or" under the type's "and".
+        let either = ListForm {
+            filter: "($['author']=a.example,$['author']=b.example)".into(),
+            ..form.clone()
+        };
+        let params = either.api_params().expect("valid");
+        let filter = params
+            .iter()
+            .find(|(name, _)| name == "filter")
+            .expect("a filter");
+        let parsed = parse_filter(&filter.1).expect("parses");
+        let crate::query::Filter::And(parts) = parsed else {
+            panic!("an and: {parsed:?}")
+        };
+        assert!(matches!(parts[1], crate::query::Filter::Or(_)), "{parts:?}");
+        let bad = ListForm {
+            filter: "$['author']=alice.example,(".into(),
+            ..form
+        };
+        let problem = bad.api_params().expect_err("refused");
+        assert_eq!(
+            format!("{}{}", problem.before, problem.after),
+            "$['author']=alice.example,("
+        );
+        assert!(!problem.message.is_empty());
+    }
+
+    #[test]
+    fn list_queries_round_trip_through_a_form() {
+        let form = ListForm {
+            type_link: "a.example+0123456789abcdef0123456789abcdef".into(),
+            filter: "$['content']['tag']=a b+c".into(),
+            sort: SORTS[1].0.into(),
+            include_deleted: true,
+            page_start: None,
+        };
+        let query = form.query(Some("\"2026-01-01T00:00:00.000Z\"+00"));
+        let back = ListForm::from_query(&Form::from_query(&query));
+        assert_eq!(
+            back.page_start.as_deref(),
+            Some("\"2026-01-01T00:00:00.000Z\"+00")
+        );
+        assert_eq!(
+            ListForm {
+                page_start: None,
+                ..back
+            },
+            form
+        );
+    }
+
+    #[test]
+    fn a_type_that_is_no_record_link_selects_every_type() {
+        let form = ListForm::from_query(&Form::from_query("type=abab%27"));
+        let params = form.api_params().expect("no typed filter to refuse");
+        assert!(
+            params.iter().all(|(name, _)| name != "filter"),
+            "{params:?}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_sort_is_the_default() {
+        let form = ListForm::from_query(&Form::from_query("sort=DROP"));
+        assert_eq!(form.sort, SORTS[0].0);
+    }
+
+    #[test]
+    fn content_links_name_each_link_once() {
+        let entry = |path: &str, key: &str| IndexEntry {
+            path: path.into(),
+            key: key.into(),
+        };
+        let hash = "ab".repeat(32);
+        let entries = vec![
+            entry("$['author']", "e:alice.example"),
+            entry("$['content']['friend']", "e:bob.example"),
+            entry("$['content']['note']", "r:alice.example 0123"),
+            entry("$['content']['note']", "x:alice.example 0123"),
+            entry(
+                "$['content']['pin']",
+                &format!("v:alice.example 0123 {hash}"),
+            ),
+            entry("$['content']['pin']", "r:alice.example 0123"),
+            entry("$['content']['photo']", &format!("b:{hash}")),
+            entry("$['content']['photo']['name']", "t:cat.png"),
+            entry("$['content']['photo']['type']", "t:image/png"),
+            entry("$['content']['title']", "t:hello"),
+        ];
+        let links = content_links(&entries);
+        let kinds: Vec<_> = links
+            .iter()
+            .map(|link| (link.path.as_str(), link.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("$['content']['friend']", LinkKindView::Entity),
+                ("$['content']['note']", LinkKindView::Record),
+                ("$['content']['pin']", LinkKindView::Version),
+                ("$['content']['photo']", LinkKindView::Blob),
+            ]
+        );
+        assert_eq!(links[3].label, "cat.png");
+        assert!(links[3].is_image());
+    }
+
+    #[test]
+    fn bodies_carry_the_parent_and_the_type() {
+        let body =
+            update_body(r#"{"content": {"a": 1}, "no_content": null}"#, "ff").expect("a body");
+        let body: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["version"]["parent_hash"], "ff");
+        assert!(body.get("no_content").is_none());
+        assert!(update_body("[1]", "ff").is_err());
+        assert!(update_body("{", "ff").is_err());
+        let body = create_body(r#"{"content": {}}"#, "a.example+01+ff").expect("a body");
+        let body: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["type"]["record_id"], "01");
+        assert!(create_body(r#"{"content": {}}"#, "").is_err());
+    }
+}
