@@ -46,6 +46,8 @@
 //!
 //! What a host uses is re-exported here, below the modules.
 
+#![warn(unreachable_pub)]
+
 pub mod auth;
 pub mod model;
 pub mod problem;

@@ -59,7 +59,7 @@ pub enum Accepted {
 /// (and whenever it is full): a sweep visits every nonce it holds, which
 /// costs microseconds per thousand once a second, where an index of the
 /// nonces by date, to forget each on time, doubled the memory each took.
-pub const NONCE_SWEEP_EVERY_MS: i64 = 1_000;
+pub(super) const NONCE_SWEEP_EVERY_MS: i64 = 1_000;
 
 /// The nonces of the last window, per app.
 #[derive(Debug)]

@@ -80,7 +80,7 @@ pub enum Rate<'a> {
 
 /// How often an entity is discovered again for a signature its stored keys
 /// do not verify ([`Rate::Rediscovery`]): a fixed limit, not a setting.
-pub const REDISCOVERIES_PER_MINUTE: u32 = 1;
+pub(super) const REDISCOVERIES_PER_MINUTE: u32 = 1;
 
 /// How many entities one address may make this server discover, a minute,
 /// by naming them in server-signed requests ([`Rate::UnverifiedDiscovery`]):

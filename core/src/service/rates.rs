@@ -67,11 +67,11 @@ pub struct AccountAttempts {
 mod ticks_text {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(ticks: &i64, serializer: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(ticks: &i64, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&ticks.to_string())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
         String::deserialize(deserializer)?
             .parse()
             .map_err(serde::de::Error::custom)
@@ -402,7 +402,7 @@ fn settle<K: Hash + Eq>(buckets: &mut Option<Buckets<K>>, key: K, arrival: Optio
 /// suffix, such as `bob.test`, is its last two labels): what one owner
 /// controls, and so the unit a flood from many names is counted in. A
 /// name that is itself a public suffix is its own domain.
-pub fn registrable_domain(entity: &Entity) -> &str {
+pub(super) fn registrable_domain(entity: &Entity) -> &str {
     let name = entity.as_str();
     psl::domain(name.as_bytes())
         .and_then(|domain| std::str::from_utf8(domain.as_bytes()).ok())

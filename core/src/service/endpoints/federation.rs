@@ -43,13 +43,13 @@ use crate::service::{Caller, Context, Failure, Host, Outcome, Rate, Reply, User,
 
 /// The most versions fetched back from one received version towards one
 /// the store holds (`docs/federation.md` §6).
-pub const MAX_PARENTS_FETCHED: usize = 64;
+pub(crate) const MAX_PARENTS_FETCHED: usize = 64;
 /// The most links resolved for one write, or for storing one received
 /// version (its type, that type's own links).
-pub const MAX_RESOLUTIONS_PER_WRITE: usize = 8;
+pub(crate) const MAX_RESOLUTIONS_PER_WRITE: usize = 8;
 /// How deep resolutions may nest: a received record's type, that type's
 /// own type, and so on (a built-in type ends it at once).
-pub const MAX_RESOLUTION_DEPTH: usize = 4;
+pub(crate) const MAX_RESOLUTION_DEPTH: usize = 4;
 
 /// Why federation could not do what it was asked.
 #[derive(Debug)]
@@ -171,10 +171,10 @@ pub(crate) struct Federation<'a, H: Host> {
 }
 
 /// The most requests to other servers one request or delivery makes.
-pub const MAX_PEER_REQUESTS: usize = 256;
+pub(crate) const MAX_PEER_REQUESTS: usize = 256;
 /// The most bytes of answers from other servers one request or delivery
 /// reads.
-pub const MAX_PEER_ANSWER_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_PEER_ANSWER_BYTES: usize = 32 * 1024 * 1024;
 
 impl<'a, H: Host> Federation<'a, H> {
     pub(crate) fn new(host: &'a H, user: &'a User, now: RecordDate, fresh: &'a Fresh) -> Self {
@@ -890,4 +890,4 @@ pub(in crate::service) async fn proxy<H: Host>(
 /// 200 records of the 1 MiB body limit would not fit; lists of that size
 /// are refused (`federation/502-peer-refused`) and the client pages with a
 /// smaller `page_size`.
-pub const PROXIED_LIST_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const PROXIED_LIST_BYTES: usize = 8 * 1024 * 1024;
