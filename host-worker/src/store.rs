@@ -8,7 +8,6 @@ use std::time::Duration;
 use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, SignedRequest, nonce_table};
 use folio_core::blob::{Received, UploadMeter};
 use folio_core::consent::{SessionKey, hash_password, verify_password};
-use folio_core::dialect::Dialect;
 use folio_core::events::{
     HEARTBEAT_EVENT, LiveCommit, LiveSubscriber, LiveVersion, OpenStreams, Opened,
     SUBSCRIBER_QUEUE_LEN, StandingChanged, StreamCaps, StreamsFull, Subscriber,
@@ -17,7 +16,6 @@ use folio_core::federation::{PeerAnswer, PeerFailure, PeerRequest};
 use folio_core::fresh::Fresh;
 use folio_core::limits::{Limits, header_section_len};
 use folio_core::model::{BlobHash, RecordDate, UserName};
-use folio_core::problem::default_docs_url;
 use folio_core::service::{AccountAttempts, Peers};
 use folio_core::store::{Statement, user_by_name_sql, users_sql};
 use folio_core::{
@@ -371,13 +369,7 @@ impl DurableObject for UserStore {
         let rates = limits.clone();
         UserStore {
             state,
-            settings: Settings {
-                dialect: Dialect::default(),
-                docs_url: default_docs_url(&base_url),
-                base_url,
-                limits,
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-            },
+            settings: Settings::new(base_url, None, limits, env!("CARGO_PKG_VERSION")),
             env,
             session_key,
             nonces_ready: Cell::new(false),
