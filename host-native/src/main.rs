@@ -4,7 +4,8 @@
 //! them to `folio_core`, which decides everything the protocol fixes.
 //!
 //! - `main.rs`: the command line.
-//! - `server.rs`: `folio serve`: listeners, shared state, shutdown, upkeep.
+//! - `server.rs`: `folio serve`: listeners, shutdown, upkeep;
+//!   `app.rs`: the state the handlers share.
 //! - `api.rs`: every request, to core's service; `host.rs`: core's host
 //!   (reads, writes, nonces, rate limits, event streams).
 //! - `writer.rs`: the single writer and its group commit; `db.rs`: SQLite
@@ -13,13 +14,15 @@
 //! - `users.rs`: users and server-side apps; `emit.rs`: the SQL that
 //!   creates them elsewhere (`--emit-sql`, for the worker's D1);
 //!   `config.rs`: the data directory and settings; `tls.rs`: certificates;
-//!   `clock.rs`: time; `logs.rs`: the log; `metrics.rs`: metrics and readiness.
+//!   `clock.rs`: time; `logs.rs`: the log; `metrics.rs`: the metrics'
+//!   counters; `metrics_listener.rs`: the listener serving them and readiness.
 //! - `peers.rs`: requests to other servers (federation), under core's rules;
 //!   `outbox.rs`: the delivery loop and `folio outbox`.
 //! - `schema_command.rs`: `folio schema`, for people who write types.
 //! - `backup.rs`: `folio backup`; `transfer.rs`: `folio export` and `import`.
 
 mod api;
+mod app;
 mod backup;
 mod blobs;
 mod clock;
@@ -32,6 +35,7 @@ mod https;
 mod hub;
 mod logs;
 mod metrics;
+mod metrics_listener;
 mod outbox;
 mod passwords;
 mod peers;

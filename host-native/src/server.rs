@@ -1,5 +1,6 @@
-//! `folio serve`: the listeners, the shared state, graceful shutdown and
-//! the background upkeep (event retention, expired blobs, rate buckets).
+//! `folio serve`: the listeners, graceful shutdown and the background
+//! upkeep (event retention, expired blobs, rate buckets). What the
+//! handlers share is [`App`] (`app.rs`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -18,6 +19,7 @@ use folio_core::{RateLimits, RowExt, STRAY_SWEEP_EVERY, UPKEEP_INTERVAL_MS, Upke
 use http::{HeaderValue, StatusCode};
 use tokio::sync::watch;
 
+use crate::app::App;
 use crate::blobs::BlobStore;
 use crate::clock::Clock;
 use crate::config::{DataDir, ServeOptions, Settings};
@@ -32,50 +34,6 @@ use crate::users::UserCache;
 use crate::writer::Writer;
 use crate::{db, https, tls, users};
 use folio_core::service::memo::Memo;
-
-/// Everything a request handler shares.
-pub struct App {
-    pub settings: folio_core::Settings,
-    pub clock: Clock,
-    pub readers: db::Readers,
-    pub writer: Writer,
-    pub hub: Arc<Hub>,
-    pub users: UserCache,
-    pub replay: Mutex<ReplayGuard>,
-    pub rates: Mutex<RateLimits>,
-    /// Signs the consent page's session cookies.
-    pub session_key: SessionKey,
-    pub blobs: BlobStore,
-    /// Turns for password checks ([`PASSWORD_CHECKS_AT_ONCE`]).
-    pub password_checks: PasswordChecks,
-    /// Turns true when the server shuts down: open event streams end.
-    pub shutdown: watch::Receiver<bool>,
-    pub data: DataDir,
-    /// Apps' standings, remembered between requests.
-    pub standings: Arc<Standings>,
-    /// Stored versions and compiled types, remembered between writes.
-    pub memo: Memo,
-    /// Other servers, reached under core's rules (federation).
-    pub peers: PeerClient,
-    /// Wakes the outbox's delivery loop: a write queued notifications.
-    pub outbox: tokio::sync::Notify,
-    /// When failed deliveries are tried again.
-    pub outbox_retry: folio_core::federation::RetryPolicy,
-}
-
-impl App {
-    /// The bytes of the blob files the stores hold (a read of the store).
-    pub async fn blob_bytes(&self) -> Result<i64, db::DbError> {
-        let rows = self
-            .readers
-            .fetch(&folio_core::store::stored_blob_bytes_sql())
-            .await?;
-        Ok(rows
-            .first()
-            .and_then(|row| row.integer(0).ok())
-            .unwrap_or(0))
-    }
-}
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -313,7 +271,7 @@ pub async fn serve(data: DataDir, options: ServeOptions) -> Result<(), ServeErro
 
     let metrics = match options.metrics_listen {
         Some(address) => Some(
-            crate::metrics::serve(address, Arc::clone(&app))
+            crate::metrics_listener::serve(address, Arc::clone(&app))
                 .await
                 .map_err(|source| ServeError::Listen { address, source })?,
         ),
