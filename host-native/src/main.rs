@@ -4,7 +4,7 @@
 //! them to `folio_core`, which decides everything the protocol fixes.
 //!
 //! - `main.rs`: the command line.
-//! - `server.rs`: `folio serve`: listeners, shutdown, upkeep;
+//! - `server.rs`: `folio serve`: its phases, listeners, shutdown, upkeep;
 //!   `app.rs`: the state the handlers share.
 //! - `api.rs`: every request, to core's service; `host.rs`: core's host
 //!   (reads, writes, nonces, rate limits, event streams).
