@@ -336,13 +336,7 @@ async fn import_as_sql(
         sql.display(),
         blobs.display(),
     );
-    for advice in moved
-        .foreign_entity_warning
-        .iter()
-        .chain(&moved.password_advice(&user))
-    {
-        eprintln!("{advice}");
-    }
+    print_import_advice(&user, &moved);
     Ok(())
 }
 
@@ -356,14 +350,20 @@ async fn import(data_dir: &Path, file: &Path, allow_foreign_entity: bool) -> Cli
         "Imported user `{user}`: {} versions, {} blob(s), {} app key(s).",
         moved.versions, moved.blobs, moved.app_keys
     );
+    print_import_advice(&user, &moved);
+    Ok(())
+}
+
+/// What an import leaves the operator to know: that the entity may be
+/// another server's, and what the user needs before signing in.
+fn print_import_advice(user: &str, moved: &transfer::Moved) {
     for advice in moved
         .foreign_entity_warning
         .iter()
-        .chain(&moved.password_advice(&user))
+        .chain(&moved.password_advice(user))
     {
         eprintln!("{advice}");
     }
-    Ok(())
 }
 
 /// `folio backup`.
