@@ -14,9 +14,9 @@ use folio_core::service::limits::header_section_len;
 use folio_core::{Fresh, Reply, ReplyBody};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 
+use crate::app::App;
 use crate::logs::{self, RequestId};
 use crate::metrics::METRICS;
-use crate::server::App;
 
 /// A request's headers, as core reads them.
 pub struct Headers<'h>(pub &'h HeaderMap);

@@ -26,10 +26,10 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::broadcast;
 
+use crate::app::App;
 use crate::db;
 use crate::hub::{StreamPlace, Subscription};
 use crate::metrics::{Limit, METRICS};
-use crate::server::App;
 use crate::writer::{self, Prepared, WriterError};
 
 /// A failure of the native host's storage.

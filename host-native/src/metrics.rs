@@ -1,29 +1,21 @@
-//! Metrics in Prometheus's text format, and a readiness answer, on a
-//! listener of their own (`--metrics-listen`, off by default).
+//! The process's metrics, in Prometheus's text format.
 //!
 //! The counters live for the process ([`METRICS`]): the code that sees an
 //! event counts it where it happens (the request handler, the writer, the
 //! hub, the rate limits, the connection caps). The sizes of the database,
-//! its WAL and the blobs are read when the metrics are scraped.
+//! its WAL and the blobs are read when the metrics are scraped, by the
+//! listener that serves them (`metrics_listener.rs`). This module knows
+//! nothing of the server: everything may count here without a circle.
 
-use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use folio_core::problem::ProblemType;
 use folio_core::{Rate, Reply};
-use http::{StatusCode, header};
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
     Registry, TextEncoder,
 };
-
-use crate::server::App;
 
 /// Every metric of the process.
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -305,7 +297,7 @@ impl Metrics {
     }
 
     /// The text exposition, with the store's sizes as of now.
-    fn render(&self, sizes: StoreSizes) -> String {
+    pub fn render(&self, sizes: StoreSizes) -> String {
         self.database_bytes.set(sizes.database);
         self.wal_bytes.set(sizes.wal);
         self.blob_bytes.set(sizes.blobs);
@@ -318,71 +310,8 @@ impl Metrics {
 }
 
 /// The store's sizes in bytes.
-struct StoreSizes {
-    database: i64,
-    wal: i64,
-    blobs: i64,
-}
-
-/// The size of the file at `path`, 0 if there is none.
-fn file_size(path: &Path) -> i64 {
-    std::fs::metadata(path).map_or(0, |meta| i64::try_from(meta.len()).unwrap_or(i64::MAX))
-}
-
-/// Serves `GET /metrics` and `GET /ready` on `address` until shutdown.
-pub async fn serve(
-    address: SocketAddr,
-    app: Arc<App>,
-) -> std::io::Result<tokio::task::JoinHandle<()>> {
-    let listener = tokio::net::TcpListener::bind(address).await?;
-    let local = listener.local_addr()?;
-    tracing::info!(address = %local, "serving metrics (/metrics) and readiness (/ready) over plain HTTP");
-    let mut stop = app.shutdown.clone();
-    let router = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/ready", get(ready))
-        .with_state(app);
-    Ok(tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-            })
-            .await;
-    }))
-}
-
-/// The exposition, in Prometheus's text format 0.0.4.
-async fn metrics(State(app): State<Arc<App>>) -> Response {
-    let database = app.data.database();
-    let wal = database.with_extension("db-wal");
-    let blobs = app.blob_bytes().await.unwrap_or_else(|error| {
-        tracing::warn!(%error, "could not read the blobs' size for the metrics");
-        0
-    });
-    let sizes = StoreSizes {
-        database: file_size(&database),
-        wal: file_size(&wal),
-        blobs,
-    };
-    let text = METRICS.render(sizes);
-    ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response()
-}
-
-/// `200 ready` while the server serves and its store answers a read;
-/// `503` while it shuts down or when the store fails.
-async fn ready(State(app): State<Arc<App>>) -> Response {
-    if *app.shutdown.borrow() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
-    }
-    match app.blob_bytes().await {
-        Ok(_) => (StatusCode::OK, "ready\n").into_response(),
-        Err(error) => {
-            tracing::warn!(%error, "readiness: the store did not answer a read");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the store does not answer\n",
-            )
-                .into_response()
-        }
-    }
+pub struct StoreSizes {
+    pub database: i64,
+    pub wal: i64,
+    pub blobs: i64,
 }

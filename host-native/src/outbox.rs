@@ -22,7 +22,7 @@ use folio_core::service::{
 };
 use tokio::task::{Id, JoinSet};
 
-use crate::server::App;
+use crate::app::App;
 
 /// The longest the loop sleeps with nothing due.
 const IDLE_WAKE: Duration = Duration::from_secs(30);

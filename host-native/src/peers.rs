@@ -29,8 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use folio_core::service::federation::{
-    PEER_CONNECT_TIMEOUT_MS, PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod,
-    PeerRequest, address_allowed, target_url,
+    AnswerBody, PEER_CONNECT_TIMEOUT_MS, PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure,
+    PeerMethod, PeerRequest, address_allowed, target_url,
 };
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{HeaderName, HeaderValue};
@@ -200,14 +200,10 @@ async fn read_answer(
     mut response: reqwest::Response,
     max: usize,
 ) -> Result<PeerAnswer, PeerFailure> {
+    let mut body = AnswerBody::new(max);
     // The body's announced length, which is 0 for a HEAD whatever its
     // Content-Length says.
-    if response
-        .content_length()
-        .is_some_and(|length| length > max as u64)
-    {
-        return Err(PeerFailure::TooLarge { max });
-    }
+    body.announced(response.content_length())?;
     let status = response.status().as_u16();
     let headers = response
         .headers()
@@ -217,21 +213,17 @@ async fn read_answer(
             (name.as_str().to_owned(), value)
         })
         .collect();
-    let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
         .await
         .map_err(|e| PeerFailure::Unreachable(format!("reading the answer: {}", describe(&e))))?
     {
-        if chunk.len() > max - body.len() {
-            return Err(PeerFailure::TooLarge { max });
-        }
-        body.extend_from_slice(&chunk);
+        body.push(&chunk)?;
     }
     Ok(PeerAnswer {
         status,
         headers,
-        body,
+        body: body.into_bytes(),
     })
 }
 

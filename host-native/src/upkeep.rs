@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use folio_core::{UPKEEP_INTERVAL_MS, UpkeepReport, UpkeepRound, UpkeepStep};
 
-use crate::server::App;
+use crate::app::App;
 
 /// Runs a round of upkeep every [`UPKEEP_INTERVAL_MS`], for good.
 pub async fn every_interval(app: Arc<App>) {

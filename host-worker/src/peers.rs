@@ -19,7 +19,8 @@
 use std::time::Duration;
 
 use folio_core::service::federation::{
-    PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod, PeerRequest, target_url,
+    AnswerBody, PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod, PeerRequest,
+    target_url,
 };
 use futures_util::future::{Either, select};
 use futures_util::{StreamExt, pin_mut};
@@ -87,36 +88,32 @@ async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnsw
         .send()
         .await
         .map_err(|e| PeerFailure::Unreachable(e.to_string()))?;
-    let max = request.max_answer_bytes;
+    let mut body = AnswerBody::new(request.max_answer_bytes);
+    // An answer to a HEAD has no body, whatever its Content-Length says.
     let declared = response
         .headers()
         .get("content-length")
         .ok()
         .flatten()
-        .and_then(|length| length.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > max) && request.method != PeerMethod::Head {
-        return Err(PeerFailure::TooLarge { max });
-    }
+        .and_then(|length| length.parse::<u64>().ok())
+        .filter(|_| request.method != PeerMethod::Head);
+    body.announced(declared)?;
     let headers = response
         .headers()
         .entries()
         .map(|(name, value)| (name.to_ascii_lowercase(), value))
         .collect();
-    let mut body = Vec::new();
     if request.method != PeerMethod::Head
         && let Ok(mut stream) = response.stream()
     {
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| PeerFailure::Unreachable(e.to_string()))?;
-            if body.len() + chunk.len() > max {
-                return Err(PeerFailure::TooLarge { max });
-            }
-            body.extend_from_slice(&chunk);
+            body.push(&chunk)?;
         }
     }
     Ok(PeerAnswer {
         status: response.status_code(),
         headers,
-        body,
+        body: body.into_bytes(),
     })
 }

@@ -6,9 +6,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, SignedRequest, nonce_table};
-use folio_core::model::dialect::Dialect;
 use folio_core::model::{BlobHash, RecordDate, UserName};
-use folio_core::problem::default_docs_url;
 use folio_core::service::blob::{Received, UploadMeter};
 use folio_core::service::consent::{SessionKey, hash_password, verify_password};
 use folio_core::service::events::{
@@ -374,13 +372,7 @@ impl DurableObject for UserStore {
         let rates = limits.clone();
         UserStore {
             state,
-            settings: Settings {
-                dialect: Dialect::default(),
-                docs_url: default_docs_url(&base_url),
-                base_url,
-                limits,
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-            },
+            settings: Settings::new(base_url, None, limits, env!("CARGO_PKG_VERSION")),
             env,
             session_key,
             nonces_ready: Cell::new(false),

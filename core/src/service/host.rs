@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use crate::auth::{NonceUse, ReplayError};
 use crate::model::dialect::Dialect;
 use crate::model::{BlobHash, Entity, RecordDate, RecordId, UserName};
-use crate::problem::Problem;
+use crate::problem::{Problem, default_docs_url};
 use crate::service::consent::SessionKey;
 use crate::service::events::Subscriber;
 use crate::service::limits::Limits;
@@ -41,6 +41,22 @@ pub struct Settings {
     pub limits: Limits,
     /// The server's version, for `server_info`.
     pub version: String,
+}
+
+impl Settings {
+    /// A server's settings, the same on every host: the default dialect,
+    /// and the problem types' pages at `docs_url` when the operator set
+    /// one, else under `base_url` ([`default_docs_url`]). `version` is the
+    /// host's, for `server_info`.
+    pub fn new(base_url: String, docs_url: Option<String>, limits: Limits, version: &str) -> Self {
+        Settings {
+            dialect: Dialect::default(),
+            docs_url: docs_url.unwrap_or_else(|| default_docs_url(&base_url)),
+            base_url,
+            limits,
+            version: version.to_owned(),
+        }
+    }
 }
 
 /// A rate the host counts (PROTOCOL.md §13).

@@ -25,6 +25,6 @@ pub use fetch::{
 pub use notify::{Notification, NotificationError, RetryPolicy, recipients, retry_at};
 
 pub use peer::{
-    PEER_CONNECT_TIMEOUT_MS, PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure, PeerMethod,
-    PeerRequest, SMALL_ANSWER_BYTES, address_allowed, target_url,
+    AnswerBody, PEER_CONNECT_TIMEOUT_MS, PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure,
+    PeerMethod, PeerRequest, SMALL_ANSWER_BYTES, address_allowed, target_url,
 };

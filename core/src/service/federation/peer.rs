@@ -83,6 +83,58 @@ impl PeerAnswer {
     }
 }
 
+/// A peer's answer body as its chunks arrive, kept only while it is no
+/// longer than the request allows ([`PeerRequest::max_answer_bytes`]).
+///
+/// A host checks the announced length before it reads
+/// ([`AnswerBody::announced`]), pushes each chunk as it arrives
+/// ([`AnswerBody::push`]) and stops reading at the first refusal, so that
+/// it never holds more of an answer than the request allows.
+#[derive(Debug)]
+pub struct AnswerBody {
+    bytes: Vec<u8>,
+    max: usize,
+}
+
+impl AnswerBody {
+    /// An empty body of at most `max` bytes.
+    pub fn new(max: usize) -> Self {
+        AnswerBody {
+            bytes: Vec::new(),
+            max,
+        }
+    }
+
+    /// Refuses an answer whose announced length (its `Content-Length`;
+    /// none for an answer to a `HEAD`, whatever it says) is longer than
+    /// allowed, before any of its body is read.
+    pub fn announced(&self, length: Option<u64>) -> Result<(), PeerFailure> {
+        match length {
+            Some(length) if length > self.max as u64 => Err(self.too_large()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Appends the next chunk, or refuses the answer once it is longer
+    /// than allowed; after a refusal the host reads no more of it.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), PeerFailure> {
+        if chunk.len() > self.max - self.bytes.len() {
+            return Err(self.too_large());
+        }
+        self.bytes.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// The body read.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    fn too_large(&self) -> PeerFailure {
+        PeerFailure::TooLarge { max: self.max }
+    }
+}
+
 /// Why an exchange with a peer failed before core could judge an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerFailure {
@@ -222,6 +274,21 @@ fn public_v6(ip: Ipv6Addr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_body_is_refused_as_soon_as_it_is_longer_than_allowed() {
+        let mut body = AnswerBody::new(5);
+        assert_eq!(body.announced(None), Ok(()));
+        assert_eq!(body.announced(Some(5)), Ok(()));
+        assert_eq!(
+            body.announced(Some(6)),
+            Err(PeerFailure::TooLarge { max: 5 })
+        );
+        assert_eq!(body.push(b"abc"), Ok(()));
+        assert_eq!(body.push(b"de"), Ok(()));
+        assert_eq!(body.push(b"f"), Err(PeerFailure::TooLarge { max: 5 }));
+        assert_eq!(body.into_bytes(), b"abcde");
+    }
 
     #[test]
     fn targets_are_https_with_a_host_and_no_refused_literal_address() {
