@@ -76,7 +76,7 @@ pub enum Rate<'a> {
         user: i64,
     },
     /// Discovering an entity again because its stored keys did not verify
-    /// a signature: at most [`REDISCOVERIES_PER_MINUTE`] per entity.
+    /// a signature: at most `REDISCOVERIES_PER_MINUTE` (one) per entity.
     Rediscovery(&'a Entity),
     /// Discovering an entity the store does not know, for a server-signed
     /// request from an address whose signature cannot be checked before:
@@ -311,10 +311,10 @@ pub trait Store {
 /// The one ordered place where a user's writes commit.
 #[allow(async_fn_in_trait)]
 pub trait Jobs {
-    /// Runs `job` with core's [`Job::run`] over a transaction of the
-    /// host's, with the time at which the host's scheduler runs it, and
-    /// hands the versions it stored
-    /// ([`Done::take_live_versions`](crate::jobs::Effects::live))
+    /// Runs `job` as a core [`WriteJob`](crate::jobs::WriteJob) over a
+    /// transaction of the host's, with the time at which the host's
+    /// scheduler runs it, and hands the versions it stored
+    /// ([`Effects::live`](crate::jobs::Effects::live))
     /// to the open event streams of its user ([`Job::user_id`]) once they
     /// are durable. A request runs at most one job.
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure>;
