@@ -20,7 +20,7 @@ use crate::model::{Entity, Record, RecordId, RecordLink};
 pub struct Scope {
     /// Types whose records the app may read.
     pub read: Vec<RecordLink>,
-    /// Types whose records the app may create, update and delete.
+    /// Types whose records the app may read and write.
     pub write: Vec<RecordLink>,
     /// Types whose records the app may receive events for.
     pub subscribe: Vec<RecordLink>,

@@ -51,13 +51,17 @@ pub struct DialectNames {
     pub url_prefix: &'static str,
     /// First line of a server's request signature's input (federation).
     pub server_prefix: &'static str,
-    /// The header naming the client app: `X-Svc-Client-Id`.
+    /// The header with a client's random id; events the client caused are
+    /// not sent back to it: `X-Svc-Client-Id`.
     pub client_id: HeaderName,
-    /// The header carrying the SHA-256 of a signed request's body: `X-Svc-Content-SHA256`.
+    /// The header carrying the SHA-256 of a signed request's body:
+    /// `X-Svc-Content-SHA256`.
     pub content_sha256: HeaderName,
-    /// The header carrying an app's public key: `X-Svc-PublicKey`.
+    /// A header a registration carries the app's key in, and its answer the
+    /// server's; the one browsers may send (PROTOCOL.md §10): `X-Svc-PublicKey`.
     pub public_key: HeaderName,
-    /// The header carrying an app's credentials: `X-Svc-Credentials`.
+    /// The other header a registration carries the app's key in, and its
+    /// answer the server's (PROTOCOL.md §10): `X-Svc-Credentials`.
     pub credentials: HeaderName,
     /// The link relation of entity discovery: a constant, never derived from a URL setting.
     pub entity_relation: &'static str,

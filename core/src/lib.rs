@@ -46,6 +46,9 @@
 //!
 //! What a host uses is re-exported here, below the modules.
 
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
 pub mod access;
 pub mod apps;
 pub mod archive;
