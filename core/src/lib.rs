@@ -46,7 +46,8 @@
 //!
 //! What a host uses is re-exported here, below the modules.
 
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
 
 pub mod auth;
 pub mod model;

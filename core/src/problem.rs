@@ -160,20 +160,25 @@ impl ProblemType {
 /// latest hash, the parameter at fault).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// The problem type: status, type URL, code and title.
     pub kind: ProblemType,
+    /// What exactly is at fault, for the body's `detail`; `None` leaves it out.
     pub detail: Option<String>,
 }
 
 impl Problem {
+    /// A problem of this type, without a detail.
     pub fn new(kind: ProblemType) -> Self {
         Self { kind, detail: None }
     }
 
+    /// The problem with this detail.
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = Some(detail.into());
         self
     }
 
+    /// The HTTP status of its type.
     pub fn status(&self) -> u16 {
         self.kind.status()
     }

@@ -15,13 +15,24 @@ pub enum Access {
     /// No signature, or a bearer token for a public resource: public records only.
     Anonymous,
     /// The user's own entity with every right (the consent page, the CLI).
-    Owner { entity: Entity },
+    Owner {
+        /// The user's entity, which the caller acts as.
+        entity: Entity,
+    },
     /// An authorized app, acting as the user's entity within its grant.
-    App { entity: Entity, grant: AppGrant },
+    App {
+        /// The user's entity, which the app acts as.
+        entity: Entity,
+        /// The record types the app's authorization grants.
+        grant: AppGrant,
+    },
     /// Another entity's server, acting for that entity (federation): it
     /// reads what the records' permissions let the entity read, and
     /// writes nothing.
-    Server { entity: Entity },
+    Server {
+        /// The entity whose server signed the request.
+        entity: Entity,
+    },
 }
 
 /// What an app authorization grants: record types, by their Type records.

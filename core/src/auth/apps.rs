@@ -18,8 +18,11 @@ use crate::schema::builtin::BuiltinType;
 /// The record types an app asks for or is granted, by their Type records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Scope {
+    /// Types whose records the app may read.
     pub read: Vec<RecordLink>,
+    /// Types whose records the app may read and write.
     pub write: Vec<RecordLink>,
+    /// Types whose records the app may receive events for.
     pub subscribe: Vec<RecordLink>,
 }
 
@@ -77,11 +80,14 @@ pub fn users_own_type(record: &Record) -> Option<BuiltinType> {
 /// The server's key pair for one app, from 32 random bytes the host drew.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerKeys {
+    /// The Ed25519 public key, base64.
     pub public_key: String,
+    /// The 32-byte seed of the private key, base64.
     pub private_key: String,
 }
 
 impl ServerKeys {
+    /// The key pair whose private key is `seed`.
     pub fn from_seed(seed: [u8; 32]) -> Self {
         let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
         ServerKeys {

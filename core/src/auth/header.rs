@@ -18,7 +18,9 @@ pub const MAX_NONCE_LEN: usize = 10;
 /// existing clients send, which has no algorithm line (PROTOCOL.md §10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignatureLayout {
+    /// The spec's layout: the signature input has an `algorithm` line.
     WithAlgorithmLine,
+    /// The layout existing clients send, without the `algorithm` line.
     WithoutAlgorithmLine,
 }
 
@@ -30,9 +32,11 @@ pub struct AuthorizationHeader<'a> {
     dialect: Dialect,
     /// The app record the request claims to come from.
     pub app_id: RecordId,
+    /// Which layout the signature was made with: the header's `algorithm` parameter decides.
     pub layout: SignatureLayout,
     /// Request time, milliseconds since the Unix epoch.
     pub ts_ms: i64,
+    /// The header's `nonce`: the replay guard holds it for the timestamp window.
     pub nonce: &'a str,
     /// Comma-separated lowercase names, validated; see [`Self::signed_headers`].
     signed_headers: &'a str,

@@ -38,16 +38,24 @@ pub const TIMESTAMP_WINDOW_MS: i64 = 300_000;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuthError {
+    /// No `Authorization` header and no bearer token: `auth/401-missing-authorization`.
     #[error("the request carries no credentials")]
     MissingAuthorization,
+    /// The header or the token cannot be parsed: `auth/401-malformed-authorization`.
     #[error("malformed authorization: {0}")]
     Malformed(Malformed),
+    /// The signature does not verify with the key it names: `auth/401-invalid-signature`.
     #[error("the signature does not match the request")]
     InvalidSignature,
+    /// The signature's `ts` is outside the window around the request's time:
+    /// `auth/401-stale-timestamp`.
     #[error("the timestamp is outside the accepted window")]
     StaleTimestamp,
+    /// The nonce was already used within the window: `auth/401-replayed-request`.
     #[error("this nonce was already used")]
     ReplayedRequest,
+    /// No app (or no live authorization) is registered under the signature's id:
+    /// `auth/401-unknown-app`.
     #[error("no app is registered under this id")]
     UnknownApp,
 }
@@ -56,30 +64,49 @@ pub enum AuthError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Malformed {
+    /// The header does not start with the dialect's scheme.
     #[error("the scheme is not {expected}")]
-    Scheme { expected: &'static str },
+    Scheme {
+        /// The dialect's scheme.
+        expected: &'static str,
+    },
+    /// The parameters do not parse.
     #[error("bad syntax at byte {at}")]
-    Syntax { at: usize },
+    Syntax {
+        /// The byte offset in the header where parsing stopped.
+        at: usize,
+    },
+    /// A required parameter, named here, is absent.
     #[error("the `{0}` parameter is missing")]
     MissingParameter(&'static str),
+    /// A parameter, named here, appears more than once.
     #[error("the `{0}` parameter is repeated")]
     RepeatedParameter(&'static str),
+    /// A parameter, named here, has a value that is not of its form.
     #[error("the `{0}` parameter has an invalid value")]
     InvalidParameter(&'static str),
+    /// The nonce is empty or longer than [`MAX_NONCE_LEN`] characters.
     #[error("the nonce is empty or longer than {MAX_NONCE_LEN} characters")]
     NonceLength,
+    /// The `algorithm` parameter names something other than `ed25519`.
     #[error("the algorithm is not ed25519")]
     UnsupportedAlgorithm,
+    /// The signed headers name one, given here, that may not be signed.
     #[error("the header `{0}` cannot be signed")]
     UnsignableHeader(String),
+    /// The signed headers name one, given here, twice.
     #[error("the header `{0}` is listed twice")]
     RepeatedHeader(String),
+    /// The signed headers name one, given here, that the request does not carry.
     #[error("the signed header `{0}` is not in the request")]
     SignedHeaderAbsent(String),
+    /// The bearer token is not base64 of its three parts.
     #[error("the bearer token is not base64 of `id\\ts\\signature`")]
     BearerToken,
+    /// The public key is not a base64 Ed25519 key.
     #[error("the public key is not a base64 Ed25519 key")]
     PublicKey,
+    /// A registration carries its public key in more than one header.
     #[error("a registration carries its key in one header, not two")]
     KeyHeaders,
 }
@@ -147,6 +174,8 @@ impl HeaderLookup for [(&str, &str)] {
 pub struct AppKey(VerifyingKey);
 
 impl AppKey {
+    /// The key of these 32 bytes; bytes that are not a valid Ed25519 point are
+    /// `Malformed::PublicKey`.
     pub fn from_bytes(bytes: &[u8; 32]) -> Result<Self, AuthError> {
         VerifyingKey::from_bytes(bytes)
             .map(Self)

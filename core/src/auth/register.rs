@@ -27,6 +27,7 @@ use crate::write::{RecordKey, WriteRequest};
 /// uses the same one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OfferedKey {
+    /// The header the key came in: the dialect's credentials or public-key header.
     pub header: HeaderName,
     /// Standard base64 of the 32-byte Ed25519 public key, as sent.
     pub public_key: String,
@@ -92,10 +93,14 @@ pub fn key_header_value(public_key: &str) -> String {
 /// Why a registration is refused. Each variant is one problem type.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RegistrationError {
+    /// The signature does not verify, or is not fresh: its `auth/401-*` problem.
     #[error(transparent)]
     Auth(#[from] AuthError),
+    /// The body is not an App record a registration may carry: `request/400-invalid-body`, with
+    /// why.
     #[error("{0}")]
     InvalidBody(String),
+    /// The app id is registered with another key: `record/409-id-conflict`.
     #[error("this app id is registered with another key")]
     IdConflict,
     /// Storing the App or Credentials record failed (an invalid link, a
@@ -123,9 +128,13 @@ impl From<&RegistrationError> for Problem {
 /// nonce for the host's replay guard, and the App record to store.
 #[derive(Debug, Clone)]
 pub struct Registration {
+    /// The app's record id, the signature's `id`.
     pub app_id: RecordId,
+    /// The key the app offered, with which the signature verified.
     pub key: OfferedKey,
+    /// The signature's nonce, for the host's replay guard.
     pub nonce: String,
+    /// The signature's timestamp, milliseconds since the Unix epoch.
     pub ts_ms: i64,
     /// `{id, type, content}`: what the app sent, without permissions (an
     /// App record is private to the user).
@@ -134,11 +143,17 @@ pub struct Registration {
 
 /// The parts of a registration request.
 pub struct RegistrationRequest<'r, H: HeaderLookup + ?Sized> {
+    /// The dialect whose names the request uses.
     pub dialect: Dialect,
+    /// The `Authorization` header's value, if the request has one.
     pub authorization: Option<&'r str>,
+    /// The method, target and authority the signature covers.
     pub signed: SignedRequest<'r>,
+    /// The request's headers.
     pub headers: &'r H,
+    /// The request's body.
     pub body: &'r [u8],
+    /// The SHA-256 of the body, which the signed content digest must match.
     pub body_sha256: &'r [u8; 32],
 }
 
@@ -206,9 +221,14 @@ fn app_record(body: &[u8], app_id: &RecordId) -> Result<Map<String, Value>, Regi
 /// The writes that register a new app.
 #[derive(Debug)]
 pub struct NewApp {
+    /// The write that creates the App record.
     pub app: WriteRequest,
+    /// The write that creates the Credentials record, which holds the server's key pair for the
+    /// app.
     pub credentials: WriteRequest,
+    /// The statement that stores the app's key.
     pub app_row: Statement,
+    /// The server's public key for the app, for the answer's key header.
     pub server_public_key: String,
 }
 
@@ -220,7 +240,10 @@ pub enum RegistrationPlan {
     New(Box<NewApp>),
     /// The app registers again with the same key: a new version of its App
     /// record; the server key stays the one its Credentials record holds.
-    Renewal { app: Box<WriteRequest> },
+    Renewal {
+        /// The write that updates the App record.
+        app: Box<WriteRequest>,
+    },
 }
 
 impl Registration {

@@ -92,10 +92,15 @@ struct Held {
 /// (signed under the id of an app that does not exist yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NonceUse<'a> {
+    /// The app whose key signed.
     pub app: RecordId,
+    /// The signature's nonce.
     pub nonce: &'a str,
+    /// The signature's timestamp, milliseconds since the Unix epoch.
     pub ts_ms: i64,
+    /// The request's time, as the host read it.
     pub now: RecordDate,
+    /// Whether the request registers its app (signed under an id no app has yet).
     pub registration: bool,
 }
 
@@ -249,6 +254,7 @@ impl ReplayGuard {
         self.seen.len()
     }
 
+    /// Whether the guard holds no nonce.
     pub fn is_empty(&self) -> bool {
         self.seen.is_empty()
     }

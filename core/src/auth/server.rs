@@ -50,7 +50,9 @@ pub struct ServerAuthorization<'a> {
     dialect: Dialect,
     /// The entity whose server signed.
     pub entity: Entity,
+    /// Request time, milliseconds since the Unix epoch.
     pub ts_ms: i64,
+    /// The header's `nonce`.
     pub nonce: &'a str,
     signed_headers: &'a str,
     signature: Signature,

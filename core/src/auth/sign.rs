@@ -16,15 +16,20 @@ use super::{SignatureLayout, SignedRequest, push_line};
 /// One request as an app signs it.
 #[derive(Debug, Clone)]
 pub struct ClientSignature<'a> {
+    /// The dialect whose names the header uses.
     pub dialect: Dialect,
+    /// The layout of the signature input.
     pub layout: SignatureLayout,
     /// The app's record id (the header's `id`).
     pub app: RecordId,
     /// The App Authorization record that admitted the app; `None` for the
     /// registration request.
     pub authorization: Option<RecordId>,
+    /// Request time, milliseconds since the Unix epoch (the header's `ts`).
     pub ts_ms: i64,
+    /// The header's `nonce`; unique per app within the timestamp window.
     pub nonce: &'a str,
+    /// The method, target and authority the signature covers.
     pub request: SignedRequest<'a>,
     /// The signed headers, lowercase names with their values, in the order
     /// they are signed.
@@ -82,10 +87,16 @@ impl ClientSignature<'_> {
 /// query without `bearer`) until `expires_at_ms`.
 #[derive(Debug, Clone)]
 pub struct ClientBearer<'a> {
+    /// The dialect whose names the token uses.
     pub dialect: Dialect,
+    /// The app's record id.
     pub app: RecordId,
+    /// The App Authorization record that admitted the app, if any; its id is part of the signed
+    /// input.
     pub authorization: Option<RecordId>,
+    /// When the token stops being valid, milliseconds since the Unix epoch.
     pub expires_at_ms: i64,
+    /// The one GET request the token admits.
     pub request: SignedRequest<'a>,
 }
 

@@ -27,8 +27,10 @@ pub struct RecordDate(i64);
 /// Why a text or a number is not a [`RecordDate`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DateError {
+    /// The text is not an RFC 3339 date.
     #[error("not an RFC 3339 date")]
     Syntax,
+    /// The date is before year 0000 or after year 9999, in UTC.
     #[error("outside the years 0000 to 9999 UTC")]
     OutOfRange,
 }

@@ -6,7 +6,9 @@
 /// the lowercase form the `headers` signature parameter uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeaderName {
+    /// The name as responses and CORS lists spell it: `X-Svc-Client-Id`.
     pub display: &'static str,
+    /// The name in lowercase, as the `headers` signature parameter lists it: `x-svc-client-id`.
     pub lowercase: &'static str,
 }
 
@@ -22,6 +24,7 @@ pub const RANGE: HeaderName = HeaderName {
     display: "Range",
     lowercase: "range",
 };
+/// The `Last-Event-Id` header, with which an events client resumes a stream.
 pub const LAST_EVENT_ID: HeaderName = HeaderName {
     display: "Last-Event-Id",
     lowercase: "last-event-id",
@@ -48,9 +51,17 @@ pub struct DialectNames {
     pub url_prefix: &'static str,
     /// First line of a server's request signature's input (federation).
     pub server_prefix: &'static str,
+    /// The header with a client's random id; events the client caused are
+    /// not sent back to it: `X-Svc-Client-Id`.
     pub client_id: HeaderName,
+    /// The header carrying the SHA-256 of a signed request's body:
+    /// `X-Svc-Content-SHA256`.
     pub content_sha256: HeaderName,
+    /// A header a registration carries the app's key in, and its answer the
+    /// server's; the one browsers may send (PROTOCOL.md §10): `X-Svc-PublicKey`.
     pub public_key: HeaderName,
+    /// The other header a registration carries the app's key in, and its
+    /// answer the server's (PROTOCOL.md §10): `X-Svc-Credentials`.
     pub credentials: HeaderName,
     /// The link relation of entity discovery: a constant, never derived from a URL setting.
     pub entity_relation: &'static str,
@@ -108,6 +119,7 @@ static BAQ: DialectNames =
     dialect_names!("BAQ", "baq", "Baq", "https://baq.dev/rels/entity-record");
 
 impl Dialect {
+    /// The names this dialect uses.
     pub fn names(self) -> &'static DialectNames {
         match self {
             Dialect::Svc => &SVC,

@@ -19,14 +19,23 @@ use crate::model::{
 /// stored [`Record`], or a write that has no hash yet.
 #[derive(Debug, Clone, Copy)]
 pub struct VersionHashInput<'a> {
+    /// The record's `author`.
     pub author: &'a EntityLink,
+    /// The record's `id`.
     pub id: &'a RecordId,
+    /// The record's `created_at`.
     pub created_at: RecordDate,
+    /// The version's `version.author`.
     pub version_author: &'a EntityLink,
+    /// The version's `version.created_at`.
     pub version_created_at: RecordDate,
+    /// The version's `version.parent_hash`; `None` for a first version.
     pub parent_hash: Option<&'a VersionHash>,
+    /// The version's `permissions`, as stored.
     pub permissions: &'a Permissions,
+    /// The record's `type`.
     pub type_link: &'a VersionLink,
+    /// The version's `content`, or its `no_content` for a tombstone.
     pub body: &'a RecordBody,
 }
 

@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("expected {expected_len} lowercase hex characters")]
 pub struct HexIdError {
+    /// How many hex characters the identifier has.
     pub expected_len: usize,
 }
 
@@ -25,10 +26,12 @@ macro_rules! hex_id {
             /// Length of the hex form.
             pub const HEX_LEN: usize = $bytes * 2;
 
+            /// The identifier of these bytes.
             pub const fn from_bytes(bytes: [u8; $bytes]) -> Self {
                 Self(bytes)
             }
 
+            /// The identifier's bytes.
             pub const fn as_bytes(&self) -> &[u8; $bytes] {
                 &self.0
             }

@@ -15,14 +15,19 @@ use super::{BlobHash, Entity, FileName, MediaType, RecordDate, RecordId, Tag, Ve
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EntityLink {
+    /// The entity linked.
     pub entity: Entity,
+    /// The entity the link first named, kept as a stored record carries it; Folio never sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_entity: Option<Entity>,
+    /// The linked entity's `version_created_at`, kept as a stored record carries it; Folio never
+    /// sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_created_at: Option<RecordDate>,
 }
 
 impl EntityLink {
+    /// A link to `entity`, without the optional fields.
     pub fn new(entity: Entity) -> Self {
         Self {
             entity,
@@ -36,9 +41,12 @@ impl EntityLink {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordLink {
+    /// The author entity of the record.
     pub entity: Entity,
+    /// The entity the link first named, kept as a stored record carries it; Folio never sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_entity: Option<Entity>,
+    /// The record's id.
     pub record_id: RecordId,
 }
 
@@ -46,10 +54,14 @@ pub struct RecordLink {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VersionLink {
+    /// The author entity of the record.
     pub entity: Entity,
+    /// The entity the link first named, kept as a stored record carries it; Folio never sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_entity: Option<Entity>,
+    /// The record's id.
     pub record_id: RecordId,
+    /// The hash of the version linked.
     pub version_hash: VersionHash,
 }
 
@@ -59,12 +71,14 @@ pub struct VersionLink {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BlobLink {
+    /// The blob's SHA-256.
     pub hash: BlobHash,
     /// The blob's media type, as the writer gives it.
     #[serde(rename = "type")]
     pub media_type: MediaType,
     /// The file name the blob is downloaded under.
     pub name: FileName,
+    /// The blob's size in bytes; when given, it must be the blob's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
 }
@@ -73,10 +87,15 @@ pub struct BlobLink {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LinkKind {
+    /// A link to an entity.
     Entity,
+    /// A link to the latest version of a record.
     Record,
+    /// A link to one version of a record.
     Version,
+    /// A tag.
     Tag,
+    /// A link to a blob.
     Blob,
 }
 
@@ -85,14 +104,20 @@ pub enum LinkKind {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(untagged)]
 pub enum Link {
+    /// A link to an entity.
     Entity(EntityLink),
+    /// A link to the latest version of a record.
     Record(RecordLink),
+    /// A link to one version of a record.
     Version(VersionLink),
+    /// A tag.
     Tag(Tag),
+    /// A link to a blob.
     Blob(BlobLink),
 }
 
 impl Link {
+    /// The link's kind.
     pub fn kind(&self) -> LinkKind {
         match self {
             Link::Entity(_) => LinkKind::Entity,
@@ -127,6 +152,7 @@ pub struct LinkPath(String);
 pub struct LinkPathError;
 
 impl LinkPath {
+    /// The path in bracket form.
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -21,8 +21,10 @@ pub struct Entity(String);
 pub struct EntityError;
 
 impl Entity {
+    /// The longest entity name, in characters.
     pub const MAX_LEN: usize = 252;
 
+    /// The entity name.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -55,6 +57,7 @@ pub struct UserName(String);
 pub struct UserNameError(pub String);
 
 impl UserName {
+    /// The user name.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -89,15 +92,19 @@ pub struct Tag(String);
 /// Why a text is not a [`Tag`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TagError {
+    /// The tag is empty or longer than [`Tag::MAX_CHARS`] characters.
     #[error("a tag is 1 to {} characters", Tag::MAX_CHARS)]
     Length,
+    /// The tag is not in Unicode normalization form C.
     #[error("a tag must be in Unicode normalization form C")]
     NotNfc,
 }
 
 impl Tag {
+    /// The longest tag, in Unicode code points.
     pub const MAX_CHARS: usize = 100;
 
+    /// The tag.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -129,6 +136,7 @@ pub struct MediaType(String);
 pub struct MediaTypeError;
 
 impl MediaType {
+    /// The media type as the writer gave it, parameters included.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -166,8 +174,10 @@ pub struct FileName(String);
 pub struct FileNameError;
 
 impl FileName {
+    /// The longest file name, in characters.
     pub const MAX_CHARS: usize = 255;
 
+    /// The file name, as the writer gave it.
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -14,10 +14,14 @@ use super::{Entity, EntityLink};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Permissions {
+    /// Who may read: `"public"` or a list of entities; `None` means the author alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read: Option<ReadPermission>,
+    /// Who may update or delete, besides the author; a subset of `read`. `None` means the author
+    /// alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write: Option<Vec<EntityLink>>,
+    /// Who is notified of new versions; a subset of `read`. `None` means everyone in `read`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Vec<EntityLink>>,
 }
@@ -41,8 +45,11 @@ impl Permissions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Permission {
+    /// Reading the record.
     Read,
+    /// Writing new versions of the record, tombstones included.
     Write,
+    /// Being notified of its new versions.
     Notify,
 }
 
@@ -79,7 +86,9 @@ impl Permissions {
 /// Who may read: everyone, or the listed entities (besides the author).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadPermission {
+    /// Anyone may read the record: `"public"`.
     Public,
+    /// The author and these entities may read the record.
     Entities(Vec<EntityLink>),
 }
 

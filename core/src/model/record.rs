@@ -15,10 +15,12 @@ use super::{
 pub struct Content(serde_json::Value);
 
 impl Content {
+    /// Content of this JSON object.
     pub fn new(object: serde_json::Map<String, serde_json::Value>) -> Self {
         Self(serde_json::Value::Object(object))
     }
 
+    /// The content's fields.
     pub fn as_map(&self) -> &serde_json::Map<String, serde_json::Value> {
         match &self.0 {
             serde_json::Value::Object(object) => object,
@@ -50,17 +52,25 @@ impl TryFrom<serde_json::Value> for Content {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "WireRecord")]
 pub struct Record {
+    /// Who wrote the record's first version: its owner.
     pub author: EntityLink,
+    /// The record's id, which its host drew at random.
     pub id: RecordId,
+    /// Where the record came from.
     pub source: RecordSource,
+    /// The record's `created_at`: given by the client, or the time of its first write at
+    /// millisecond precision (PROTOCOL.md §2).
     pub created_at: RecordDate,
     /// Set with the record's first version and never changed. Folio sets it
     /// on every record it stores; a record built elsewhere may not have one.
     pub received_at: Option<RecordDate>,
+    /// The version this record is at.
     pub version: Version,
+    /// Who may read, write and be notified of this version.
     pub permissions: Permissions,
     /// The Type record version that defines the content's schema.
     pub type_link: VersionLink,
+    /// The version's content, or its tombstone.
     pub body: RecordBody,
 }
 
@@ -68,10 +78,15 @@ pub struct Record {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Version {
+    /// The entity that wrote this version.
     pub author: EntityLink,
+    /// The version's hash (PROTOCOL.md §3).
     pub hash: VersionHash,
+    /// The hash of the version this one replaced; `None` for a record's first version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_hash: Option<VersionHash>,
+    /// When the version was created: given by the client, or the time of the write at millisecond
+    /// precision.
     pub created_at: RecordDate,
     /// Strictly increasing per user on Folio (see [`RecordDate::received_after`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,7 +96,9 @@ pub struct Version {
 /// What a version holds: content, or the tombstone that replaced it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RecordBody {
+    /// A live version's `content`.
     Live(Content),
+    /// A tombstone's `no_content`.
     Tombstone(NoContent),
 }
 
@@ -89,6 +106,7 @@ pub enum RecordBody {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoContent {
+    /// How the record was deleted.
     pub action: DeletionAction,
     /// Every link of the last live version's content, so that link filters
     /// still find the tombstone (PROTOCOL.md §5).
@@ -123,7 +141,9 @@ impl DeletionAction {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(try_from = "WireTombstoneLink")]
 pub struct TombstoneLink {
+    /// Where the link sits in the last live version.
     pub path: LinkPath,
+    /// The link.
     pub link: Link,
 }
 
@@ -142,15 +162,22 @@ impl Serialize for TombstoneLink {
 /// reached a user from elsewhere, and belong to federation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecordSource {
+    /// `self`: written through this server.
     Own,
+    /// `notification`: notified by the server of an entity the user knows.
     Notification,
+    /// `notification_unknown`: notified by the server of an entity the user does not know.
     NotificationUnknown,
+    /// `subscription`: received through a subscription to another entity's records.
     Subscription,
+    /// `proxy`: fetched from another entity's server to answer a request proxied there.
     Proxy,
+    /// `resolution`: one of the built-in types.
     Resolution,
 }
 
 impl RecordSource {
+    /// Every source.
     pub const ALL: [RecordSource; 6] = [
         RecordSource::Own,
         RecordSource::Notification,
@@ -233,6 +260,7 @@ impl<'de> Deserialize<'de> for RecordSource {
 }
 
 impl Record {
+    /// A live version's content; `None` for a tombstone.
     pub fn content(&self) -> Option<&Content> {
         match &self.body {
             RecordBody::Live(content) => Some(content),
@@ -247,6 +275,7 @@ impl Record {
         self.content()?.as_value().pointer(pointer)?.as_str()
     }
 
+    /// Whether the version is a tombstone.
     pub fn is_tombstone(&self) -> bool {
         matches!(self.body, RecordBody::Tombstone(_))
     }
@@ -328,10 +357,12 @@ impl ReceivedRecord {
         self.version_received_at
     }
 
+    /// The record, its receipt dates set.
     pub fn record(&self) -> &Record {
         &self.record
     }
 
+    /// The record, its receipt dates set.
     pub fn into_record(self) -> Record {
         self.record
     }

@@ -105,8 +105,11 @@ pub fn distinct_value<'e>(
 /// so that the order is total even if two authors chose one id).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Position<'r> {
+    /// The record's value of the sort property.
     pub value: SortValue,
+    /// The record's id, which breaks ties between equal values.
     pub record_id: RecordId,
+    /// The record's author entity, which breaks ties between equal ids.
     pub author: &'r str,
 }
 
@@ -137,6 +140,7 @@ impl Bound {
 /// A stored version as a list sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct ListItem<'r> {
+    /// The version.
     pub record: &'r Record,
     /// Its index entries, sorted.
     pub entries: &'r [IndexEntry],
@@ -145,6 +149,7 @@ pub struct ListItem<'r> {
 /// One page of a list, chosen in memory.
 #[derive(Debug, Clone)]
 pub struct PageSelection<'r> {
+    /// The page's records, in list order.
     pub records: Vec<&'r Record>,
     /// More records follow this page.
     pub more: bool,

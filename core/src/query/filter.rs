@@ -26,17 +26,29 @@ pub const MAX_FILTER_DEPTH: usize = 8;
 /// A parsed filter. Groups of one are their single member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Filter {
+    /// Every member matches.
     And(Vec<Filter>),
+    /// Some member matches.
     Or(Vec<Filter>),
+    /// One condition.
     Condition(Condition),
 }
 
+/// One condition of a filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Condition {
     /// `$['path']=value`: the record has this value at the path.
-    Equals { path: LinkPath, value: FilterValue },
+    Equals {
+        /// The path.
+        path: LinkPath,
+        /// The value.
+        value: FilterValue,
+    },
     /// `$['path']=`: the record has no value at the path.
-    Absent { path: LinkPath },
+    Absent {
+        /// The path.
+        path: LinkPath,
+    },
     /// `value`: some link of the record has this value.
     AnyLink(FilterValue),
 }
@@ -44,14 +56,22 @@ pub enum Condition {
 /// The value of a condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FilterValue {
+    /// `entity`: an entity link to it.
     Entity(Entity),
+    /// `entity+record_id`: a record link to the record.
     Record {
+        /// The record's author entity.
         entity: Entity,
+        /// The record's id.
         record_id: RecordId,
     },
+    /// `entity+record_id+version_hash`: a version link to the version.
     Version {
+        /// The record's author entity.
         entity: Entity,
+        /// The record's id.
         record_id: RecordId,
+        /// The version's hash.
         version_hash: VersionHash,
     },
     /// A tag, or the JSON-quoted value of `$['id']` or `$['source']`.
@@ -64,26 +84,43 @@ pub enum FilterValue {
 pub struct FilterError {
     /// Byte offset into the filter (after percent-decoding).
     pub position: usize,
+    /// What is wrong there.
     pub fault: FilterFault,
 }
 
+/// What is wrong with a filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FilterFault {
+    /// The filter is longer than [`MAX_FILTER_LEN`] bytes.
     TooLong,
+    /// The filter holds more than [`MAX_FILTER_CONDITIONS`] conditions.
     TooManyConditions,
+    /// The filter nests more than [`MAX_FILTER_DEPTH`] levels of parentheses.
     TooDeep,
+    /// A condition is missing where one was expected.
     EmptyCondition,
+    /// A parenthesis is not closed, or closes nothing.
     UnbalancedParenthesis,
+    /// Something follows a condition that is not `,`, `)` or the end.
     UnexpectedText,
+    /// A quoted value does not end.
     UnterminatedQuote,
+    /// A quoted value is not a JSON string.
     InvalidTag,
+    /// A path's bracket does not close.
     UnterminatedBracket,
+    /// A path is not `$` followed by `['name']` and `[*]` segments.
     InvalidPath,
+    /// A path is not followed by `=`.
     PathWithoutEquals,
+    /// A value's entity part is not an entity name.
     InvalidEntity,
+    /// A value's record id part is not 32 lowercase hex characters.
     InvalidRecordId,
+    /// A value's version hash part is not 64 lowercase hex characters.
     InvalidVersionHash,
+    /// A value has more than three `+`-separated parts.
     TooManyValueParts,
 }
 

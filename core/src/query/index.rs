@@ -26,7 +26,9 @@ use super::FilterValue;
 /// One entry of the link index.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct IndexEntry {
+    /// The link's path in the version, in bracket form.
     pub path: String,
+    /// What the link points to, with its kind's prefix: `e:`, `r:`, `v:`, `x:`, `b:` or `t:`.
     pub key: String,
 }
 
@@ -35,7 +37,9 @@ pub struct IndexEntry {
 /// as columns of `records`, not in the `link_index` table. In memory they
 /// are entries like any other.
 pub const AUTHOR_PATH: &str = "$['author']";
+/// The path of the version author's entry, a column of `records`.
 pub const VERSION_AUTHOR_PATH: &str = "$['version']['author']";
+/// The path of the type's entries, columns of `records`.
 pub const TYPE_PATH: &str = "$['type']";
 pub(crate) const COLUMN_PATHS: [&str; 3] = [AUTHOR_PATH, VERSION_AUTHOR_PATH, TYPE_PATH];
 
@@ -114,14 +118,17 @@ pub fn value_key(value: &FilterValue) -> String {
     }
 }
 
+/// The key of an entity link to `entity`: `e:{entity}`.
 pub fn entity_key(entity: &Entity) -> String {
     format!("e:{entity}")
 }
 
+/// The key of a record link (and of a version link) to this record: `r:{entity} {record_id}`.
 pub fn record_key(entity: &Entity, record_id: &RecordId) -> String {
     format!("r:{entity} {record_id}")
 }
 
+/// The key of a version link to this version: `v:{entity} {record_id} {hash}`.
 pub fn version_key(entity: &Entity, record_id: &RecordId, hash: &VersionHash) -> String {
     format!("v:{entity} {record_id} {hash}")
 }
@@ -136,6 +143,7 @@ pub fn existential_key(entity: &Entity, record_id: &RecordId) -> String {
     format!("x:{entity} {record_id}")
 }
 
+/// The key of a tag: `t:{tag}`.
 pub fn tag_key(tag: &str) -> String {
     format!("t:{tag}")
 }

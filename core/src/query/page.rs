@@ -91,6 +91,7 @@ pub struct LinkPlan {
 }
 
 impl LinkPlan {
+    /// Whether the plan asks for nothing.
     pub fn is_empty(&self) -> bool {
         self.entities.is_empty() && self.records.is_empty() && self.versions.is_empty()
     }
@@ -162,9 +163,13 @@ pub fn linked_records(fetched: Vec<Record>, user: &Entity, access: &Access) -> V
 /// stored version's JSON, served as it is).
 #[derive(Debug, Clone, Serialize)]
 pub struct ListResponse<R = Record> {
+    /// The page's records, in list order.
     pub records: Vec<R>,
+    /// The records the request's `include_links` asked for, each once.
     pub linked_records: Vec<Record>,
+    /// The page size the request asked for (or the default).
     pub page_size: u32,
+    /// The query string of the next page, only when more records follow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_page: Option<String>,
 }
@@ -172,6 +177,8 @@ pub struct ListResponse<R = Record> {
 /// A single-record response (a read or a write): `{record, linked_records}`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RecordResponse<R = Record> {
+    /// The record.
     pub record: R,
+    /// The records the request's `include_links` asked for, each once.
     pub linked_records: Vec<Record>,
 }

@@ -21,12 +21,19 @@ pub enum QueryError {
     /// `request/400-invalid-parameter`, naming the parameter.
     #[error("the `{name}` parameter {reason}")]
     InvalidParameter {
+        /// The parameter.
         name: &'static str,
+        /// What is wrong with its value.
         reason: &'static str,
     },
     /// `request/400-invalid-filter`.
     #[error("filter {index}: {error}")]
-    InvalidFilter { index: usize, error: FilterError },
+    InvalidFilter {
+        /// Which `filter` parameter, from 0.
+        index: usize,
+        /// What is wrong with it.
+        error: FilterError,
+    },
 }
 
 impl From<&QueryError> for Problem {
@@ -42,23 +49,33 @@ impl From<&QueryError> for Problem {
 /// What records are ordered by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SortProperty {
+    /// `$['received_at']`: when the record was first received.
     ReceivedAt,
+    /// `$['created_at']`: the record's creation date.
     CreatedAt,
+    /// `$['version.received_at']`: when the version was received.
     VersionReceivedAt,
+    /// `$['version.created_at']`: when the version was created.
     VersionCreatedAt,
     /// A tag path; records with no tag there are left out.
     Tag(LinkPath),
 }
 
+/// The order of a sort: `asc` or `desc`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
+    /// `asc`: smallest first.
     Ascending,
+    /// `desc`: largest first.
     Descending,
 }
 
+/// A `sort` parameter: a property and a direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sort {
+    /// What records are ordered by.
     pub property: SortProperty,
+    /// In which direction.
     pub direction: Direction,
 }
 
@@ -75,7 +92,9 @@ impl Default for Sort {
 /// A value of the sort property.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SortValue {
+    /// A date property's value.
     Date(RecordDate),
+    /// A tag property's value.
     Tag(String),
 }
 
@@ -83,7 +102,9 @@ pub enum SortValue {
 /// that breaks ties. Without one, every record with exactly that value is excluded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bound {
+    /// The sort value.
     pub value: SortValue,
+    /// The record id that breaks ties, if given.
     pub record_id: Option<RecordId>,
 }
 
@@ -112,16 +133,23 @@ impl Default for IncludeLinks {
 /// A list request (`GET …/records`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListQuery {
+    /// The order of the list.
     pub sort: Sort,
+    /// `min`: the smallest sort value listed, whatever the direction.
     pub min: Option<Bound>,
+    /// `max`: the largest sort value listed, whatever the direction.
     pub max: Option<Bound>,
+    /// `page_start`: where the page starts, exclusive, in the sort direction.
     pub page_start: Option<Bound>,
+    /// How many records a page holds: 1 to 200, default 20.
     pub page_size: u32,
     /// A tag or record-link path: the first record per value, before paging.
     pub distinct: Option<LinkPath>,
     /// Records matching any of these (none: every record).
     pub filters: Vec<Filter>,
+    /// Which linked records to return beside the records.
     pub include_links: IncludeLinks,
+    /// Whether tombstones are listed too.
     pub include_deleted: bool,
     /// Only records from these sources (`None`: all). Unknown values match nothing.
     pub sources: Option<Vec<RecordSource>>,
@@ -148,7 +176,9 @@ pub fn proxy_to(params: &[(String, String)], user: &Entity) -> Result<Option<Ent
 pub struct EventsQuery {
     /// Exclusive lower bound on `version.received_at`, clamped to 20 s ago.
     pub min: RecordDate,
+    /// Versions matching any of these (none: every version).
     pub filters: Vec<Filter>,
+    /// Whether tombstones are sent too.
     pub include_deleted: bool,
 }
 
@@ -273,9 +303,11 @@ impl ListQuery {
 /// quoted `version.received_at` the previous page ended with).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionsQuery {
+    /// How many versions a page holds: 1 to 200, default 20.
     pub page_size: u32,
     /// The previous page's last `version.received_at`.
     pub after: Option<RecordDate>,
+    /// Which linked records to return beside the versions.
     pub include_links: IncludeLinks,
 }
 

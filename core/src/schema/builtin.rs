@@ -28,14 +28,20 @@ const CREATED_AT_MS: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 /// One of the built-in types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BuiltinType {
+    /// The Type record type, whose records are record types.
     Type,
+    /// The Entity record type, one per entity.
     Entity,
+    /// The App record type.
     App,
+    /// The App Authorization record type: the types an app may use.
     AppAuthorization,
+    /// The Credentials record type, never returned through the API.
     Credentials,
 }
 
 impl BuiltinType {
+    /// Every built-in type.
     pub const ALL: [BuiltinType; 5] = [
         BuiltinType::Type,
         BuiltinType::Entity,

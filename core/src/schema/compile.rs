@@ -21,6 +21,7 @@ pub const MAX_SCHEMA_DEPTH: usize = 64;
 pub struct SchemaError {
     /// JSON path of the fault, in bracket form.
     pub path: String,
+    /// What is wrong there.
     pub fault: SchemaFault,
 }
 
@@ -28,19 +29,31 @@ pub struct SchemaError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SchemaFault {
+    /// A schema is not a JSON object.
     NotAnObject,
+    /// A schema has no `type`.
     MissingType,
+    /// A schema's `type`, named here, is not one this server knows.
     UnknownType(String),
+    /// A key, named here, is not a property of the schema's type.
     UnknownProperty(String),
+    /// A value is not of the kind described here.
     Expected(&'static str),
+    /// A property the schema's type requires, named here, is absent.
     MissingProperty(&'static str),
+    /// A union or intersection lists fewer than two schemas.
     TooFewSchemas,
+    /// A minimum is above its maximum.
     BoundsReversed,
+    /// A `ref` names no enclosing definition; the name is given.
     UnknownDefinition(String),
     /// A ref that reaches itself without descending into the value.
     RefCycle(String),
+    /// Schemas nest more than [`MAX_SCHEMA_DEPTH`] levels.
     TooDeep,
+    /// The schema of a record is not an `object` schema.
     RootNotObject,
+    /// A property name, given here, holds `'`, which a link path cannot quote.
     PropertyName(String),
 }
 

@@ -11,6 +11,7 @@ use crate::model::{BlobHash, Entity, Link, LinkPath, RecordLink, VersionLink};
 pub struct FoundLink {
     /// Where: `[*]` stands for each array index and map key.
     pub path: LinkPath,
+    /// The link.
     pub link: Link,
     /// In `content` (as opposed to the envelope: author, type, permissions).
     /// Only content links go into a tombstone's `links`.
@@ -32,25 +33,35 @@ pub struct StoreChecks {
     pub blobs: Vec<BlobCheck>,
 }
 
+/// A record link the store must resolve: the record must exist and the writer must be able to read
+/// it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordCheck {
+    /// Where the link sits.
     pub path: LinkPath,
+    /// The link.
     pub link: RecordLink,
     /// When set, the linked record's type must be one of these.
     pub record_types: Option<Vec<RecordTypeRef>>,
 }
 
+/// A version link the store must resolve: the version must exist.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionCheck {
+    /// Where the link sits.
     pub path: LinkPath,
+    /// The link.
     pub link: VersionLink,
     /// When set, the linked version's type must be one of these.
     pub record_types: Option<Vec<RecordTypeRef>>,
 }
 
+/// A blob link the store must resolve: the blob must be available to the writer (PROTOCOL.md §4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobCheck {
+    /// Where the link sits.
     pub path: LinkPath,
+    /// The blob's SHA-256.
     pub hash: BlobHash,
     /// The size the link states, which must be the blob's.
     pub size: Option<u64>,
@@ -63,6 +74,7 @@ pub struct BlobCheck {
 pub struct Validated {
     /// Every link, envelope first, then content in document order, each once.
     pub links: Vec<FoundLink>,
+    /// What only the store can check about the links.
     pub checks: StoreChecks,
 }
 

@@ -16,7 +16,9 @@ use crate::schema::builtin::type_type;
 pub struct RecordType {
     /// snake_case, e.g. `post`.
     pub name: String,
+    /// The name of the icon apps show for the type, if the Type record gives one.
     pub icon_name: Option<String>,
+    /// The compiled schema its records' content is checked against.
     pub schema: Schema,
 }
 

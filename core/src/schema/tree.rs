@@ -27,7 +27,9 @@ pub struct Schema {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordTypeRef {
+    /// The author entity of the Type record.
     pub entity: Entity,
+    /// The Type record's id.
     pub record_id: RecordId,
 }
 

@@ -11,6 +11,7 @@ use crate::model::{Entity, Permission};
 pub struct Violation {
     /// JSON path of the offending value in the record.
     pub path: String,
+    /// The rule it broke.
     pub rule: Rule,
 }
 
@@ -18,47 +19,83 @@ pub struct Violation {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Rule {
+    /// The value is not of the schema's type.
     WrongType {
+        /// What the schema expects.
         expected: &'static str,
     },
+    /// A property the schema requires, named here, is absent.
     MissingProperty(String),
+    /// A property, named here, is one the schema marks `removed`.
     RemovedProperty(String),
+    /// A property, named here, is not declared by the schema.
     UndeclaredProperty(String),
+    /// The type declares no content, and the content is not `{}`.
     ContentNotEmpty,
+    /// The value is not one of the schema's allowed values.
     NotInEnum,
+    /// A string is shorter than the schema's minimum.
     TooShort {
+        /// The least number of characters.
         min: u64,
     },
+    /// A string is longer than the schema's maximum.
     TooLong {
+        /// The most characters.
         max: u64,
     },
+    /// An array has fewer items than the schema's minimum.
     TooFewItems {
+        /// The least number of items.
         min: u64,
     },
+    /// An array has more items than the schema's maximum.
     TooManyItems {
+        /// The most items.
         max: u64,
     },
+    /// An array's items must be distinct, and two are equal.
     DuplicateItems,
+    /// The value is below the schema's minimum.
     BelowMinimum,
+    /// The value is above the schema's maximum.
     AboveMaximum,
+    /// An integer is outside ±(2^53 − 1).
     UnsafeInteger,
+    /// A string is not in Unicode normalization form C.
     NotNfc,
+    /// A link is not of its form; the reason is given.
     InvalidLink(String),
+    /// A blob link's media type, given here, is not among the schema's `content_types`.
     ContentTypeNotAllowed(String),
+    /// A blob is larger than the schema's `max_size`.
     BlobTooLarge {
+        /// The largest size allowed, in bytes.
         max: u64,
     },
+    /// A linked entity lacks a permission on the record that the schema's `min_permissions`
+    /// requires.
     MissingPermission {
+        /// The linked entity.
         entity: Entity,
+        /// The permission it lacks.
         permission: Permission,
     },
+    /// The value matches none of a union's schemas.
     NoBranchMatches {
+        /// The violation of the schema it came closest to matching.
         closest: Box<Violation>,
     },
+    /// The value matches more than one schema of a strict union.
     SeveralBranchesMatch,
+    /// A key, named here, belongs to another schema of the strict union than the one that matched.
     SiblingBranchKey(String),
+    /// No value is allowed here.
     Never,
+    /// Values nest more than [`MAX_VALUE_DEPTH`](crate::schema::MAX_VALUE_DEPTH) levels.
     TooDeep,
+    /// Validation takes more than [`MAX_VALIDATION_STEPS`](crate::schema::MAX_VALIDATION_STEPS)
+    /// steps.
     TooComplex,
 }
 

@@ -19,6 +19,7 @@ use super::{Context, Failure, Host, Rate, User};
 /// The verified caller of a request.
 #[derive(Debug, Clone)]
 pub struct Caller {
+    /// What the caller may read and write.
     pub access: Access,
     /// The app that signed, if any (for its write rate).
     pub app: Option<RecordId>,

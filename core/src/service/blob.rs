@@ -106,7 +106,9 @@ pub struct UploadMeter {
 /// What an upload held, once its meter saw the whole of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Received {
+    /// The SHA-256 of the bytes received.
     pub hash: BlobHash,
+    /// How many bytes were received.
     pub size: u64,
 }
 
@@ -114,6 +116,7 @@ pub struct Received {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the body is {received} bytes, not the {declared} its Content-Length declares")]
 pub struct LengthMismatch {
+    /// The length the `Content-Length` header declared.
     pub declared: u64,
     /// What had arrived when the meter refused it (at least one byte past
     /// `declared`, or all of a short body).
@@ -180,8 +183,11 @@ impl UploadMeter {
 /// then; once linked it is kept, whatever this date says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct UploadResponse {
+    /// The blob's SHA-256.
     pub hash: BlobHash,
+    /// The blob's size in bytes.
     pub size: u64,
+    /// When the blob is collected unless a record links it by then.
     pub expires_at: RecordDate,
 }
 
@@ -209,7 +215,12 @@ pub enum RangeAnswer {
     Whole,
     /// 206 with bytes `start..=end_inclusive` and [`content_range`]. Always
     /// `start <= end_inclusive < size`.
-    Partial { start: u64, end_inclusive: u64 },
+    Partial {
+        /// The first byte served.
+        start: u64,
+        /// The last byte served.
+        end_inclusive: u64,
+    },
     /// 416 (`blob/416-range-not-satisfiable`) with [`unsatisfied_content_range`].
     Unsatisfiable,
 }

@@ -239,10 +239,12 @@ pub struct ServerInfo<'a> {
     pub version: &'a str,
     /// Always [`PROTOCOL_VERSION`].
     pub protocol: &'static str,
+    /// The limits this server enforces.
     pub limits: &'a Limits,
 }
 
 impl<'a> ServerInfo<'a> {
+    /// The answer of a server of release `version` with these limits.
     pub fn new(version: &'a str, limits: &'a Limits) -> Self {
         Self {
             software: SOFTWARE,

@@ -26,18 +26,22 @@ use crate::service::jobs::{Job, JobOutcome};
 pub struct User {
     /// The row id of the user in the store's tables.
     pub id: i64,
+    /// The `{user}` path segment.
     pub name: String,
+    /// The user's entity: the author of the records the user writes.
     pub entity: Entity,
 }
 
 /// What a server is configured with.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The names the server speaks.
     pub dialect: Dialect,
     /// `https://host[:port]`, where the API is served.
     pub base_url: String,
     /// Where the problem types' pages are (`{base_url}/errors` by default).
     pub docs_url: String,
+    /// The limits the server enforces.
     pub limits: Limits,
     /// The server's version, for `server_info`.
     pub version: String,
@@ -81,9 +85,14 @@ pub enum Rate<'a> {
     /// A notification from another entity's server (federation) to the
     /// user with row id `user`: counted per sending entity, per its
     /// registrable domain and per receiving user.
-    Notification { sender: &'a Entity, user: i64 },
+    Notification {
+        /// The entity whose server sent the notification.
+        sender: &'a Entity,
+        /// The row id of the receiving user.
+        user: i64,
+    },
     /// Discovering an entity again because its stored keys did not verify
-    /// a signature: at most [`REDISCOVERIES_PER_MINUTE`] per entity.
+    /// a signature: at most `REDISCOVERIES_PER_MINUTE` (one) per entity.
     Rediscovery(&'a Entity),
     /// Discovering an entity the store does not know, for a server-signed
     /// request from an address whose signature cannot be checked before:
@@ -113,7 +122,10 @@ pub const UNVERIFIED_DISCOVERIES_PER_MINUTE: u32 = 60;
 /// A request over its rate: the problem and the seconds to wait.
 #[derive(Debug)]
 pub struct Limited {
+    /// The problem to answer with: `request/429-rate-limited` with a detail saying which rate, or
+    /// `server/503-unavailable` when the rate could not be counted.
     pub problem: Problem,
+    /// The seconds to wait, for the `Retry-After` header.
     pub retry_after_secs: u64,
 }
 
@@ -185,34 +197,53 @@ impl fmt::Display for WriteFailure {
 /// Something worth a line in the host's log.
 #[derive(Debug, Clone, Copy)]
 pub enum Note<'a> {
+    /// An app registered in a user's store.
     Registered {
+        /// The user's name.
         user: &'a str,
+        /// The app's record id.
         app: &'a RecordId,
     },
+    /// The owner signed in.
     SignedIn {
+        /// The user's name.
         user: &'a str,
     },
+    /// The owner changed the password; every other session ended.
     PasswordChanged {
+        /// The user's name.
         user: &'a str,
     },
+    /// A wrong password was typed for an account.
     WrongPassword {
+        /// The user's name.
         user: &'a str,
+        /// The client's address, when the host knows it.
         peer: Option<IpAddr>,
     },
+    /// The owner authorized an app on the consent page.
     Authorized {
+        /// The user's name.
         user: &'a str,
+        /// The app's record id.
         app: &'a RecordId,
+        /// The App Authorization record created.
         authorization: &'a RecordId,
     },
+    /// The owner refused an app on the consent page.
     Denied {
+        /// The user's name.
         user: &'a str,
+        /// The app's record id.
         app: &'a RecordId,
     },
     /// A sign-in found a stored password hash whose parameters are not the
     /// server's ([`check_password_hash`](crate::service::consent::check_password_hash)):
     /// refused without running argon2; the operator sets a new password.
     PasswordHashRefused {
+        /// The user's name.
         user: &'a str,
+        /// Why the hash is refused.
         reason: &'a crate::service::consent::PasswordHashError,
     },
 }
@@ -251,6 +282,7 @@ impl fmt::Display for Note<'_> {
 /// below. Each capability is a small trait of its own, so that a reader
 /// (or a fake host in a test) can take them one at a time.
 pub trait Host: Store + Jobs + Bodies + Blobs + Streams + Guards + Secrets + Peers {
+    /// The server's settings.
     fn settings(&self) -> &Settings;
 
     /// Logs an unexpected failure (answered `server/500-internal`).
@@ -295,10 +327,10 @@ pub trait Store {
 /// The one ordered place where a user's writes commit.
 #[allow(async_fn_in_trait)]
 pub trait Jobs {
-    /// Runs `job` with core's [`Job::run`] over a transaction of the
-    /// host's, with the time at which the host's scheduler runs it, and
-    /// hands the versions it stored
-    /// ([`Done::take_live_versions`](crate::service::jobs::Effects::live))
+    /// Runs `job` as a core [`WriteJob`](crate::service::jobs::WriteJob) over a
+    /// transaction of the host's, with the time at which the host's
+    /// scheduler runs it, and hands the versions it stored
+    /// ([`Effects::live`](crate::service::jobs::Effects::live))
     /// to the open event streams of its user ([`Job::user_id`]) once they
     /// are durable. A request runs at most one job.
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure>;

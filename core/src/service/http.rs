@@ -132,7 +132,10 @@ pub enum BlobAudience {
     PrivateSigned,
     /// A private record, requested with a bearer token that expires in
     /// `remaining_secs` seconds.
-    PrivateBearer { remaining_secs: i64 },
+    PrivateBearer {
+        /// Seconds until the token expires.
+        remaining_secs: i64,
+    },
 }
 
 /// The `Cache-Control` of a successful blob download.

@@ -88,7 +88,9 @@ pub const DEFAULT_RECEIVED_FROM_STRANGERS: ReceivedQuota = ReceivedQuota {
 /// size, not a rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct ReceivedQuota {
+    /// The most versions those servers may store in the user's store.
     pub versions: u64,
+    /// The most bytes of versions, as stored, those servers may store in the user's store.
     pub bytes: u64,
 }
 
@@ -146,6 +148,7 @@ impl std::fmt::Display for ReceivedQuota {
     }
 }
 
+/// App registrations per client address, by default (PROTOCOL.md §10).
 pub const DEFAULT_REGISTRATIONS_PER_ADDRESS: RateLimit = RateLimit {
     per_second: 10,
     burst: 20,
@@ -160,7 +163,9 @@ pub const DEFAULT_SIGN_IN_ATTEMPTS_PER_MINUTE: u32 = 10;
 /// `Retry-After` of the seconds until it could.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct RateLimit {
+    /// Requests the bucket refills per second.
     pub per_second: u32,
+    /// Requests the bucket holds at once.
     pub burst: u32,
 }
 

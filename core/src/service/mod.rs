@@ -119,6 +119,7 @@ pub struct Request<'r> {
     /// The host name the request addressed (lowercase, without port) and
     /// its port (the explicit one, else 443; PROTOCOL.md §10).
     pub host: &'r str,
+    /// The port the request addressed: the explicit one, else 443.
     pub port: u16,
     /// Every header, looked up by lowercase name.
     pub headers: &'r (dyn HeaderLookup + Sync),
@@ -157,6 +158,7 @@ pub const UNROUTED: &str = "unknown";
 
 /// The answer to send.
 pub struct Reply<S> {
+    /// The HTTP status.
     pub status: u16,
     /// What the request did, as [`Endpoint::name`] names it (`"unknown"`
     /// when no endpoint matched): for the host's logs and metrics.
@@ -165,6 +167,7 @@ pub struct Reply<S> {
     pub problem: Option<ProblemType>,
     /// Lowercase names; a name appears at most once.
     pub headers: Vec<(&'static str, String)>,
+    /// The body.
     pub body: ReplyBody<S>,
 }
 
@@ -227,7 +230,9 @@ impl<S> Reply<S> {
 
 /// The body of a reply.
 pub enum ReplyBody<S> {
+    /// No body.
     Empty,
+    /// These bytes, whole.
     Bytes(Vec<u8>),
     /// Bytes the host streams (a blob, an event stream).
     Stream(S),
@@ -236,7 +241,9 @@ pub enum ReplyBody<S> {
 /// A refused request: its problem, and the headers some problems carry.
 #[derive(Debug)]
 pub struct Failure {
+    /// The problem to answer with.
     pub problem: Problem,
+    /// Headers the problem carries (`Retry-After`, `Allow`, …): lowercase names.
     pub headers: Vec<(&'static str, String)>,
     /// What went wrong inside the server (`server/500-internal`): logged
     /// once, by [`handle`], and never sent.

@@ -415,7 +415,10 @@ pub(super) fn registrable_domain(entity: &Entity) -> &str {
 /// back. Both ends decide nothing: [`RateLimits::check`] does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddressRate {
+    /// Which rate.
     pub kind: AddressRateKind,
+    /// The client's address, when the host knows it; `None` for
+    /// [`AddressRateKind::AnyUnverifiedDiscovery`].
     pub peer: Option<IpAddr>,
     /// The request's time, in ticks.
     pub now: i64,
@@ -425,9 +428,14 @@ pub struct AddressRate {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AddressRateKind {
+    /// An unauthenticated read ([`Rate::AnonymousRead`]).
     AnonymousRead,
+    /// An app registration ([`Rate::Registration`]).
     Registration,
+    /// A consent-page sign-in attempt ([`Rate::SignIn`]).
     SignIn,
+    /// Discovering an unknown entity for an unverified server-signed request
+    /// ([`Rate::UnverifiedDiscovery`]).
     UnverifiedDiscovery,
     /// Counted for every address together, in one place
     /// ([`AddressRate::place_name`]).

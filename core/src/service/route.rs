@@ -19,11 +19,17 @@ use crate::problem::{Problem, ProblemType};
 /// The methods a router knows. Anything else is answered 405.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Method {
+    /// `HEAD`.
     Head,
+    /// `GET`.
     Get,
+    /// `POST`.
     Post,
+    /// `PUT`.
     Put,
+    /// `DELETE`.
     Delete,
+    /// `OPTIONS`: a CORS preflight.
     Options,
 }
 
@@ -41,6 +47,7 @@ impl Method {
         })
     }
 
+    /// The method's name, as a request line spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             Method::Head => "HEAD",
@@ -56,13 +63,16 @@ impl Method {
 /// A record addressed by a path: `{entity}/{record_id}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordPath {
+    /// The record's author entity.
     pub entity: Entity,
+    /// The record's id.
     pub record_id: RecordId,
 }
 
 /// A blob addressed through a record: `…/blobs/{blob_hash}/{file_name}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobPath {
+    /// The blob's SHA-256.
     pub hash: BlobHash,
     /// The percent-decoded file name.
     pub file_name: FileName,
@@ -75,39 +85,84 @@ pub enum Endpoint {
     /// `/`: entity discovery on a user's entity host.
     Discovery,
     /// `/docs/error-types/{group}/{status-slug}`: the page of one error type.
-    ErrorType { type_path: String },
+    ErrorType {
+        /// The path after [`ERROR_TYPES_PREFIX`], such as `record/409-version-conflict`.
+        type_path: String,
+    },
     /// `/{user}/auth/{app_record_id}`: the consent page.
-    Consent { user: UserName, app: RecordId },
+    Consent {
+        /// The `{user}` segment.
+        user: UserName,
+        /// The App record the consent is for.
+        app: RecordId,
+    },
     /// `/{user}/console…`: the owner's console.
-    Console { user: UserName, page: ConsolePage },
+    Console {
+        /// The `{user}` segment.
+        user: UserName,
+        /// Which console page.
+        page: ConsolePage,
+    },
     /// `/api/{user}/records`.
-    Records { user: UserName },
+    Records {
+        /// The `{user}` segment.
+        user: UserName,
+    },
     /// `/api/{user}/records/{entity}/{record_id}`.
-    Record { user: UserName, record: RecordPath },
+    Record {
+        /// The `{user}` segment.
+        user: UserName,
+        /// The record.
+        record: RecordPath,
+    },
     /// `…/{record_id}/versions`.
-    RecordVersions { user: UserName, record: RecordPath },
+    RecordVersions {
+        /// The `{user}` segment.
+        user: UserName,
+        /// The record.
+        record: RecordPath,
+    },
     /// `…/{record_id}/versions/{version_hash}`.
     RecordVersion {
+        /// The `{user}` segment.
         user: UserName,
+        /// The record.
         record: RecordPath,
+        /// The version's hash.
         hash: VersionHash,
     },
     /// `…/{record_id}/blobs/{blob_hash}/{file_name}`, or the same through
     /// one version when `version` is set.
     RecordBlob {
+        /// The `{user}` segment.
         user: UserName,
+        /// The record.
         record: RecordPath,
+        /// The version the blob is read through, if the path names one.
         version: Option<VersionHash>,
+        /// The blob.
         blob: BlobPath,
     },
     /// `/api/{user}/blobs`.
-    NewBlob { user: UserName },
+    NewBlob {
+        /// The `{user}` segment.
+        user: UserName,
+    },
     /// `/api/{user}/events`.
-    Events { user: UserName },
+    Events {
+        /// The `{user}` segment.
+        user: UserName,
+    },
     /// `/api/{user}/notifications`.
-    NewNotification { user: UserName },
+    NewNotification {
+        /// The `{user}` segment.
+        user: UserName,
+    },
     /// `/api/{user}/server`.
-    ServerInfo { user: UserName },
+    ServerInfo {
+        /// The `{user}` segment.
+        user: UserName,
+    },
 }
 
 /// The path prefix under which error-type pages are served: the path of

@@ -42,7 +42,10 @@ pub(crate) struct Standing {
 /// standings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Epoch {
+    /// How many commits that may have changed a standing the host's writer has made.
     pub commits: u64,
+    /// A stamp of the changes made outside the host's writer, in a form the host chooses; it
+    /// changes whenever such a change is made.
     pub outside: [u64; 3],
 }
 
@@ -53,6 +56,7 @@ pub struct StandingCache {
 }
 
 impl StandingCache {
+    /// An empty cache.
     pub fn new() -> Self {
         Self::default()
     }

@@ -44,7 +44,9 @@ impl<E> CommitError<E> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("column {column} of a row is not {expected}")]
 pub struct RowError {
+    /// The column, from 0.
     pub column: usize,
+    /// What the statement selects there.
     pub expected: &'static str,
 }
 

@@ -55,11 +55,17 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Line {
+    /// The first line: who the archive is of.
     Header(Header),
+    /// One version of a record, in received order.
     Version(Box<VersionLine>),
+    /// A blob the store holds; its `blob_data` lines follow.
     Blob(BlobLine),
+    /// Some of the bytes of the blob before it.
     BlobData(BlobData),
+    /// One app's key.
     AppKey(AppKey),
+    /// The last line: the counts and the checksum.
     End(End),
 }
 
@@ -67,9 +73,13 @@ pub enum Line {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Header {
+    /// The archive format, [`ARCHIVE_FORMAT`]; a reader refuses any other.
     pub format: u32,
+    /// The user's name on the exporting server; the importing server must be able to serve it.
     pub user: String,
+    /// The user's entity.
     pub entity: Entity,
+    /// When the user was created on the exporting server.
     pub created_at: RecordDate,
     /// The argon2id hash of the user's password, only in an archive made
     /// with credentials; without it the imported user cannot sign in until
@@ -82,6 +92,7 @@ pub struct Header {
     /// them by. Without it the new server makes a new key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_key: Option<String>,
+    /// When the archive was made.
     pub exported_at: RecordDate,
 }
 
@@ -89,6 +100,7 @@ pub struct Header {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VersionLine {
+    /// The record as served, receipt dates included.
     pub record: Record,
     /// The link index entries, `[path, key]`.
     pub links: Vec<(String, String)>,
@@ -100,8 +112,11 @@ pub struct VersionLine {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BlobLine {
+    /// The blob's SHA-256.
     pub hash: BlobHash,
+    /// The blob's size in bytes.
     pub size: u64,
+    /// When the blob was uploaded.
     pub uploaded_at: RecordDate,
     /// When an unlinked blob is collected; `None` once a record links it.
     pub expires_at: Option<RecordDate>,
@@ -111,6 +126,7 @@ pub struct BlobLine {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BlobData {
+    /// The bytes, in standard base64 with padding.
     pub base64: String,
 }
 
@@ -118,8 +134,12 @@ pub struct BlobData {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppKey {
+    /// The app's record id.
     pub app_id: RecordId,
+    /// The app's Ed25519 public key, base64.
     pub public_key: String,
+    /// Whether the app was created on the server itself and may use every type, whatever its
+    /// authorization grants.
     pub full_access: bool,
 }
 
@@ -127,8 +147,11 @@ pub struct AppKey {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct End {
+    /// How many `version` lines the archive holds.
     pub versions: u64,
+    /// How many `blob` lines the archive holds.
     pub blobs: u64,
+    /// How many `app_key` lines the archive holds.
     pub app_keys: u64,
     /// SHA-256 (hex) of every byte of the archive before this line.
     pub sha256: String,
@@ -137,44 +160,88 @@ pub struct End {
 /// Why an archive is refused; nothing of it is kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArchiveError {
+    /// A line that is not JSON of one of the archive's lines, or whose content is not of its form.
     #[error("line {line}: not an archive line: {reason}")]
-    Malformed { line: u64, reason: String },
+    Malformed {
+        /// The line's number, from 1.
+        line: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A line longer than [`MAX_LINE_BYTES`].
     #[error("line {line}: longer than {MAX_LINE_BYTES} bytes")]
-    TooLong { line: u64 },
+    TooLong {
+        /// The line's number, from 1.
+        line: u64,
+    },
+    /// A line in the wrong part of the archive.
     #[error("line {line}: a {found} line where {expected} was expected")]
     OutOfOrder {
+        /// The line's number, from 1.
         line: u64,
+        /// The kind of line found.
         found: &'static str,
+        /// The kind of line the archive needed there.
         expected: &'static str,
     },
+    /// The header names a format this server does not read.
     #[error("format {0} is not one this server reads (it reads {ARCHIVE_FORMAT})")]
     Format(u32),
+    /// The header's user name is not a valid [`UserName`].
     #[error("the user name `{0}` is not one a server can serve")]
     UserName(String),
+    /// A version whose hash, computed again from its record, is not the one it carries.
     #[error("line {line}: version {claimed} hashes to {computed}: the record was changed")]
     VersionHash {
+        /// The line's number, from 1.
         line: u64,
+        /// The hash the version carries.
         claimed: String,
+        /// The hash its record computes to.
         computed: String,
     },
+    /// A version without `received_at` or `version.received_at`.
     #[error("line {line}: the version lacks its receipt dates")]
-    NotReceived { line: u64 },
+    NotReceived {
+        /// The line's number, from 1.
+        line: u64,
+    },
+    /// A version received no later than the one before it.
     #[error("line {line}: versions are not in increasing received order")]
-    ReceivedOrder { line: u64 },
+    ReceivedOrder {
+        /// The line's number, from 1.
+        line: u64,
+    },
+    /// A blob whose bytes are not base64 or do not match its line's size and hash.
     #[error("blob {hash}: {reason}")]
-    Blob { hash: String, reason: String },
+    Blob {
+        /// The blob's hash, as its line gives it.
+        hash: String,
+        /// What is wrong with its bytes.
+        reason: String,
+    },
+    /// The end line's count of some kind of line is not the number read.
     #[error("the end line counts {claimed} {what}, the archive holds {found}")]
     Count {
+        /// Which kind of line: versions, blobs or app keys.
         what: &'static str,
+        /// The count the end line gives.
         claimed: u64,
+        /// The number of lines of that kind read.
         found: u64,
     },
+    /// The SHA-256 of the bytes before the end line is not the one the end line gives.
     #[error("the archive's bytes do not match its SHA-256: it was changed or cut")]
     Checksum,
+    /// The archive ended before its end line.
     #[error("the archive ends before its end line: it was cut")]
     Truncated,
+    /// A line after the end line.
     #[error("line {line}: after the end line")]
-    AfterEnd { line: u64 },
+    AfterEnd {
+        /// The line's number, from 1.
+        line: u64,
+    },
 }
 
 fn line_name(line: &Line) -> &'static str {
@@ -249,6 +316,7 @@ impl ArchiveWriter {
         out
     }
 
+    /// An app key's line.
     pub fn app_key(&mut self, key: AppKey) -> Vec<u8> {
         self.app_keys += 1;
         self.line(&Line::AppKey(key))
@@ -324,6 +392,7 @@ impl Default for ArchiveReader {
 }
 
 impl ArchiveReader {
+    /// A reader that expects the header line next.
     pub fn new() -> Self {
         ArchiveReader {
             part: Part::Header,

@@ -22,6 +22,7 @@ const READ_PATH: &str = "$['permissions']['read'][*]";
 /// the page size means that another page follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListSql {
+    /// The statement; its rows are described above.
     pub statement: Statement,
 }
 

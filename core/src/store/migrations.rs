@@ -11,6 +11,7 @@
 pub struct Migration {
     /// 1, 2, …: the schema version after this step.
     pub version: u32,
+    /// A short name for the step, for logs.
     pub name: &'static str,
     /// Statements separated by `;` at line ends (triggers hold inner `;`s,
     /// so split with [`Migration::statements`], not on every `;`).

@@ -56,8 +56,11 @@ pub use write::{
 /// A value bound to a statement parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SqlValue {
+    /// SQL `NULL`.
     Null,
+    /// An integer.
     Integer(i64),
+    /// A text.
     Text(String),
 }
 
@@ -88,7 +91,9 @@ impl<T: Into<SqlValue>> From<Option<T>> for SqlValue {
 /// A statement with its parameters, numbered `?1`, `?2`, … in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statement {
+    /// The SQL text.
     pub sql: String,
+    /// The values of `?1`, `?2`, …, in order.
     pub params: Vec<SqlValue>,
 }
 

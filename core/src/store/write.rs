@@ -144,7 +144,12 @@ pub enum NeedRows {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NeedRow {
     /// A `(record, links)` row.
-    Version { record: String, links: String },
+    Version {
+        /// The version's JSON.
+        record: String,
+        /// Its index entries, as JSON.
+        links: String,
+    },
     /// A row of integers.
     Integers(Vec<i64>),
 }

@@ -68,7 +68,10 @@ pub enum WriteError {
     /// The given `parent_hash` is not the latest version
     /// (`record/409-version-conflict`); the detail names the latest.
     #[error("the latest version is {latest}")]
-    VersionConflict { latest: VersionHash },
+    VersionConflict {
+        /// The latest version's hash.
+        latest: VersionHash,
+    },
     /// A create names an id the user's store already holds, and is not a
     /// replay of the version stored under it (`record/409-id-conflict`).
     #[error("a record with id {0} already exists")]
@@ -78,8 +81,11 @@ pub enum WriteError {
     /// (federation resolves it, then runs the write again).
     #[error("{path}: {fault}")]
     InvalidLink {
+        /// Where the link sits.
         path: LinkPath,
+        /// Why it does not resolve.
         fault: LinkFault,
+        /// What the store lacks, when another server might hold it.
         unresolved: Option<Box<Unresolved>>,
     },
     /// A Type record's schema does not compile (`record/400-invalid-schema`).
@@ -96,7 +102,10 @@ pub enum WriteError {
     /// fetches it from the author's server first
     /// (`federation/502-invalid-peer-answer` if it still lacks it).
     #[error("the parent version {parent} is not stored here")]
-    MissingParent { parent: VersionHash },
+    MissingParent {
+        /// The hash of the missing parent.
+        parent: VersionHash,
+    },
     /// A received version cannot be stored as it is: the record is this
     /// user's own or built-in, its version has another author, or it is of
     /// a type that counts only as the user's own
@@ -108,7 +117,12 @@ pub enum WriteError {
     /// (`server/500-internal`): versions are immutable and were validated
     /// when stored, so the store is inconsistent.
     #[error("the stored record {record} cannot be read with its type: {reason}")]
-    StoredRecordUnusable { record: RecordKey, reason: String },
+    StoredRecordUnusable {
+        /// The record.
+        record: RecordKey,
+        /// Why it cannot be read.
+        reason: String,
+    },
     /// The host broke the calling contract of [`Write`](super::Write)
     /// (`server/500-internal`).
     #[error("the write was driven out of order: {0}")]
@@ -118,9 +132,11 @@ pub enum WriteError {
 /// What a link names that the store does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unresolved {
+    /// An entity the server does not know.
     Entity(Entity),
     /// A record, by its latest version.
     Record(RecordKey),
+    /// One exact version.
     Version(VersionLink),
 }
 
@@ -142,9 +158,19 @@ pub enum LinkFault {
     /// linked only by records it cannot read).
     BlobUnavailable,
     /// The link states a size that is not the blob's.
-    BlobSizeMismatch { stated: u64, actual: u64 },
+    BlobSizeMismatch {
+        /// The size the link states, in bytes.
+        stated: u64,
+        /// The blob's size, in bytes.
+        actual: u64,
+    },
     /// The blob is larger than the schema's `max_size`.
-    BlobTooLarge { max: u64, actual: u64 },
+    BlobTooLarge {
+        /// The schema's `max_size`, in bytes.
+        max: u64,
+        /// The blob's size, in bytes.
+        actual: u64,
+    },
 }
 
 impl fmt::Display for LinkFault {

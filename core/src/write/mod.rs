@@ -99,7 +99,9 @@ pub enum Commit {
     /// Store these versions in one transaction, the written one first, then
     /// each tombstone its deletion cascaded to; answer with the written one.
     Store {
+        /// The version the request wrote.
         written: Box<NewVersion>,
+        /// The tombstones the deletion cascaded to.
         cascaded: Vec<NewVersion>,
     },
 }

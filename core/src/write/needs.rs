@@ -11,11 +11,14 @@ use crate::schema::builtin::{SYSTEM_ENTITY, builtin_records};
 /// A record in the user's store, named by its author and id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RecordKey {
+    /// The record's author entity.
     pub entity: Entity,
+    /// The record's id.
     pub record_id: RecordId,
 }
 
 impl RecordKey {
+    /// The key of `entity`'s record `record_id`.
     pub fn new(entity: Entity, record_id: RecordId) -> Self {
         Self { entity, record_id }
     }
@@ -50,7 +53,9 @@ pub enum Need {
     /// This exact version of this record: [`Supplied::Record`], `None` when
     /// the store has no such version.
     Version {
+        /// The record.
         record: RecordKey,
+        /// The version's hash.
         hash: VersionHash,
     },
     /// Whether this server knows the entity: a local user, or an entity

@@ -45,8 +45,11 @@ pub const PAGE_HEADERS: [(&str, &str); 5] = [
 /// Why a consent request cannot go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConsentError {
+    /// The form is too long, lacks its CSRF token or a known action, or holds a value this page
+    /// never sends.
     #[error("the form is not one this page sends")]
     InvalidForm,
+    /// The App record's redirect template does not expand to an http or https URL.
     #[error("the app's redirect address is not an http or https URL template")]
     InvalidRedirect,
 }
@@ -54,20 +57,26 @@ pub enum ConsentError {
 /// What a posted consent form asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FormAction {
+    /// The sign-in form was posted.
     SignIn {
+        /// The password typed; at most [`MAX_PASSWORD_BYTES`] bytes.
         password: String,
     },
     /// The scope items the person left ticked.
     Approve {
+        /// The scope items left ticked: each a Type record's entity and id.
         ticked: Scope,
     },
+    /// The person refused the app.
     Deny,
 }
 
 /// A posted consent form: its CSRF token and action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsentForm {
+    /// The CSRF token the page put in the form; checked against the session.
     pub csrf: String,
+    /// What the form asks for.
     pub action: FormAction,
 }
 
@@ -122,24 +131,33 @@ pub enum Decision {
     /// Show the sign-in form. `new_session` is a visitor session the host
     /// must set as the cookie (the request came without a usable one).
     SignInForm {
+        /// The session to show the form in.
         session: Session,
+        /// Whether `session` is new and the host must set it as the cookie.
         new_session: bool,
     },
     /// Show the consent form to the signed-in owner.
     ConsentForm {
+        /// The signed-in session.
         session: Session,
     },
     /// Check this password (within the host's sign-in rate); on success a
     /// new signed-in session, on failure the sign-in form again.
     CheckPassword {
+        /// The session the form was posted in.
         session: Session,
+        /// The password typed.
         password: String,
     },
     /// Back to the page (a decision needs a signed-in session).
     BackToPage,
+    /// Authorize the app for the scope items the signed-in owner left ticked.
     Approve {
+        /// The scope items left ticked; [`AppRequest::granted`] keeps those the app asked for.
         ticked: Scope,
     },
+    /// The signed-in owner refused the app: redirect with `error=access_denied`, authorizing
+    /// nothing.
     Deny,
     /// No session, a bad form, or a CSRF token that is not the session's.
     Forbidden,
@@ -201,13 +219,19 @@ fn parse_scope_value(value: &str) -> Option<RecordLink> {
 /// What an app asks for, from its App record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppRequest {
+    /// The App record's id.
     pub id: RecordId,
+    /// The app's name, as its record gives it.
     pub name: String,
+    /// The app's description, if its record has one.
     pub description: Option<String>,
+    /// The app's website, if its record has one.
     pub website: Option<String>,
+    /// The app's icon, if its record links one.
     pub icon: Option<BlobLink>,
     /// The RFC 6570 template to send the person back to.
     pub redirect: String,
+    /// The record types the app asks for.
     pub scope: Scope,
 }
 
@@ -398,19 +422,26 @@ pub const PASSWORD_OUTPUT_BYTES: usize = argon2::Params::DEFAULT_OUTPUT_LEN;
 /// always the same: `folio user passwd USER` stores a new hash.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PasswordHashError {
+    /// The string is not a PHC string argon2 can parse.
     #[error("not an argon2 PHC string")]
     Malformed,
+    /// The hash was made with another algorithm or version, named here.
     #[error("made with {0}, not argon2id version 19")]
     Algorithm(String),
+    /// The hash has other cost parameters than this server's.
     #[error(
         "made with m={memory_kib} KiB, t={passes}, p={lanes}, {output_bytes} bytes, not this \
          server's m={PASSWORD_MEMORY_KIB}, t={PASSWORD_PASSES}, p={PASSWORD_LANES}, \
          {PASSWORD_OUTPUT_BYTES} bytes"
     )]
     Parameters {
+        /// Memory cost, in KiB.
         memory_kib: u32,
+        /// Number of passes.
         passes: u32,
+        /// Degree of parallelism.
         lanes: u32,
+        /// Length of the hash, in bytes.
         output_bytes: usize,
     },
 }

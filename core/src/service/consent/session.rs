@@ -35,6 +35,8 @@ pub const VISITOR_LIFETIME_MS: i64 = 60 * 60 * 1000;
 pub struct SessionKey([u8; 32]);
 
 impl SessionKey {
+    /// The key of these bytes; the host draws them once and keeps them, or every cookie it set
+    /// stops being valid.
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         SessionKey(bytes)
     }
@@ -62,6 +64,7 @@ pub struct Session {
     pub user: String,
     /// Whether the person proved they are the user (the password).
     pub signed_in: bool,
+    /// When the session ends, milliseconds since the Unix epoch.
     pub expires_ms: i64,
     /// When the person signed in (when the visit began, for a visitor).
     pub since_ms: i64,

@@ -40,6 +40,7 @@ pub const MAX_DIFF_EDITS: usize = 1_000;
 pub struct DiffLine {
     /// `+` added, `-` removed, ` ` kept.
     pub sign: char,
+    /// The line's text, without its sign or line break.
     pub text: String,
 }
 

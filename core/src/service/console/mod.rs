@@ -146,6 +146,7 @@ pub struct ListForm {
     pub filter: String,
     /// One of [`SORTS`]' values.
     pub sort: String,
+    /// Whether deleted records are listed too.
     pub include_deleted: bool,
     /// Where the page starts, as the previous page's link gave it.
     pub page_start: Option<String>,
@@ -162,13 +163,16 @@ pub const SORTS: [(&str, &str); 4] = [
 /// A filter the parser refused, shown at its position.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterProblem {
+    /// What the parser said.
     pub message: String,
     /// The filter up to the fault, and from it.
     pub before: String,
+    /// The rest of the filter, from the fault.
     pub after: String,
 }
 
 impl ListForm {
+    /// The form a records page's query string holds; an unknown sort is the first of [`SORTS`].
     pub fn from_query(form: &Form) -> ListForm {
         let sort = form
             .get("sort")
@@ -258,6 +262,7 @@ fn floor_char_boundary(text: &str, at: usize) -> usize {
 pub struct LinkView {
     /// Where in the content: `$['content']['note']`.
     pub path: String,
+    /// What the link points to.
     pub kind: LinkKindView,
     /// The entity's name, the record's `entity / id`, the blob's file name.
     pub label: String,
@@ -271,11 +276,16 @@ pub struct LinkView {
     pub media_type: Option<String>,
 }
 
+/// What kind of link a [`LinkView`] shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkKindView {
+    /// A link to an entity.
     Entity,
+    /// A link to a record.
     Record,
+    /// A link to one version of a record.
     Version,
+    /// A link to a blob.
     Blob,
 }
 
@@ -371,8 +381,11 @@ pub fn content_links(entries: &[IndexEntry]) -> Vec<LinkView> {
 /// A record's permissions, in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PermissionWords {
+    /// Who may read the record.
     pub read: String,
+    /// Who may update or delete the record.
     pub write: String,
+    /// Who is notified of its versions.
     pub notify: String,
 }
 

@@ -10,17 +10,26 @@ use super::{Differences, FilterProblem, LinkView, ListForm, PermissionWords, SOR
 /// forms, and which section of the menu it is in.
 #[derive(Debug, Clone)]
 pub struct Frame<'a> {
+    /// The `{user}` path segment whose console this is.
     pub user: &'a str,
+    /// The CSRF token every form of the page carries, from the session.
     pub csrf: &'a str,
+    /// The menu entry the page is under.
     pub section: Section,
 }
 
+/// The sections of the console's menu.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
+    /// The overview: counts and recent versions.
     Overview,
+    /// The records list, with its filter.
     Records,
+    /// The types page, where a typed record can be checked against a type.
     Types,
+    /// The apps, with what each asks for and was granted.
     Apps,
+    /// The account page: the password.
     Account,
 }
 
@@ -49,12 +58,20 @@ pub fn console_href(user: &str, rest: &str) -> String {
 /// A record in a list: enough to recognize it.
 #[derive(Debug, Clone)]
 pub struct RecordRow {
+    /// The record's console page.
     pub href: String,
+    /// The name of the record's type.
     pub type_name: String,
+    /// The record's id.
     pub id: String,
+    /// The record's author entity.
     pub author: String,
+    /// When its latest version was received, as a [`RecordDate`](crate::model::RecordDate); empty
+    /// if unknown.
     pub received_at: String,
+    /// The start of its content as JSON (at most 160 characters), or `(deleted)`.
     pub summary: String,
+    /// Whether the latest version is a tombstone.
     pub deleted: bool,
     /// The app that wrote the version, where the list knows it.
     pub app: Option<String>,
@@ -63,23 +80,35 @@ pub struct RecordRow {
 /// A type in the overview: how many live and deleted records it has.
 #[derive(Debug, Clone)]
 pub struct TypeCount {
+    /// The type's name, or its record id when its Type record has none.
     pub name: String,
+    /// The records list filtered to this type.
     pub href: String,
+    /// How many live records of this type the store holds.
     pub live: i64,
+    /// How many deleted records of this type the store holds.
     pub deleted: i64,
 }
 
+/// The overview page.
 #[derive(Template)]
 #[template(path = "console/overview.html")]
 pub struct Overview<'a> {
+    /// The page's frame.
     pub frame: Frame<'a>,
     /// Live records, every type together.
     pub records: i64,
+    /// Record counts, one per type the store holds records of.
     pub types: Vec<TypeCount>,
+    /// How many versions the store holds.
     pub versions: i64,
+    /// How many blobs the store holds.
     pub blobs: i64,
+    /// The blobs' total size, as [`human_bytes`] writes it.
     pub blob_bytes: String,
+    /// The names of the apps with a live authorization, sorted.
     pub live_apps: Vec<String>,
+    /// The most recently received versions.
     pub recent: Vec<RecordRow>,
 }
 
@@ -88,18 +117,27 @@ pub struct Overview<'a> {
 pub struct TypeChoice {
     /// `{entity}+{record_id}` (the list) or `{entity}+{record_id}+{hash}` (a new record).
     pub value: String,
+    /// The type's name.
     pub name: String,
 }
 
+/// The records list page.
 #[derive(Template)]
 #[template(path = "console/records.html")]
 pub struct Records<'a> {
+    /// The page's frame.
     pub frame: Frame<'a>,
+    /// The list's form, as its query string gave it.
     pub form: &'a ListForm,
+    /// The types the list can be filtered to.
     pub types: Vec<TypeChoice>,
+    /// Why the filter was refused, if it was.
     pub problem: Option<FilterProblem>,
+    /// The page's records.
     pub rows: Vec<RecordRow>,
+    /// The next page, if there is one.
     pub next_href: Option<String>,
+    /// The first page, when this page is not it.
     pub first_href: Option<String>,
 }
 
@@ -112,85 +150,128 @@ impl Records<'_> {
 /// A version in a record's history.
 #[derive(Debug, Clone)]
 pub struct VersionRow {
+    /// The version's console page.
     pub href: String,
+    /// The version's hash.
     pub hash: String,
+    /// When the version was received.
     pub received_at: String,
+    /// The version's `version.created_at`.
     pub created_at: String,
+    /// Whether the version is a tombstone.
     pub deleted: bool,
+    /// Whether it is the record's latest version.
     pub current: bool,
 }
 
 /// What the record and version pages show of one version.
 #[derive(Debug, Clone)]
 pub struct VersionView {
+    /// The heading: the type's name and the record's id.
     pub title: String,
+    /// The name of the record's type.
     pub type_name: String,
+    /// The console page of the record's Type record.
     pub type_href: Option<String>,
+    /// The record's author entity.
     pub author: String,
+    /// The record's id.
     pub id: String,
+    /// The record's `source`.
     pub source: String,
+    /// The record's `created_at`.
     pub created_at: String,
+    /// When the version was received.
     pub received_at: String,
+    /// The version's hash.
     pub hash: String,
+    /// The hash of the version's parent; `None` for a first version.
     pub parent_hash: Option<String>,
     /// The tombstone's action, for a deleted record.
     pub deletion: Option<String>,
+    /// Its `permissions` and `content` (or `no_content`) as pretty JSON.
     pub json: String,
+    /// Its permissions, in words.
     pub permissions: PermissionWords,
+    /// The links its content holds.
     pub links: Vec<LinkShown>,
 }
 
 /// A link with where the console shows it.
 #[derive(Debug, Clone)]
 pub struct LinkShown {
+    /// The link, as the record page shows it.
     pub link: LinkView,
     /// The record's console page, or the blob's download.
     pub href: Option<String>,
 }
 
+/// A record's page: its latest version and its history.
 #[derive(Template)]
 #[template(path = "console/record.html")]
 pub struct RecordPage<'a> {
+    /// The page's frame.
     pub frame: Frame<'a>,
+    /// The latest version.
     pub view: VersionView,
+    /// The record's latest versions, newest first.
     pub versions: Vec<VersionRow>,
+    /// Whether the record has more versions than the page shows.
     pub more_versions: bool,
+    /// The edit form; `None` for a deleted record.
     pub edit_href: Option<String>,
+    /// Where the delete form posts; `None` for a deleted record.
     pub delete_action: Option<String>,
+    /// The latest version's hash, which the delete form sends as the tombstone's parent.
     pub parent_hash: String,
+    /// What the last action did, if the page follows one.
     pub notice: Option<&'a str>,
 }
 
+/// One version's page, with its differences from its parent.
 #[derive(Template)]
 #[template(path = "console/version.html")]
 pub struct VersionPage<'a> {
+    /// The page's frame.
     pub frame: Frame<'a>,
+    /// The version.
     pub view: VersionView,
+    /// The record's page.
     pub record_href: String,
     /// `None` for a record's first version.
     pub diff: Option<Differences>,
 }
 
+/// The form that creates a record or updates one.
 #[derive(Template)]
 #[template(path = "console/edit.html")]
 pub struct EditPage<'a> {
+    /// The page's frame.
     pub frame: Frame<'a>,
     /// `None` for a new record.
     pub record_title: Option<String>,
+    /// Where the form posts.
     pub action: String,
+    /// Where cancelling goes.
     pub back_href: String,
+    /// The JSON in the text area: `permissions` and `content`.
     pub json: String,
+    /// The hash of the version being edited; empty for a new record.
     pub parent_hash: String,
     /// The types a new record may take.
     pub types: Vec<TypeChoice>,
+    /// The type value chosen for a new record; empty at first.
     pub chosen_type: String,
+    /// Why the last save was refused, if it was.
     pub error: Option<EditError>,
 }
 
 /// Why a save was refused, as the edit page says it.
 #[derive(Debug, Clone)]
 pub struct EditError {
+    /// The problem type's title, or what a stale edit means.
     pub title: String,
+    /// The problem's detail, if it has one.
     pub detail: Option<String>,
     /// A stale edit: the page links the current version.
     pub latest_href: Option<String>,
@@ -199,19 +280,29 @@ pub struct EditError {
 /// A Type record on the types page.
 #[derive(Debug, Clone)]
 pub struct TypeView {
+    /// The type's name, or its record id when its Type record has none.
     pub name: String,
+    /// The Type record's console page.
     pub href: String,
+    /// `{entity}+{record_id}+{hash}` of its latest version: the form's value for it.
     pub value: String,
+    /// Whether it is a built-in type.
     pub builtin: bool,
+    /// Its `schema`, as pretty JSON.
     pub schema: String,
 }
 
+/// The types page, with its form to check a record against a type.
 #[derive(Template)]
 #[template(path = "console/types.html")]
 pub struct TypesPage<'a> {
+    /// The page's frame.
     pub frame: Frame<'a>,
+    /// The live types, the store's own before the built-in ones, by name.
     pub types: Vec<TypeView>,
+    /// The type value the form was posted with; empty at first.
     pub chosen: String,
+    /// The JSON typed in the form.
     pub json: String,
     /// The result of a validation: `Ok(message)` or `Err(violation)`.
     pub result: Option<Result<String, String>>,
@@ -220,54 +311,83 @@ pub struct TypesPage<'a> {
 /// An app on the apps page.
 #[derive(Debug, Clone)]
 pub struct AppView {
+    /// The App record's id.
     pub id: String,
+    /// The app's name, or `App {id}` when its record has none.
     pub name: String,
+    /// The app's description, if its record has one.
     pub description: Option<String>,
+    /// The app's website, if its record has a web address.
     pub website: Option<String>,
+    /// The App record's console page.
     pub href: String,
+    /// What the app asks for, one phrase per type (`read Note`).
     pub requested: Vec<String>,
+    /// What its live authorization grants, in the same words; `None` if it has none.
     pub granted: Option<Vec<String>>,
+    /// When its live authorization was created.
     pub authorized_at: Option<String>,
+    /// Whether the App record is deleted.
     pub deleted: bool,
 }
 
+/// The apps page.
 #[derive(Template)]
 #[template(path = "console/apps.html")]
 pub struct AppsPage<'a> {
+    /// The page's frame.
     pub frame: Frame<'a>,
+    /// Every App record of the store.
     pub apps: Vec<AppView>,
+    /// What the last action did, if the page follows one.
     pub notice: Option<&'a str>,
 }
 
+/// The account page, where the owner changes the password.
 #[derive(Template)]
 #[template(path = "console/account.html")]
 pub struct AccountPage<'a> {
+    /// The page's frame.
     pub frame: Frame<'a>,
+    /// What the last action did, if the page follows one.
     pub notice: Option<&'a str>,
+    /// Why the last password change was refused, if it was.
     pub error: Option<&'a str>,
 }
 
+/// The console's sign-in page.
 #[derive(Template)]
 #[template(path = "console/sign_in.html")]
 pub struct SignInPage<'a> {
+    /// The `{user}` path segment.
     pub user: &'a str,
+    /// Where the form posts.
     pub action: &'a str,
+    /// The CSRF token of the visitor's session.
     pub csrf: &'a str,
+    /// Why the last sign-in failed, if it did.
     pub error: Option<&'a str>,
 }
 
+/// A page that only says something: an error, or a result with nowhere else to go.
 #[derive(Template)]
 #[template(path = "console/message.html")]
 pub struct MessagePage<'a> {
+    /// The `{user}` path segment, when the page is under a user's console.
     pub user: Option<&'a str>,
+    /// The page's title.
     pub title: &'a str,
+    /// What it says.
     pub message: &'a str,
 }
 
+/// The page of a browser's `GET /`: what this server is, naming no user.
 #[derive(Template)]
 #[template(path = "console/landing.html")]
 pub struct LandingPage<'a> {
+    /// The server's host name.
     pub host: &'a str,
+    /// The server's version.
     pub version: &'a str,
 }
 

@@ -112,19 +112,26 @@ pub fn entity_record_request(url: &str) -> PeerRequest {
 /// The endpoints of another entity's server that federation uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoints {
+    /// The `records` endpoint: a URL template, its `{…}` variables kept.
     pub records: String,
+    /// The `record` endpoint: a URL template, its `{…}` variables kept.
     pub record: String,
+    /// The `record_versions` endpoint: a URL template, its `{…}` variables kept.
     pub record_versions: String,
+    /// The `record_version` endpoint: a URL template, its `{…}` variables kept.
     pub record_version: String,
+    /// The `new_notification` endpoint: a URL template, its `{…}` variables kept.
     pub new_notification: String,
 }
 
 /// Another entity, as its Entity record describes it.
 #[derive(Debug, Clone)]
 pub struct RemoteEntity {
+    /// The entity.
     pub entity: Entity,
     /// The Entity record it was read from.
     pub record: Record,
+    /// The endpoints of its server, from the record's `servers`.
     pub endpoints: Endpoints,
     /// The keys its server signs with.
     pub keys: Vec<AppKey>,

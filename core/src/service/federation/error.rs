@@ -12,19 +12,39 @@ pub enum PeerError {
     /// The exchange failed before there was an answer to judge.
     Failed(PeerFailure),
     /// The peer answered with a status core did not expect.
-    Status { url: String, status: u16 },
+    Status {
+        /// The URL asked.
+        url: String,
+        /// The status it answered with.
+        status: u16,
+    },
     /// The peer is limiting this server's rate: try again after
     /// `retry_after_secs`.
-    RateLimited { url: String, retry_after_secs: u64 },
+    RateLimited {
+        /// The URL asked.
+        url: String,
+        /// The seconds its `Retry-After` asks this server to wait.
+        retry_after_secs: u64,
+    },
     /// The record asked is not there, or not readable by who asked.
-    NotFound { url: String },
+    NotFound {
+        /// The URL asked.
+        url: String,
+    },
     /// The answer is not what the protocol allows.
     Invalid(String),
     /// A record served under an author the server does not host.
-    WrongAuthor { expected: Entity, found: Entity },
+    WrongAuthor {
+        /// The entity whose server was asked.
+        expected: Entity,
+        /// The author the record names.
+        found: Entity,
+    },
     /// A version whose content does not hash to its hash.
     WrongHash {
+        /// The hash the version carries.
         claimed: VersionHash,
+        /// The hash its content computes to.
         computed: VersionHash,
     },
 }

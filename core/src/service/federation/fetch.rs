@@ -21,11 +21,15 @@ pub const RECORD_ANSWER_BYTES: usize = 2 * 1024 * 1024;
 /// A user's server, signing what it sends for that user.
 #[derive(Debug, Clone, Copy)]
 pub struct Signer<'a> {
+    /// The dialect whose names the signature uses.
     pub dialect: Dialect,
+    /// The user's entity, in whose name the server signs.
     pub entity: &'a Entity,
+    /// The user's server key.
     pub key: &'a ServerKey,
     /// The time of the request, in milliseconds since the epoch.
     pub now_ms: i64,
+    /// The request's randomness, from which each signature's nonce is drawn.
     pub fresh: &'a Fresh,
 }
 
@@ -87,6 +91,7 @@ impl Signer<'_> {
 pub struct Expected<'a> {
     /// The entity whose server was asked: the record's author.
     pub author: &'a Entity,
+    /// The record's id.
     pub id: &'a RecordId,
     /// The version asked, if one was.
     pub hash: Option<&'a VersionHash>,

@@ -2,13 +2,14 @@
 //! (`docs/federation.md`).
 //!
 //! Each user's server acts for that user's entity towards other servers:
-//! it finds another entity's server through discovery ([`discover`]),
-//! signs what it asks with the user's server key ([`identity`]), fetches
+//! it finds another entity's server through discovery ([`entity`]),
+//! signs what it asks with the user's server key ([`Signer`]), fetches
 //! and checks the records its user links to or is notified of
-//! ([`verify`]), tells the servers of the entities a new version concerns
-//! ([`notify`]) through a durable outbox ([`outbox`]), and answers lists
-//! and reads with `proxy_to` by asking the other server. Every decision is
-//! here; a host only sends what core asks ([`peer`]).
+//! ([`fetch`]), tells the servers of the entities a new version concerns
+//! ([`notify`]) through a durable outbox
+//! ([`plan_deliveries`](crate::service::plan_deliveries)), and answers
+//! lists and reads with `proxy_to` by asking the other server. Every
+//! decision is here; a host only sends what core asks ([`peer`]).
 
 pub mod entity;
 mod error;

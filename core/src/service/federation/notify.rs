@@ -83,18 +83,28 @@ pub fn recipients(user: &Entity, record: &Record, links: &[FoundLink]) -> Vec<En
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Notification {
+    /// The versions notified, each of a record of the signer's own entity; 1 to
+    /// [`MAX_NOTIFIED_VERSIONS`].
     pub versions: Vec<VersionLink>,
 }
 
 /// Why a notification is refused (`federation/400-invalid-notification`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotificationError {
+    /// The body is not JSON of a notification; the parser's message.
     #[error("the body is not a notification: {0}")]
     Body(String),
+    /// The notification names no version or more than [`MAX_NOTIFIED_VERSIONS`]; how many it names.
     #[error("a notification names 1 to {MAX_NOTIFIED_VERSIONS} versions, not {0}")]
     Count(usize),
+    /// A version names another author than the signing entity.
     #[error("{signer} notified a version of {author}'s record; a server notifies its own entity's")]
-    NotSigners { signer: Entity, author: Entity },
+    NotSigners {
+        /// The entity whose server signed.
+        signer: Entity,
+        /// The author of the version it named.
+        author: Entity,
+    },
 }
 
 impl Notification {
@@ -116,6 +126,7 @@ impl Notification {
         Ok(notification)
     }
 
+    /// The body to POST to a peer's `new_notification` endpoint.
     pub fn to_json(&self) -> Vec<u8> {
         // Links of names, ids and hashes: serializing cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
@@ -137,8 +148,11 @@ impl From<&NotificationError> for crate::problem::Problem {
 /// [`GIVE_UP_AFTER_MS`]); tests shorten the delays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
+    /// The delay before the first retry, in milliseconds.
     pub first_delay_ms: i64,
+    /// The longest delay between two retries, in milliseconds.
     pub max_delay_ms: i64,
+    /// How long after its first attempt a delivery is given up, in milliseconds.
     pub give_up_after_ms: i64,
 }
 

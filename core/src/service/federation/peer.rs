@@ -26,12 +26,16 @@ pub const SMALL_ANSWER_BYTES: usize = 64 * 1024;
 /// The methods core sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PeerMethod {
+    /// `HEAD`: entity discovery.
     Head,
+    /// `GET`: reading an Entity record, records or versions from a peer.
     Get,
+    /// `POST`: delivering a notification.
     Post,
 }
 
 impl PeerMethod {
+    /// The method's name, as a request line spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             PeerMethod::Head => "HEAD",
@@ -44,6 +48,7 @@ impl PeerMethod {
 /// A request for a host to send to another server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerRequest {
+    /// The method to send.
     pub method: PeerMethod,
     /// An absolute `https` URL (`http` only where the host allows plain
     /// HTTP between local test servers).
@@ -59,9 +64,11 @@ pub struct PeerRequest {
 /// A peer's answer, read whole.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PeerAnswer {
+    /// The answer's status code.
     pub status: u16,
     /// Lowercase names, in the order received; a name may repeat.
     pub headers: Vec<(String, String)>,
+    /// The answer's body, whole.
     pub body: Vec<u8>,
 }
 
@@ -152,9 +159,15 @@ pub enum PeerFailure {
     /// The exchange took longer than [`PEER_EXCHANGE_TIMEOUT_MS`].
     TimedOut,
     /// The answer's body was longer than the request allowed.
-    TooLarge { max: usize },
+    TooLarge {
+        /// The most bytes the request allowed.
+        max: usize,
+    },
     /// A redirect, which core never follows.
-    Redirected { location: String },
+    Redirected {
+        /// The redirect's `Location`.
+        location: String,
+    },
 }
 
 impl fmt::Display for PeerFailure {

@@ -56,11 +56,14 @@ struct Versions {
 /// holds them (its `links`), which a write that replaces it changes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Remembered {
+    /// The version.
     pub record: Arc<Record>,
+    /// Its index entries, sorted.
     pub entries: Arc<[IndexEntry]>,
 }
 
 impl Memo {
+    /// An empty memo.
     pub fn new() -> Self {
         Self::default()
     }

@@ -64,12 +64,14 @@ pub struct Upkeep {
 /// A blob row past its expiry: an upload no record linked in time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpiredBlob {
+    /// The row id of the user whose store holds the row.
     pub user_id: i64,
     /// The blob's SHA-256, as stored (64 hex digits).
     pub hash: String,
 }
 
 impl Upkeep {
+    /// Upkeep at the host's time `now`.
     pub fn at(now: RecordDate) -> Self {
         Upkeep { now }
     }
