@@ -2,26 +2,26 @@
 //!
 //! # What the core decides
 //!
-//! Everything a client can observe that is not a socket: the record model and
-//! its wire JSON ([`model`]); canonical JSON and version hashes
-//! ([`canonical`], [`hash`]); request signatures and bearer tokens ([`auth`]);
-//! record types, their schemas and the links a record holds ([`schema`]),
-//! and the built-in types every store holds ([`builtin`]); reading list and
-//! events requests ([`query`]); turning a write request, with what the host
-//! fetched, into the versions to store ([`write`](mod@write)); the events
-//! stream: who may open one, its catch-up, which versions each subscriber
-//! receives and its bytes ([`events`]);
-//! the names of the two wire dialects ([`dialect`]); the problem+json
-//! catalogue ([`problem`]); the fixed response headers ([`http`]); which
-//! endpoint a path addresses ([`route`]); the answers of reads, built from
-//! the rows a host fetched ([`respond`]); and apps' records and the access
-//! an authorization grants ([`apps`]).
+//! Everything a client can observe that is not a socket. Eight modules hold
+//! it:
 //!
-//! At the edge of HTTP it also decides: blob uploads and downloads, their
-//! expiry, `Range` and `Content-Disposition` and the link a download goes
-//! through ([`blob`]); entity discovery, the Entity record's content and the
-//! `server_info` answer ([`discovery`]); the page served at each error type
-//! URL ([`docs`]); and the limits a server enforces ([`limits`]).
+//! - [`model`]: the record model and its wire JSON, canonical JSON and
+//!   version hashes, the two wire dialects;
+//! - [`auth`]: request signatures, bearer tokens and the nonce window; who
+//!   may read and write what; apps' records, the access an authorization
+//!   grants, and app registration;
+//! - [`schema`]: record types, their schemas, the links a record holds, and
+//!   the built-in types every store holds;
+//! - [`query`]: list and events requests, filters, sorts and pages;
+//! - [`write`](mod@write): a write request, with what the host fetched,
+//!   turned into the versions to store;
+//! - [`store`]: the storage schema and the text of every statement both
+//!   hosts run, and the archive format;
+//! - [`problem`]: the problem+json catalogue;
+//! - [`service`]: what a host drives. The whole API as one function
+//!   ([`handle`]), the capability traits a host implements, write jobs and
+//!   upkeep as machines, the events stream, federation, blobs, discovery,
+//!   the consent page and the console, routing, headers and limits.
 //!
 //! # What it never does
 //!
@@ -36,13 +36,15 @@
 //! calls [`handle`] with the request, that time and those bytes ([`Fresh`]);
 //! the service does the rest through a few small capability traits the host
 //! implements: a [`Store`] to read, [`Jobs`] to commit, [`Bodies`],
-//! [`Blobs`], [`Streams`], [`Guards`] and [`Secrets`] (the calling contract
-//! is in [`service`]). Every write is a core [`Job`] that the host's
-//! scheduler (the native group-commit writer, the worker's user object)
-//! runs with [`Job::run`] over its [`Transaction`] at the scheduler's time,
-//! then publishes [`Done::take_live_versions`] to open streams. Upkeep is
-//! a core plan too ([`Upkeep`]). The host never decides anything the
-//! protocol fixes; when it would need to, the decision belongs here.
+//! [`Blobs`], [`Streams`], [`Guards`], [`Secrets`] and [`Peers`] (the
+//! calling contract is in [`service`]). Every write is a core [`Job`] that
+//! the host's scheduler (the native group-commit writer, the worker's user
+//! object) runs as a [`WriteJob`]: a machine whose [`JobStep`]s the host
+//! answers, reads with rows and the commit with what became of it, at the
+//! scheduler's time; the job ends with its answer and its [`Effects`], which
+//! the host applies once the commit is durable. Upkeep is a machine too
+//! ([`UpkeepRound`]). The host never decides anything the protocol fixes;
+//! when it would need to, the decision belongs here.
 //!
 //! What a host uses is re-exported here, below the modules.
 
@@ -68,7 +70,7 @@ pub use service::jobs::{
 };
 pub use service::store::{CommitError, Row, RowError, RowExt};
 pub use service::{
-    AddressRate, AddressVerdict, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate,
-    RateLimits, Reply, ReplyBody, Request, Secrets, Settings, Store, Streams, UploadFailure, User,
-    WriteFailure, handle,
+    AddressRate, AddressVerdict, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note,
+    Peers, Rate, RateLimits, Reply, ReplyBody, Request, Secrets, Settings, Store, Streams,
+    UploadFailure, User, WriteFailure, handle,
 };

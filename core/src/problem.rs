@@ -45,7 +45,7 @@ macro_rules! problem_types {
 
             /// What the error means and what a client should do about it, in
             /// one or two sentences: the text of the type's documentation page
-            /// (see [`crate::docs`]).
+            /// (see [`crate::service::docs`]).
             pub const fn explanation(self) -> &'static str {
                 match self { $(ProblemType::$variant => $explanation,)* }
             }

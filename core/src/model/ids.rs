@@ -110,7 +110,7 @@ hex_id!(
 );
 hex_id!(
     /// A version hash: the SHA-256 of a version's canonical form, as 64
-    /// lowercase hex characters (see [`crate::hash`]).
+    /// lowercase hex characters (see [`crate::model::hash`]).
     VersionHash,
     32
 );

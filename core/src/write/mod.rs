@@ -204,7 +204,7 @@ impl Write {
     }
 
     /// The write, compiling the types it reads through `memo` (see
-    /// [`memo`]): a type compiled by an earlier write is
+    /// [`type_memo`]): a type compiled by an earlier write is
     /// not compiled again.
     pub fn remembering(mut self, memo: Arc<TypeMemo>) -> Self {
         self.types = Types::remembering(memo);

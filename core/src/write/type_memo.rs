@@ -1,5 +1,5 @@
 //! Compiled record types, remembered between writes by the host
-//! ([`crate::service::memo`]): a type is compiled from its Type record's
+//! ([`crate::service::jobs::memo`]): a type is compiled from its Type record's
 //! content, which the version hash fixes, so the same version compiles to
 //! the same type in every store and every epoch.
 

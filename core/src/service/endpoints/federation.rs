@@ -4,7 +4,7 @@
 //!
 //! Everything here runs for one user of this server, whose server key
 //! signs every request sent ([`Federation`]). What another server answers
-//! is checked by [`crate::federation`] before anything of it is stored,
+//! is checked by [`crate::service::federation`] before anything of it is stored,
 //! and stored through the same write jobs as the user's own records
 //! ([`WriteRequest::receive`]), so a received version is validated against
 //! its type, indexed and sent to the user's event streams like any other.

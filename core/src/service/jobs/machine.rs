@@ -19,7 +19,7 @@
 //! - **prepared** ([`WriteJob::prepare`]): the record writes are decided on
 //!   a read snapshot, away from the writer, until [`JobStep::Decided`]
 //!   (or [`JobStep::Done`], for a refusal or a replay that stores
-//!   nothing); the writer then [begins](WriteJob::begin) it in its
+//!   nothing); the writer then [begins](Decided::begin) it in its
 //!   transaction at its time: it checks that every read still holds,
 //!   stamps `received_at` and commits. If a read changed, or the commit
 //!   conflicts, the job runs whole there instead.
@@ -47,7 +47,7 @@ use super::{
 pub struct WriteJob<'m> {
     job: Job,
     /// When the job's versions are received: the scheduler's time (for a
-    /// prepared job, the request's, until [`WriteJob::begin`]).
+    /// prepared job, the request's, until [`Decided::begin`]).
     at: RecordDate,
     /// Versions and types remembered between jobs, while deciding on a
     /// snapshot.
@@ -118,7 +118,7 @@ pub enum JobStep<'a> {
     /// [`CommitError::classify`](crate::service::store::CommitError::classify)).
     Commit(&'a [Statement]),
     /// A prepared job is decided: hand it to the writer, which calls
-    /// [`WriteJob::begin`] in its transaction.
+    /// [`Decided::begin`] in its transaction.
     Decided,
     /// The job is over: its answer, and what the host applies once the
     /// commit is durable.
@@ -164,7 +164,7 @@ enum State {
         pending: Pending,
         answered: Answered,
     },
-    /// Decided on a snapshot: waiting for [`WriteJob::begin`].
+    /// Decided on a snapshot: waiting for [`Decided::begin`].
     Decided {
         pending: Pending,
         answered: Answered,
@@ -174,7 +174,7 @@ enum State {
         pending: Pending,
         answered: Answered,
     },
-    /// A job the writer runs whole: waiting for [`WriteJob::begin`].
+    /// A job the writer runs whole: waiting for [`Decided::begin`].
     Whole,
     /// The commit was asked.
     Committing {
