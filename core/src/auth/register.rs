@@ -92,6 +92,7 @@ pub fn key_header_value(public_key: &str) -> String {
 
 /// Why a registration is refused. Each variant is one problem type.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RegistrationError {
     /// The signature does not verify, or is not fresh: its `auth/401-*` problem.
     #[error(transparent)]

@@ -106,6 +106,7 @@ pub struct NonceUse<'a> {
 
 /// Why a guard refused a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReplayError {
     /// The request is stale or replayed.
     Auth(AuthError),

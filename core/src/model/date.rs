@@ -26,6 +26,7 @@ pub struct RecordDate(i64);
 
 /// Why a text or a number is not a [`RecordDate`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DateError {
     /// The text is not an RFC 3339 date.
     #[error("not an RFC 3339 date")]

@@ -91,6 +91,7 @@ pub struct Tag(String);
 
 /// Why a text is not a [`Tag`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TagError {
     /// The tag is empty or longer than [`Tag::MAX_CHARS`] characters.
     #[error("a tag is 1 to {} characters", Tag::MAX_CHARS)]

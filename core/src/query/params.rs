@@ -17,6 +17,7 @@ pub const EVENTS_LOOKBACK_MS: i64 = 20_000;
 
 /// What a list or events request asks that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueryError {
     /// `request/400-invalid-parameter`, naming the parameter.
     #[error("the `{name}` parameter {reason}")]

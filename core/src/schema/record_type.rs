@@ -124,6 +124,7 @@ impl RecordType {
 
 /// Why a record is not a valid Type record.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TypeRecordError {
     /// Its schema does not compile (`record/400-invalid-schema`).
     #[error("{0}")]

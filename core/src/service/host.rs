@@ -140,6 +140,7 @@ impl From<StreamsFull> for Limited {
 
 /// Why a body could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BodyError {
     /// It is longer than the limit the service asked for.
     TooLarge,
@@ -149,6 +150,7 @@ pub enum BodyError {
 
 /// Why an upload could not be received.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum UploadFailure {
     /// The client sent other than it declared: what core's
     /// [`UploadMeter`] refused.
@@ -170,6 +172,7 @@ impl From<LengthMismatch> for UploadFailure {
 
 /// Why a write job did not run: never the client's doing.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum WriteFailure {
     /// Too many writes are waiting: `server/503-unavailable`, retry soon.
     Busy,

@@ -159,6 +159,7 @@ pub struct End {
 
 /// Why an archive is refused; nothing of it is kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ArchiveError {
     /// A line that is not JSON of one of the archive's lines, or whose content is not of its form.
     #[error("line {line}: not an archive line: {reason}")]

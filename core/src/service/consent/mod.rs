@@ -44,6 +44,7 @@ pub const PAGE_HEADERS: [(&str, &str); 5] = [
 
 /// Why a consent request cannot go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConsentError {
     /// The form is too long, lacks its CSRF token or a known action, or holds a value this page
     /// never sends.
@@ -421,6 +422,7 @@ pub const PASSWORD_OUTPUT_BYTES: usize = argon2::Params::DEFAULT_OUTPUT_LEN;
 /// archive) is checked only if it has exactly the server's. The fix is
 /// always the same: `folio user passwd USER` stores a new hash.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PasswordHashError {
     /// The string is not a PHC string argon2 can parse.
     #[error("not an argon2 PHC string")]

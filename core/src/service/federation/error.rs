@@ -8,6 +8,7 @@ use crate::problem::{Problem, ProblemType};
 
 /// Why core could not use what another server answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PeerError {
     /// The exchange failed before there was an answer to judge.
     Failed(PeerFailure),

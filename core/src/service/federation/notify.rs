@@ -90,6 +90,7 @@ pub struct Notification {
 
 /// Why a notification is refused (`federation/400-invalid-notification`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum NotificationError {
     /// The body is not JSON of a notification; the parser's message.
     #[error("the body is not a notification: {0}")]

@@ -144,6 +144,7 @@ impl AnswerBody {
 
 /// Why an exchange with a peer failed before core could judge an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PeerFailure {
     /// The URL is not one core may ask (not https, no host, a port the
     /// host refuses).

@@ -212,6 +212,7 @@ impl Effects {
 /// `server/500-internal`. A host's own failures (a read or a commit that
 /// failed) are the host's to report; these are core's.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JobFailure {
     /// The commit kept losing the race to concurrent writes.
     Contended,
