@@ -10,7 +10,8 @@
 //! events requests ([`query`]); turning a write request, with what the host
 //! fetched, into the versions to store ([`write`](mod@write)); the events
 //! stream: who may open one, its catch-up, which versions each subscriber
-//! receives and its bytes ([`events`]);
+//! receives and its bytes, and what an open stream sends when, as a machine
+//! its host drives with commits and the time ([`events::EventStream`]);
 //! the names of the two wire dialects ([`dialect`]); the problem+json
 //! catalogue ([`problem`]); the fixed response headers ([`http`]); which
 //! endpoint a path addresses ([`route`]); the answers of reads, built from
