@@ -4,9 +4,9 @@
 use crate::access::Access;
 use crate::dialect::LAST_EVENT_ID;
 use crate::events::{
-    EVENT_STREAM_HEADERS, EventId, EventLogBounds, EventsError, MAX_CATCH_UP_EVENTS,
-    MAX_CATCH_UP_ROWS, Subscriber, authorize_events, catch_up_batch, catch_up_start,
-    parse_client_id, record_event,
+    CatchUp, EVENT_STREAM_HEADERS, EventId, EventLogBounds, EventStream, EventsError,
+    MAX_CATCH_UP_EVENTS, MAX_CATCH_UP_ROWS, Subscriber, authorize_events, catch_up_batch,
+    catch_up_start, parse_client_id, record_event,
 };
 use crate::problem::Problem;
 use crate::query::EventsQuery;
@@ -38,10 +38,17 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
         .header(LAST_EVENT_ID.lowercase)
         .and_then(EventId::from_header);
 
-    // Subscribe first, so nothing committed during the catch-up is missed.
     let anonymous = matches!(caller.access, Access::Anonymous);
+    let subscriber = Subscriber::new(caller.access, client_id, query.clone())
+        .with_standing(caller.authorization, caller.bearer_expiry);
+    let stream = EventStream::new(
+        subscriber.clone(),
+        cx.request.now,
+        host.settings().limits.heartbeat_ms,
+    );
+    // Subscribe first, so nothing committed during the catch-up is missed.
     let subscription = host
-        .subscribe(user, anonymous)
+        .subscribe(user, anonymous, stream)
         .map_err(|full| Failure::from(Limited::from(full)))?;
     let bounds_rows = cx.fetch(&event_log_bounds_sql(user.id)).await?;
     let bounds = match bounds_rows.first() {
@@ -56,8 +63,6 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
         None => EventLogBounds::default(),
     };
     let start = catch_up_start(&query, last_event_id, bounds);
-    let subscriber = Subscriber::new(caller.access, client_id, query)
-        .with_standing(caller.authorization, caller.bearer_expiry);
 
     // Read the log in chunks, keeping what this subscriber accepts.
     let mut pending = Vec::new();
@@ -98,8 +103,8 @@ pub(super) async fn events<H: Host>(cx: &Context<'_, '_, H>, user: &User) -> Out
             return Err(Problem::from(&EventsError::TooManyEvents).into());
         }
     }
-    let catch_up = catch_up_batch(pending).map_err(|e| Problem::from(&e))?;
-    let stream = host.event_stream(subscription, subscriber, catch_up, last_seq);
+    let frames = catch_up_batch(pending).map_err(|e| Problem::from(&e))?;
+    let stream = host.event_stream(subscription, CatchUp { frames, last_seq });
     let mut reply = Reply::new(200, ReplyBody::Stream(stream));
     for (name, value) in EVENT_STREAM_HEADERS {
         reply.set(name, value);
