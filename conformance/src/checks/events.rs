@@ -61,6 +61,10 @@ pub fn checks() -> Vec<Check> {
             "events/anonymous-streams-hold-at-most-half-the-users-cap",
             anonymous_half
         ),
+        check!(
+            "events/silent-stream-hears-heartbeats",
+            heartbeat_on_silence
+        ),
     ]
 }
 
@@ -705,5 +709,47 @@ async fn anonymous_half(ctx: &Ctx) -> CheckResult {
         .await?;
     let beside = format!("a signed stream beside {} unauthenticated ones", open.len());
     ensure_eq!(signed.status().as_u16(), 200, beside);
+    Ok(())
+}
+
+/// How far a heartbeat may stray from the server's interval (the time a
+/// stream takes to open, and a loaded machine's timers).
+const HEARTBEAT_SLACK: Duration = Duration::from_secs(1);
+
+/// A stream with nothing to send hears a heartbeat after each interval of
+/// silence that `server_info` reports (`heartbeat_ms`, PROTOCOL.md §8):
+/// `event: heartbeat` with an empty `data` and no `id` (which would change
+/// the client's `Last-Event-Id`), not sooner, and again after the next.
+/// A server whose interval is the default 15 s makes this check take 30 s.
+async fn heartbeat_on_silence(ctx: &Ctx) -> CheckResult {
+    let interval = Duration::from_millis(ctx.limit("heartbeat_ms", 15_000).await?);
+    let filter = nothing_filter();
+    let call = events_call(ctx, Some(&ctx.full), &[("filter", &filter)])?;
+    let opened = tokio::time::Instant::now();
+    let response = ctx.http.open(&call).await?;
+    ensure_eq!(response.status().as_u16(), 200, "events status");
+    let mut stream = EventStream::new(response);
+    for nth in 1..=2u32 {
+        let event = stream
+            .next_event(interval + HEARTBEAT_SLACK)
+            .await?
+            .ok_or_else(|| {
+                format!(
+                    "heartbeat {nth}: nothing within {} ms of silence (heartbeat_ms {})",
+                    (interval + HEARTBEAT_SLACK).as_millis(),
+                    interval.as_millis()
+                )
+            })?;
+        let after = opened.elapsed();
+        ensure_eq!(event.event.as_deref(), Some("heartbeat"), "event type");
+        ensure!(event.id.is_none(), "a heartbeat with an id: {:?}", event.id);
+        ensure_eq!(event.data.as_str(), "", "a heartbeat's data");
+        ensure!(
+            after + HEARTBEAT_SLACK >= interval * nth,
+            "heartbeat {nth} came {} ms after the stream opened, before {} ms of silence",
+            after.as_millis(),
+            (interval * nth).as_millis()
+        );
+    }
     Ok(())
 }
