@@ -59,7 +59,8 @@ const hexId = () => randomBytes(16).toString("hex");
 // notification rates are ones their floods exceed at the pace local workerd
 // serves one user's object (about 80 requests a second), with fewer
 // requests than the 400 at once after which workerd refuses an object's
-// queue (503 "restarted mid-request").
+// queue (503 "restarted mid-request"). A heartbeat interval of a second,
+// as natively, so that the heartbeat check waits two, not thirty.
 const suiteWrangler = (state, port, log, relay) =>
   startWrangler(state, port, log, {
     FOLIO_BASE_URL: baseUrlOf(port),
@@ -69,6 +70,7 @@ const suiteWrangler = (state, port, log, relay) =>
     FOLIO_UNSOLICITED_QUOTA: "1000/1MiB",
     FOLIO_NOTIFICATION_RATE: "20/100",
     FOLIO_NOTIFICATION_DOMAIN_RATE: "10/50",
+    FOLIO_HEARTBEAT_MS: "1000",
   });
 
 async function main(suiteArgs) {

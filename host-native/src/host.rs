@@ -13,7 +13,7 @@ use folio_core::service::Peers;
 use folio_core::service::blob::{Received, UploadMeter};
 use folio_core::service::consent::SessionKey;
 use folio_core::service::events::{
-    HEARTBEAT_EVENT, LIVE_FLUSH_INTERVAL_MS, LiveCommit, LiveSubscriber, StreamsFull, Subscriber,
+    CatchUp, Chunk, EndReason, EventStream, LiveCommit, Output, StreamsFull,
 };
 use folio_core::service::federation::{PeerAnswer, PeerFailure, PeerRequest};
 use folio_core::service::standing::{Epoch, StandingCache};
@@ -55,196 +55,122 @@ impl AsRef<[u8]> for SharedFrame {
     }
 }
 
-/// The most bytes of frames one chunk gathers (past the frame that
-/// crosses it); a full chunk leaves without waiting out the flush interval.
-const MAX_CHUNK_BYTES: usize = 64 * 1024;
-
-/// The frames of one write to a stream. They stay shared with every other
-/// stream until the write (2,000 streams each copying theirs while they
-/// wait out the interval held a third more memory), then one frame goes
-/// out as it is, several in one buffer.
-struct Chunk {
-    frames: Vec<Arc<str>>,
-    len: usize,
+/// A chunk as a body chunk: a single frame goes out as it is, still shared
+/// with every other stream (2,000 streams each copying theirs held a third
+/// more memory), several in one buffer.
+fn chunk_bytes(chunk: Chunk) -> Bytes {
+    let len = chunk.byte_len();
+    let mut frames = chunk.into_frames();
+    if frames.len() == 1 {
+        return Bytes::from_owner(SharedFrame(frames.swap_remove(0)));
+    }
+    let mut bytes = bytes::BytesMut::with_capacity(len);
+    for frame in &frames {
+        bytes.extend_from_slice(frame.as_bytes());
+    }
+    bytes.freeze()
 }
 
-impl Chunk {
-    fn new(first: Arc<str>) -> Self {
-        Self {
-            len: first.len(),
-            frames: vec![first],
-        }
-    }
-
-    fn push(&mut self, frame: Arc<str>) {
-        self.len += frame.len();
-        self.frames.push(frame);
-    }
-
-    fn is_full(&self) -> bool {
-        self.len >= MAX_CHUNK_BYTES
-    }
-
-    fn into_bytes(mut self) -> Bytes {
-        if self.frames.len() == 1 {
-            return Bytes::from_owner(SharedFrame(self.frames.swap_remove(0)));
-        }
-        let mut bytes = bytes::BytesMut::with_capacity(self.len);
-        for frame in &self.frames {
-            bytes.extend_from_slice(frame.as_bytes());
-        }
-        bytes.freeze()
-    }
-}
-
-/// An open event stream after its catch-up, polled by the connection that
-/// sends it: a committed version goes from the hub's channel to the socket
-/// without a task or a queue of its own in between.
-struct LiveStream {
-    feed: Feed,
+/// An open event stream's body: core's [`EventStream`] driven by the
+/// connection that sends it. It keeps the hub's channel, the timer and the
+/// shutdown signal; what is sent and when is the stream's. A commit goes
+/// from the hub's channel to the socket without a task or a queue of its
+/// own in between.
+struct LiveBody {
+    stream: EventStream,
+    /// The commits the hub publishes to the user, since the place was taken.
+    receiver: broadcast::Receiver<LiveCommit>,
     /// Given back when the body is dropped.
     _place: StreamPlace,
-    live: LiveSubscriber,
-    heartbeat: Duration,
-    /// No chunk leaves before this, unless it is full (see
-    /// [`LIVE_FLUSH_INTERVAL_MS`]).
-    next_flush: tokio::time::Instant,
-    /// When the stream ends whatever it sends: the expiry of the bearer
-    /// token that opened it ([`LiveSubscriber::ends_at`]).
-    ends: Option<tokio::time::Instant>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
-/// Why a stream ends: the server is shutting down, the stream fell more
-/// than the hub's queue behind (the client resumes with `Last-Event-Id`),
-/// or the access it was opened with was revoked or expired (the client's
-/// reconnection is authorized afresh).
-struct StreamEnd;
-
-impl LiveStream {
-    /// The next chunk to send: the frames of the versions this subscriber
-    /// receives, or a heartbeat after [`LiveStream::heartbeat`] of silence.
-    /// `None` ends the stream ([`StreamEnd`]).
+impl LiveBody {
+    /// The next chunk to send; `None` ends the body.
     async fn next_chunk(&mut self) -> Option<Bytes> {
-        let silence = tokio::time::sleep(self.heartbeat);
-        tokio::pin!(silence);
-        let ends = self.ends;
-        let expiry = async move {
-            match ends {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::pin!(expiry);
-        let first = loop {
-            tokio::select! {
-                frame = self.feed.next_frame(&mut self.live) => match frame.ok()? {
-                    Some(frame) => break frame,
-                    None => continue,
-                },
-                () = &mut silence => return Some(Bytes::from_static(HEARTBEAT_EVENT.as_bytes())),
-                () = &mut expiry => return None,
-                _ = self.shutdown.wait_for(|stopped| *stopped) => return None,
-            }
-        };
-        // A stream that has just sent waits out the interval, gathering
-        // what comes meanwhile into the same chunk; it keeps taking from
-        // the hub's queue while it waits, so the wait never makes it lag.
-        // Frames are polled first: at the deadline, whatever is already
-        // waiting still joins the chunk.
-        let mut chunk = Chunk::new(first);
-        let flush = tokio::time::sleep_until(self.next_flush);
-        tokio::pin!(flush);
-        while !chunk.is_full() {
-            tokio::select! {
-                biased;
-                frame = self.feed.next_frame(&mut self.live) => {
-                    if let Some(frame) = frame.ok()? {
-                        chunk.push(frame);
-                    }
-                }
-                () = &mut flush => break,
-            }
-        }
-        self.next_flush =
-            tokio::time::Instant::now() + Duration::from_millis(LIVE_FLUSH_INTERVAL_MS);
-        METRICS.events_sent(chunk.frames.len());
-        Some(chunk.into_bytes())
-    }
-}
-
-/// The commits the hub hands a stream, taken one version at a time: a
-/// commit of many versions may fill more than one chunk.
-struct Feed {
-    receiver: broadcast::Receiver<LiveCommit>,
-    /// The commit being sent, and how many of its versions were taken.
-    current: Option<(LiveCommit, usize)>,
-}
-
-impl Feed {
-    fn new(receiver: broadcast::Receiver<LiveCommit>) -> Self {
-        Self {
-            receiver,
-            current: None,
-        }
-    }
-
-    /// The next committed version's frame, if `live` receives it.
-    ///
-    /// Cancel-safe, as `select!` needs: it awaits only the hub's channel,
-    /// and takes a version only when it returns its frame.
-    async fn next_frame(
-        &mut self,
-        live: &mut LiveSubscriber,
-    ) -> Result<Option<Arc<str>>, StreamEnd> {
         loop {
-            if let Some((commit, taken)) = &mut self.current {
-                if let Some(version) = commit.get(*taken) {
-                    *taken += 1;
-                    return live.frame(version).map_err(|_| StreamEnd);
+            self.take_published();
+            let now = crate::clock::Clock.now();
+            let until = match self.stream.poll_output(now) {
+                Output::Send(chunk) => {
+                    METRICS.events_sent(chunk.record_events());
+                    return Some(chunk_bytes(chunk));
                 }
-                self.current = None;
+                Output::End(reason) => {
+                    if reason == EndReason::Lagged {
+                        METRICS.stream_lagged();
+                    }
+                    return None;
+                }
+                Output::Wait(until) => until,
+            };
+            let wait = Duration::from_millis(now.millis_until(until));
+            tokio::select! {
+                received = self.receiver.recv() => take(&mut self.stream, received),
+                () = tokio::time::sleep(wait) => {}
+                _ = self.shutdown.wait_for(|stopped| *stopped) => self.stream.handle_shutdown(),
             }
-            match self.receiver.recv().await {
-                Ok(commit) => self.current = Some((commit, 0)),
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    METRICS.stream_lagged();
-                    return Err(StreamEnd);
+        }
+    }
+
+    /// Hands the stream every commit waiting in the hub's channel.
+    fn take_published(&mut self) {
+        loop {
+            match self.receiver.try_recv() {
+                Ok(commit) => self.stream.handle_commit(commit),
+                Err(broadcast::error::TryRecvError::Empty) => return,
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    self.stream.handle_commits_lost();
                 }
-                Err(broadcast::error::RecvError::Closed) => return Err(StreamEnd),
+                Err(broadcast::error::TryRecvError::Closed) => {
+                    self.stream.handle_shutdown();
+                    return;
+                }
             }
         }
     }
 }
 
-/// An event stream's body: the catch-up frames, then the live ones.
+/// Hands `stream` what the hub's channel gave.
+fn take(stream: &mut EventStream, received: Result<LiveCommit, broadcast::error::RecvError>) {
+    match received {
+        Ok(commit) => stream.handle_commit(commit),
+        Err(broadcast::error::RecvError::Lagged(_)) => stream.handle_commits_lost(),
+        // The hub is gone: the server is stopping.
+        Err(broadcast::error::RecvError::Closed) => stream.handle_shutdown(),
+    }
+}
+
+/// An event stream's body: its stream started with the catch-up, then
+/// driven until it ends.
 fn live_body(
-    subscription: Subscription,
-    live: LiveSubscriber,
-    catch_up: Vec<String>,
-    heartbeat: Duration,
+    subscribed: Subscribed,
+    catch_up: CatchUp,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Body {
-    let ends = live.ends_at().map(|at| {
-        let left = at.unix_millis() - crate::clock::Clock.now().unix_millis();
-        tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0))
-    });
-    let stream = LiveStream {
-        feed: Feed::new(subscription.receiver),
+    let Subscribed {
+        subscription,
+        mut stream,
+    } = subscribed;
+    stream.start(catch_up);
+    let body = LiveBody {
+        stream,
+        receiver: subscription.receiver,
         _place: subscription.place,
-        live,
-        heartbeat,
-        next_flush: tokio::time::Instant::now(),
-        ends,
         shutdown,
     };
-    METRICS.events_sent(catch_up.len());
-    let catch_up = futures_util::stream::iter(catch_up.into_iter().map(Bytes::from));
-    let live = futures_util::stream::unfold(stream, |mut stream| async move {
-        let chunk = stream.next_chunk().await?;
-        Some((chunk, stream))
+    let chunks = futures_util::stream::unfold(body, |mut body| async move {
+        let chunk = body.next_chunk().await?;
+        Some((Ok::<_, std::convert::Infallible>(chunk), body))
     });
-    Body::from_stream(catch_up.chain(live).map(Ok::<_, std::convert::Infallible>))
+    Body::from_stream(chunks)
+}
+
+/// A stream's place in the hub, whose channel keeps the commits published
+/// while the catch-up is read, and the stream that waits for it.
+pub struct Subscribed {
+    subscription: Subscription,
+    stream: EventStream,
 }
 
 fn write_failure(error: WriterError) -> WriteFailure {
@@ -411,26 +337,23 @@ impl Blobs for App {
 }
 
 impl Streams for App {
-    type Subscription = Subscription;
+    type Subscription = Subscribed;
 
-    fn subscribe(&self, user: &User, anonymous: bool) -> Result<Subscription, StreamsFull> {
-        self.hub.subscribe(user.id, anonymous)
+    fn subscribe(
+        &self,
+        user: &User,
+        anonymous: bool,
+        stream: EventStream,
+    ) -> Result<Subscribed, StreamsFull> {
+        let subscription = self.hub.subscribe(user.id, anonymous)?;
+        Ok(Subscribed {
+            subscription,
+            stream,
+        })
     }
 
-    fn event_stream(
-        &self,
-        subscription: Subscription,
-        subscriber: Subscriber,
-        catch_up: Vec<String>,
-        last_seq: u64,
-    ) -> Body {
-        live_body(
-            subscription,
-            LiveSubscriber::new(subscriber, last_seq),
-            catch_up,
-            Duration::from_millis(self.settings.limits.heartbeat_ms),
-            self.shutdown.clone(),
-        )
+    fn event_stream(&self, subscribed: Subscribed, catch_up: CatchUp) -> Body {
+        live_body(subscribed, catch_up, self.shutdown.clone())
     }
 }
 
@@ -495,7 +418,7 @@ mod tests {
     use folio_core::schema::builtin::BuiltinType;
 
     use super::*;
-    use folio_core::service::events::{LiveVersion, StreamCaps};
+    use folio_core::service::events::{HEARTBEAT_EVENT, LiveVersion, StreamCaps, Subscriber};
 
     use crate::hub::Hub;
 
@@ -520,15 +443,26 @@ mod tests {
         }))
     }
 
+    /// A stream of user 1 on `hub`, not started yet, that hears a
+    /// heartbeat after a minute of silence.
+    fn subscribe(hub: &Arc<Hub>) -> Subscribed {
+        let stream = EventStream::new(subscriber(), crate::clock::Clock.now(), 60_000);
+        subscribe_with(hub, stream)
+    }
+
+    fn subscribe_with(hub: &Arc<Hub>, stream: EventStream) -> Subscribed {
+        Subscribed {
+            subscription: hub.subscribe(1, false).expect("no caps"),
+            stream,
+        }
+    }
+
     /// A stream of user 1 on `hub` with nothing to catch up on, and the
     /// sender that shuts it down (kept while the stream is read).
     fn open_stream(hub: &Arc<Hub>) -> (Body, tokio::sync::watch::Sender<bool>) {
-        let subscription = hub.subscribe(1, false).expect("no caps");
         let (stop, shutdown) = tokio::sync::watch::channel(false);
-        let live = LiveSubscriber::new(subscriber(), 0);
-        let heartbeat = Duration::from_secs(60);
         (
-            live_body(subscription, live, Vec::new(), heartbeat, shutdown),
+            live_body(subscribe(hub), CatchUp::default(), shutdown),
             stop,
         )
     }
@@ -619,20 +553,17 @@ mod tests {
     #[tokio::test]
     async fn a_version_committed_during_the_catch_up_is_sent_once() {
         let hub = uncapped_hub();
-        let subscription = hub.subscribe(1, false).expect("no caps");
+        let subscription = subscribe(&hub);
         for seq in [6, 7] {
             publish(&hub, seq);
         }
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         // The catch-up read the store up to sequence 6.
-        let catch_up = vec![folio_core::service::events::HEARTBEAT_EVENT.to_owned()];
-        let body = live_body(
-            subscription,
-            LiveSubscriber::new(subscriber(), 6),
-            catch_up,
-            Duration::from_secs(60),
-            shutdown,
-        );
+        let catch_up = CatchUp {
+            frames: vec![HEARTBEAT_EVENT.to_owned()],
+            last_seq: 6,
+        };
+        let body = live_body(subscription, catch_up, shutdown);
         let mut chunks = body.into_data_stream();
         let first = chunks.next().await.expect("the catch-up").expect("a chunk");
         assert_eq!(first, HEARTBEAT_EVENT.as_bytes());
@@ -644,5 +575,65 @@ mod tests {
         let text = std::str::from_utf8(&live).expect("UTF-8");
         assert!(text.starts_with("id: 7\nevent: record\n"), "{text}");
         assert_eq!(text.matches("event: record").count(), 1, "{text}");
+    }
+
+    /// The next chunk of a body, or `None` at its end, within 5 s.
+    async fn next_chunk(chunks: &mut axum::body::BodyDataStream) -> Option<Bytes> {
+        tokio::time::timeout(Duration::from_secs(5), chunks.next())
+            .await
+            .expect("a chunk or the end without a stall")
+            .map(|chunk| chunk.expect("a chunk"))
+    }
+
+    /// The driver waits as the stream says: a silent stream with a short
+    /// heartbeat interval hears one after it, and again after the next.
+    #[tokio::test]
+    async fn a_silent_stream_hears_a_heartbeat_after_its_interval() {
+        let hub = uncapped_hub();
+        let stream = EventStream::new(subscriber(), crate::clock::Clock.now(), 100);
+        let subscription = subscribe_with(&hub, stream);
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let opened = std::time::Instant::now();
+        let mut chunks = live_body(subscription, CatchUp::default(), shutdown).into_data_stream();
+        for _ in 0..2 {
+            let chunk = next_chunk(&mut chunks).await.expect("a heartbeat");
+            assert_eq!(chunk, HEARTBEAT_EVENT.as_bytes());
+        }
+        assert!(
+            opened.elapsed() >= Duration::from_millis(190),
+            "{:?}",
+            opened.elapsed()
+        );
+    }
+
+    /// A stream opened with a bearer token ends at the token's expiry,
+    /// long before its next heartbeat.
+    #[tokio::test]
+    async fn a_stream_ends_at_its_bearer_tokens_expiry() {
+        let hub = uncapped_hub();
+        let now = crate::clock::Clock.now();
+        let expiry = RecordDate::from_unix_millis(now.unix_millis() + 300).expect("a date");
+        let subscriber = subscriber().with_standing(None, Some(expiry));
+        let stream = EventStream::new(subscriber, now, 60_000);
+        let subscription = subscribe_with(&hub, stream);
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let opened = std::time::Instant::now();
+        let mut chunks = live_body(subscription, CatchUp::default(), shutdown).into_data_stream();
+        assert!(next_chunk(&mut chunks).await.is_none(), "the stream ended");
+        let ended = opened.elapsed();
+        assert!(
+            (Duration::from_millis(250)..Duration::from_secs(1)).contains(&ended),
+            "ended after {ended:?}"
+        );
+    }
+
+    /// The server's shutdown ends an open stream.
+    #[tokio::test]
+    async fn the_shutdown_ends_an_open_stream() {
+        let hub = uncapped_hub();
+        let (body, stop) = open_stream(&hub);
+        let mut chunks = body.into_data_stream();
+        stop.send(true).expect("the stream listens");
+        assert!(next_chunk(&mut chunks).await.is_none(), "the stream ended");
     }
 }

@@ -1,12 +1,14 @@
 //! Live events: the per-user fan-out from the writer to open streams.
 //!
 //! Each user with open streams has a broadcast channel; the writer publishes
-//! each commit's versions of the user to it as one [`LiveCommit`], and each
-//! stream decides with core's
-//! [`Subscriber::should_send`](folio_core::service::events::Subscriber::should_send)
-//! what it sends. The channel is bounded: a stream that falls more than its
-//! length of commits behind is disconnected, and reconnects with
-//! `Last-Event-Id`.
+//! each commit's versions of the user to it as one [`LiveCommit`] (one send
+//! on the writer's thread, whatever the number of streams), and each
+//! stream's body hands them to its core
+//! [`EventStream`](folio_core::service::events::EventStream), which decides what it
+//! sends. The channel holds core's [`SUBSCRIBER_QUEUE_LEN`] commits: a
+//! stream that falls further behind loses commits, is told so
+//! ([`EventStream::handle_commits_lost`](folio_core::service::events::EventStream::handle_commits_lost))
+//! and ends, and its client reconnects with `Last-Event-Id`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -54,6 +54,10 @@ impl Switch for NativeFaults {
     }
 }
 
+/// The event streams' heartbeat interval of the server under test, in
+/// milliseconds (the suite reads it from `server_info`).
+const HEARTBEAT_MS: &str = "1000";
+
 /// The hostile peer's entities live under this domain.
 const HOSTILE_DOMAIN: &str = "peer.test";
 
@@ -104,7 +108,8 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
     // Logged as an operator would keep it (every request, as JSON), to
     // check below that no line carries a secret the suite sent. A quota
     // for strangers' versions that `federation/strangers-quota-exhausted`
-    // can fill with a few versions of 256 KiB.
+    // can fill with a few versions of 256 KiB. A heartbeat interval of a
+    // second, so that the heartbeat check waits two, not thirty.
     let mut args = vec![
         "--read-rate",
         "50/100",
@@ -112,6 +117,8 @@ async fn the_conformance_suite_passes_over_https_and_h2() {
         "json",
         "--unsolicited-quota",
         "1000/1MiB",
+        "--heartbeat-ms",
+        HEARTBEAT_MS,
     ];
     args.extend(peer_args.iter().map(String::as_str));
     let server = Server::start_with_env(&data, port, &args, &[("FOLIO_LOG", "info")]);

@@ -24,7 +24,10 @@ const RATES: &str = "RATES";
 
 /// The limits the worker is configured with: core's defaults, with the
 /// rates its `[vars]` set (each `PER_SECOND/BURST`, a count for sign-ins,
-/// or `off`). A value that does not read is logged and the default kept.
+/// or `off`) and the event streams' heartbeat interval
+/// (`FOLIO_HEARTBEAT_MS`, milliseconds above zero, as `folio serve
+/// --heartbeat-ms`). A value that does not read is logged and the default
+/// kept.
 pub fn configured(env: &Env) -> Limits {
     let defaults = Limits::default();
     let setting = |name: &str| env.var(name).ok().map(|value| value.to_string());
@@ -49,7 +52,21 @@ pub fn configured(env: &Env) -> Limits {
             defaults.sign_in_attempts_per_minute
         }),
     };
+    let heartbeat_ms = match setting("FOLIO_HEARTBEAT_MS") {
+        None => defaults.heartbeat_ms,
+        Some(text) => match text.parse::<u64>() {
+            Ok(ms) if ms > 0 => ms,
+            _ => {
+                worker::console_error!(
+                    "FOLIO_HEARTBEAT_MS: {text:?} is not a number of milliseconds above zero; \
+                     using the default"
+                );
+                defaults.heartbeat_ms
+            }
+        },
+    };
     Limits {
+        heartbeat_ms,
         writes_per_app: rate("FOLIO_WRITE_RATE", defaults.writes_per_app),
         unauthenticated_reads_per_address: rate(
             "FOLIO_READ_RATE",

@@ -3,6 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use folio_core::auth::{HeaderLookup, NonceUse, ReplayError, SignedRequest, nonce_table};
@@ -10,8 +11,8 @@ use folio_core::model::{BlobHash, RecordDate, UserName};
 use folio_core::service::blob::{Received, UploadMeter};
 use folio_core::service::consent::{SessionKey, hash_password, verify_password};
 use folio_core::service::events::{
-    HEARTBEAT_EVENT, LiveCommit, LiveSubscriber, LiveVersion, OpenStreams, Opened,
-    SUBSCRIBER_QUEUE_LEN, StandingChanged, StreamCaps, StreamsFull, Subscriber,
+    CatchUp, EventStream, LiveCommit, LiveVersion, OpenStreams, Opened, Output, StreamCaps,
+    StreamsFull,
 };
 use folio_core::service::federation::{PeerAnswer, PeerFailure, PeerRequest};
 use folio_core::service::fresh::Fresh;
@@ -23,11 +24,11 @@ use folio_core::{
     RateLimits, Reply, ReplyBody, Row, RowExt, Secrets, Settings, Store, Streams, UploadFailure,
     User, WriteFailure,
 };
-use futures_channel::mpsc;
 use futures_util::StreamExt;
 use futures_util::future::{Either, join_all, select};
 use futures_util::lock::Mutex;
 use futures_util::pin_mut;
+use futures_util::stream::LocalBoxStream;
 use worker::{
     D1Database, Data, Delay, DurableObject, Env, FixedLengthStream, Headers, Range, Request,
     Response, ResponseBody, State, durable_object,
@@ -35,82 +36,93 @@ use worker::{
 
 use crate::{d1, rates};
 
-/// How often an open event stream hears a heartbeat; the same alarm
-/// prunes the subscribers whose client went away.
-const HEARTBEAT_MS: i64 = folio_core::service::events::HEARTBEAT_INTERVAL_MS as i64;
-
 /// Whether plain HTTP is allowed: only in the dev environment.
 pub fn is_dev(env: &Env) -> bool {
     env.var("FOLIO_DEV").is_ok_and(|v| v.to_string() == "1")
 }
 
-/// One open event stream.
-struct Live {
-    id: u64,
-    /// Set, with the subscriber, once the catch-up is read; until then the
-    /// commits made meanwhile wait in `pending` (at most
-    /// [`SUBSCRIBER_QUEUE_LEN`] of them, as in the stream's queue).
-    stream: Option<(mpsc::Sender<Vec<u8>>, LiveSubscriber)>,
-    pending: Vec<LiveCommit>,
+/// One open event stream: core's [`EventStream`], shared by the object,
+/// which hands it each commit of the user, and by the response body that
+/// drives it ([`live_body`]). What it sends, when, and when it ends (a
+/// stream more than its queue behind, one whose bearer token expired) is
+/// the stream's; the object keeps the timer and the wake-ups.
+struct LiveSlot {
+    stream: RefCell<EventStream>,
     /// Opened without authentication (counted apart against the caps).
     anonymous: bool,
-    /// Ended: it fell more than its queue behind (the client resumes with
-    /// `Last-Event-Id`, as natively), or the access it was opened with was
-    /// revoked or expired (the client's reconnection is authorized afresh).
-    ended: bool,
+    /// Set when its place is given back: the body ended or was dropped
+    /// (the client went away), or the request failed before it began.
+    closed: Cell<bool>,
+    /// A commit was handed to the stream since its body last looked.
+    committed: Cell<bool>,
+    /// The body waiting for a commit.
+    waker: RefCell<Option<Waker>>,
 }
 
-impl Live {
+impl LiveSlot {
     fn is_open(&self) -> bool {
-        !self.ended
-            && self
-                .stream
-                .as_ref()
-                .is_none_or(|(sender, _)| !sender.is_closed())
+        !self.closed.get() && self.stream.borrow().ended().is_none()
     }
 
-    /// Sends a commit's events that the subscriber receives, as one chunk
-    /// (one place in its queue, however many versions the commit holds); a
-    /// subscriber whose queue is full, or whose access an event revokes,
-    /// is disconnected after the events before it.
-    fn send(&mut self, commit: &LiveCommit) {
-        let Some((sender, subscriber)) = &mut self.stream else {
-            self.ended |= self.pending.len() >= SUBSCRIBER_QUEUE_LEN;
-            self.pending.push(LiveCommit::clone(commit));
-            return;
-        };
-        let mut chunk = Vec::new();
-        let mut revoked = false;
-        for version in commit.iter() {
-            match subscriber.frame(version) {
-                Ok(Some(frame)) => chunk.extend_from_slice(frame.as_bytes()),
-                Ok(None) => {}
-                Err(StandingChanged) => {
-                    revoked = true;
-                    break;
-                }
+    /// Hands a commit to the stream and wakes its body.
+    fn handle_commit(&self, commit: &LiveCommit) {
+        self.stream
+            .borrow_mut()
+            .handle_commit(LiveCommit::clone(commit));
+        self.committed.set(true);
+        if let Some(waker) = self.waker.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+
+    /// Returns once a commit was handed to the stream since the last
+    /// return (at once if one was meanwhile).
+    async fn committed(&self) {
+        std::future::poll_fn(|cx| {
+            if self.committed.replace(false) {
+                return Poll::Ready(());
             }
-        }
-        if !chunk.is_empty() {
-            self.ended |= sender.try_send(chunk).is_err();
-        }
-        self.ended |= revoked;
-        if self.ended {
-            sender.close_channel();
-        }
+            *self.waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
     }
+}
 
-    /// Sends a heartbeat; a stream whose queue is full is not being read,
-    /// and one whose bearer token expired by `now` ends (so within a
-    /// heartbeat interval of its expiry).
-    fn heartbeat(&mut self, now: RecordDate) {
-        if let Some((sender, subscriber)) = &mut self.stream {
-            self.ended |= subscriber.ends_at().is_some_and(|at| at <= now)
-                || sender
-                    .try_send(HEARTBEAT_EVENT.as_bytes().to_vec())
-                    .is_err();
-            if self.ended {
-                sender.close_channel();
+/// A stream's place among the user's streams, counted against the caps
+/// while it is held; dropping it gives the place back.
+pub struct StreamPlace(Rc<LiveSlot>);
+
+impl Drop for StreamPlace {
+    fn drop(&mut self) {
+        self.0.closed.set(true);
+    }
+}
+
+/// An event stream's body: its stream started with the catch-up, then
+/// driven with the object's timer until it ends.
+fn live_body(place: StreamPlace, catch_up: CatchUp) -> LocalBoxStream<'static, Vec<u8>> {
+    place.0.stream.borrow_mut().start(catch_up);
+    futures_util::stream::unfold(place, |place| async move {
+        let chunk = next_chunk(&place.0).await?;
+        Some((chunk, place))
+    })
+    .boxed_local()
+}
+
+/// The next chunk a stream sends; `None` ends it.
+async fn next_chunk(slot: &LiveSlot) -> Option<Vec<u8>> {
+    loop {
+        let now = now();
+        let output = slot.stream.borrow_mut().poll_output(now);
+        match output {
+            Output::Send(chunk) => return Some(chunk.to_bytes()),
+            Output::End(_) => return None,
+            Output::Wait(until) => {
+                let wait = Duration::from_millis(now.millis_until(until));
+                let committed = slot.committed();
+                pin_mut!(committed);
+                select(committed, Delay::from(wait)).await;
             }
         }
     }
@@ -133,8 +145,8 @@ pub struct UserStore {
     caps: StreamCaps,
     /// One write job at a time: the store's one ordered place.
     writing: Mutex<()>,
-    streams: RefCell<Vec<Live>>,
-    next_stream: Cell<u64>,
+    /// The user's open event streams.
+    streams: RefCell<Vec<Rc<LiveSlot>>>,
     /// The user whose outbox this object delivers (federation): known once
     /// a job queued a notification, and kept in the object's storage
     /// ([`OUTBOX_USER_KEY`]) for the alarms after an eviction.
@@ -153,7 +165,7 @@ pub enum EdgeStream {
     /// A blob's bytes from R2.
     Blob(ResponseBody),
     /// An event stream.
-    Events(mpsc::Receiver<Vec<u8>>),
+    Events(LocalBoxStream<'static, Vec<u8>>),
 }
 
 /// The current time, as core reads it.
@@ -172,8 +184,8 @@ impl UserStore {
         self.env.bucket("BLOBS")
     }
 
-    /// Sends a committed job's versions to the open streams that accept
-    /// them, as one commit.
+    /// Hands a committed job's versions to the open streams, as one
+    /// commit.
     fn publish(&self, versions: Vec<LiveVersion>) {
         if versions.is_empty() {
             return;
@@ -181,10 +193,10 @@ impl UserStore {
         // One frame of each version for every stream that receives it.
         let commit = LiveCommit::from(versions);
         let mut streams = self.streams.borrow_mut();
-        for live in streams.iter_mut() {
-            live.send(&commit);
+        streams.retain(|slot| slot.is_open());
+        for slot in streams.iter() {
+            slot.handle_commit(&commit);
         }
-        streams.retain(Live::is_open);
     }
 
     /// Runs a job in this store's one ordered place, at the time it runs,
@@ -381,7 +393,6 @@ impl DurableObject for UserStore {
             caps,
             writing: Mutex::new(()),
             streams: RefCell::new(Vec::new()),
-            next_stream: Cell::new(0),
             outbox_user: Cell::new(None),
             delivering: RefCell::new(Vec::new()),
         }
@@ -429,22 +440,16 @@ impl DurableObject for UserStore {
         response(reply)
     }
 
+    /// The outbox's alarm. (Event streams keep their own timers: see
+    /// [`live_body`].)
     async fn alarm(&self) -> worker::Result<Response> {
-        let again = {
-            let mut streams = self.streams.borrow_mut();
-            let now = now();
-            streams.iter_mut().for_each(|live| live.heartbeat(now));
-            streams.retain(Live::is_open);
-            !streams.is_empty()
-        };
         // The round runs in a request of its own when it can, so that the
         // alarm (one at a time) never waits on a slow recipient.
         let next_delivery = match self.outbox_user.get().is_some() && self.start_round() {
             true => None,
             false => self.deliver().await,
         };
-        let heartbeat = again.then(|| js_sys::Date::now() as i64 + HEARTBEAT_MS);
-        if let Some(at) = [heartbeat, next_delivery].into_iter().flatten().min() {
+        if let Some(at) = next_delivery {
             self.wake_at(at).await;
         }
         Response::empty()
@@ -488,8 +493,8 @@ fn response(reply: Reply<EdgeStream>) -> worker::Result<Response> {
         ReplyBody::Empty => Response::empty()?,
         ReplyBody::Bytes(bytes) => Response::from_bytes(bytes)?,
         ReplyBody::Stream(EdgeStream::Blob(body)) => Response::from_body(body)?,
-        ReplyBody::Stream(EdgeStream::Events(frames)) => {
-            Response::from_stream(frames.map(Ok::<Vec<u8>, worker::Error>))?
+        ReplyBody::Stream(EdgeStream::Events(chunks)) => {
+            Response::from_stream(chunks.map(Ok::<Vec<u8>, worker::Error>))?
         }
     };
     Ok(response.with_status(reply.status).with_headers(headers))
@@ -855,66 +860,39 @@ impl Blobs for UserStore {
 }
 
 impl Streams for UserStore {
-    type Subscription = u64;
+    type Subscription = StreamPlace;
 
-    fn subscribe(&self, _user: &User, anonymous: bool) -> Result<u64, StreamsFull> {
+    fn subscribe(
+        &self,
+        _user: &User,
+        anonymous: bool,
+        stream: EventStream,
+    ) -> Result<StreamPlace, StreamsFull> {
         let mut streams = self.streams.borrow_mut();
-        streams.retain(Live::is_open);
+        streams.retain(|slot| slot.is_open());
         // The object holds one user's streams; no object sees the server's.
         let for_user = Opened {
             all: streams.len(),
-            anonymous: streams.iter().filter(|live| live.anonymous).count(),
+            anonymous: streams.iter().filter(|slot| slot.anonymous).count(),
         };
         let open = OpenStreams {
             on_server: None,
             for_user,
         };
         self.caps.admit(open, anonymous)?;
-        let id = self.next_stream.get();
-        self.next_stream.set(id + 1);
-        streams.push(Live {
-            id,
-            stream: None,
-            pending: Vec::new(),
+        let slot = Rc::new(LiveSlot {
+            stream: RefCell::new(stream),
             anonymous,
-            ended: false,
+            closed: Cell::new(false),
+            committed: Cell::new(false),
+            waker: RefCell::new(None),
         });
-        Ok(id)
+        streams.push(Rc::clone(&slot));
+        Ok(StreamPlace(slot))
     }
 
-    fn event_stream(
-        &self,
-        subscription: u64,
-        subscriber: Subscriber,
-        catch_up: Vec<String>,
-        last_seq: u64,
-    ) -> EdgeStream {
-        let (mut sender, frames) = mpsc::channel(SUBSCRIBER_QUEUE_LEN);
-        // The catch-up goes as one chunk, ahead of the live queue.
-        let catch_up = catch_up.concat().into_bytes();
-        if !catch_up.is_empty() {
-            let _ = sender.try_send(catch_up);
-        }
-        let first = {
-            let mut streams = self.streams.borrow_mut();
-            if let Some(live) = streams.iter_mut().find(|live| live.id == subscription) {
-                live.stream = Some((sender, LiveSubscriber::new(subscriber, last_seq)));
-                for commit in std::mem::take(&mut live.pending) {
-                    live.send(&commit);
-                }
-            }
-            streams.retain(Live::is_open);
-            streams.len() == 1
-        };
-        if first {
-            let storage = self.state.storage();
-            wasm_bindgen_futures::spawn_local(async move {
-                if let Err(error) = storage.set_alarm(HEARTBEAT_MS).await {
-                    worker::console_error!("could not set the heartbeat alarm: {error}");
-                }
-            });
-        }
-        EdgeStream::Events(frames)
+    fn event_stream(&self, place: StreamPlace, catch_up: CatchUp) -> EdgeStream {
+        EdgeStream::Events(live_body(place, catch_up))
     }
 }
 

@@ -31,6 +31,9 @@ mod query;
 #[path = "../../core/tests/events.rs"]
 mod events;
 
+#[path = "../../core/tests/event_stream.rs"]
+mod event_stream;
+
 #[path = "../../core/tests/writes.rs"]
 mod writes;
 

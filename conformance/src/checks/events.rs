@@ -61,6 +61,10 @@ pub fn checks() -> Vec<Check> {
             "events/anonymous-streams-hold-at-most-half-the-users-cap",
             anonymous_half
         ),
+        check!(
+            "events/silent-stream-hears-heartbeats",
+            heartbeat_on_silence
+        ),
     ]
 }
 
@@ -705,5 +709,67 @@ async fn anonymous_half(ctx: &Ctx) -> CheckResult {
         .await?;
     let beside = format!("a signed stream beside {} unauthenticated ones", open.len());
     ensure_eq!(signed.status().as_u16(), 200, beside);
+    Ok(())
+}
+
+/// How much later than the server's interval a heartbeat may come (the
+/// time a stream takes to open, and a loaded machine's timers).
+const HEARTBEAT_LATE: Duration = Duration::from_secs(1);
+
+/// How much sooner than the server's interval a heartbeat may come: only
+/// the timers' rounding; a heartbeat due for another stream is not this
+/// one's.
+const HEARTBEAT_EARLY: Duration = Duration::from_millis(200);
+
+/// An open stream that will receive nothing but heartbeats, and when it
+/// was asked for.
+async fn silent_stream(ctx: &Ctx) -> Result<(EventStream, tokio::time::Instant), String> {
+    let filter = nothing_filter();
+    let call = events_call(ctx, Some(&ctx.full), &[("filter", &filter)])?;
+    let opened = tokio::time::Instant::now();
+    let response = ctx.http.open(&call).await?;
+    ensure_eq!(response.status().as_u16(), 200, "events status");
+    Ok((EventStream::new(response), opened))
+}
+
+/// A stream with nothing to send hears a heartbeat after each interval of
+/// its own silence that `server_info` reports (`heartbeat_ms`, PROTOCOL.md
+/// §8): `event: heartbeat` with an empty `data` and no `id` (which would
+/// change the client's `Last-Event-Id`). Two streams opened half an
+/// interval apart each hear theirs on their own schedule, neither sooner
+/// nor much later. A server whose interval is the default 15 s makes this
+/// check take about 40 s.
+async fn heartbeat_on_silence(ctx: &Ctx) -> CheckResult {
+    let interval = Duration::from_millis(ctx.limit("heartbeat_ms", 15_000).await?);
+    let mut first = silent_stream(ctx).await?;
+    tokio::time::sleep(interval / 2).await;
+    let mut second = silent_stream(ctx).await?;
+    for nth in 1..=2u32 {
+        for (name, (stream, opened)) in [("first", &mut first), ("second", &mut second)] {
+            let due = interval * nth;
+            let event = stream
+                .next_event(due.saturating_sub(opened.elapsed()) + HEARTBEAT_LATE)
+                .await?
+                .ok_or_else(|| {
+                    format!(
+                        "the {name} stream: no heartbeat {nth} within {} ms of opening \
+                         (heartbeat_ms {})",
+                        (due + HEARTBEAT_LATE).as_millis(),
+                        interval.as_millis()
+                    )
+                })?;
+            let after = opened.elapsed();
+            ensure_eq!(event.event.as_deref(), Some("heartbeat"), "event type");
+            ensure!(event.id.is_none(), "a heartbeat with an id: {:?}", event.id);
+            ensure_eq!(event.data.as_str(), "", "a heartbeat's data");
+            ensure!(
+                after + HEARTBEAT_EARLY >= due,
+                "the {name} stream heard heartbeat {nth} {} ms after it opened, before \
+                 {} ms of silence",
+                after.as_millis(),
+                due.as_millis()
+            );
+        }
+    }
     Ok(())
 }

@@ -75,6 +75,22 @@ impl RecordDate {
         Self(ticks.max(MIN_TICKS))
     }
 
+    /// `millis` milliseconds later, or the latest instant if that is after it.
+    pub fn saturating_add_millis(self, millis: i64) -> Self {
+        let ticks = self
+            .0
+            .saturating_add(millis.saturating_mul(TICKS_PER_MILLI));
+        Self(ticks.clamp(MIN_TICKS, MAX_TICKS))
+    }
+
+    /// The whole milliseconds from this instant until `later`, rounded up
+    /// (a wait that ends no earlier than `later`); zero if `later` is not
+    /// after it.
+    pub fn millis_until(self, later: Self) -> u64 {
+        let ticks = u64::try_from(later.0.saturating_sub(self.0)).unwrap_or(0);
+        ticks.div_ceil(TICKS_PER_MILLI.unsigned_abs())
+    }
+
     /// This instant with everything below the millisecond dropped: the
     /// precision of the dates Folio assigns itself, and of every date inside a
     /// version hash.

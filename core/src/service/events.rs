@@ -15,14 +15,18 @@
 //!    [`catch_up_batch`]. Its error (`too_many_events`) is answered as
 //!    problem+json: the stream has not started yet.
 //! 5. Answer `200` with [`EVENT_STREAM_HEADERS`] (and the CORS headers),
-//!    write each catch-up event with [`record_event`], then each live event
-//!    the subscriber accepts, in commit order, skipping those whose sequence
-//!    the catch-up read already covered. After [`HEARTBEAT_INTERVAL_MS`]
-//!    with nothing written, write [`HEARTBEAT_EVENT`].
-//! 6. A host hands its subscribers each commit's versions of the user as
-//!    one [`LiveCommit`]. A subscriber whose queue of
-//!    [`SUBSCRIBER_QUEUE_LEN`] commits is full is disconnected; it comes
-//!    back with `Last-Event-Id` and catches up.
+//!    and drive the stream's [`EventStream`]: it was made in step 3 and
+//!    takes every commit of the user from then on, is started with the
+//!    catch-up ([`CatchUp`]), and says what to send and when: the catch-up,
+//!    then each live event the subscriber accepts, in commit order,
+//!    skipping those whose sequence the catch-up read already covered,
+//!    batched into chunks; [`HEARTBEAT_EVENT`] after the heartbeat interval
+//!    ([`HEARTBEAT_INTERVAL_MS`] by default) with nothing written; and the
+//!    end of the stream ([`EndReason`]).
+//! 6. A host hands its streams each commit's versions of the user as
+//!    one [`LiveCommit`]. A stream with more than [`SUBSCRIBER_QUEUE_LEN`]
+//!    commits waiting ends; its client comes back with `Last-Event-Id` and
+//!    catches up.
 //!
 //! The host also prunes its log, keeping every event at or after
 //! [`retention_cutoff`], and caps connections at
@@ -39,6 +43,10 @@ use crate::query::{EventsQuery, Filter, IndexEntry, entries_match};
 use crate::schema::builtin::BuiltinType;
 use crate::service::http::NO_CACHE;
 
+mod stream;
+
+pub use stream::{CatchUp, Chunk, EndReason, EventStream, MAX_CHUNK_BYTES, Output};
+
 /// The most events a catch-up sends; more pending is `too_many_events`.
 pub const MAX_CATCH_UP_EVENTS: usize = 100;
 
@@ -49,7 +57,8 @@ pub const MAX_CATCH_UP_EVENTS: usize = 100;
 /// `too_many_events`, as if they were pending, and lists afresh.
 pub const MAX_CATCH_UP_ROWS: usize = 10_000;
 
-/// How long a stream may stay silent before a heartbeat is written.
+/// How long a stream may stay silent before a heartbeat is written, by
+/// default ([`Limits::heartbeat_ms`](crate::service::limits::Limits::heartbeat_ms)).
 pub const HEARTBEAT_INTERVAL_MS: u64 = 15_000;
 
 /// How far back `Last-Event-Id` replay reaches at least: a host keeps every
@@ -70,9 +79,8 @@ pub const MAX_CONNECTIONS_PER_USER: usize = 64;
 /// to 2,000 streams, one write per version is 200,000 writes a second,
 /// which saturates a core, and the delays grow without bound. The interval
 /// bounds the writes to `1000 / LIVE_FLUSH_INTERVAL_MS` a stream a second,
-/// at the price of at most that much added delay. The native host applies
-/// it to each stream; on the edge the runtime owns the sockets, and the
-/// worker hands each frame to it as it comes.
+/// at the price of at most that much added delay. Every host applies it
+/// to each stream, through [`EventStream`].
 pub const LIVE_FLUSH_INTERVAL_MS: u64 = 50;
 
 /// How many commits may wait for one subscriber before it is disconnected.
@@ -104,7 +112,9 @@ pub const STREAM_CAP_RETRY_AFTER_SECS: u64 = 5;
 /// before it opens another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamCaps {
+    /// Open streams on the whole server, at most.
     pub per_server: Option<usize>,
+    /// Open streams of one user, at most.
     pub per_user: Option<usize>,
 }
 
@@ -114,14 +124,18 @@ pub struct StreamCaps {
 /// the user.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OpenStreams {
+    /// On the whole server (`None`: the host keeps one user's streams only).
     pub on_server: Option<Opened>,
+    /// Of the user the new stream is for.
     pub for_user: Opened,
 }
 
 /// A count of open streams, and how many of them are unauthenticated.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Opened {
+    /// Every open stream.
     pub all: usize,
+    /// The open streams no one authenticated.
     pub anonymous: usize,
 }
 
@@ -240,10 +254,12 @@ pub fn authorize_events(access: &Access) -> Result<(), EventsError> {
 pub struct EventId(u64);
 
 impl EventId {
+    /// The id of the event with the user's event sequence `sequence`.
     pub const fn from_sequence(sequence: u64) -> Self {
         Self(sequence)
     }
 
+    /// The user's event sequence this id names.
     pub const fn sequence(self) -> u64 {
         self.0
     }
@@ -349,9 +365,11 @@ pub fn retention_cutoff(now: RecordDate) -> RecordDate {
 /// One open stream: who listens, and what it asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscriber {
+    /// What the stream's caller may read.
     pub access: Access,
     /// The stream request's `X-Svc-Client-Id`, if it carried one.
     pub client_id: Option<ClientId>,
+    /// Whether the stream asked for deletions too (tombstones).
     pub include_deleted: bool,
     /// Versions matching any of these are sent (none: every version).
     pub filters: Vec<Filter>,
@@ -359,8 +377,8 @@ pub struct Subscriber {
     /// version of it (a revocation, a changed grant) ends the stream, and
     /// the client reconnects under its standing then.
     pub authorization: Option<RecordId>,
-    /// When the bearer token that opened the stream expires: the host ends
-    /// the stream then ([`LiveSubscriber::ends_at`]).
+    /// When the bearer token that opened the stream expires: the stream
+    /// ends then ([`EndReason::BearerExpired`]).
     pub expires_at: Option<RecordDate>,
 }
 
@@ -426,8 +444,11 @@ impl Subscriber {
 /// subscribers is serialized once, not N times.
 #[derive(Debug)]
 pub struct LiveVersion {
+    /// The version's event sequence in its user's store.
     pub seq: u64,
+    /// The version, as stored.
     pub record: Record,
+    /// Its link-index entries, for subscribers that filter by links.
     pub entries: Vec<IndexEntry>,
     /// The client whose write committed it (`X-Svc-Client-Id`), if named.
     pub written_by: Option<ClientId>,
@@ -435,6 +456,8 @@ pub struct LiveVersion {
 }
 
 impl LiveVersion {
+    /// A version stored with event sequence `seq`, written by `written_by`
+    /// (the client id its request carried, if any).
     pub fn new(
         seq: u64,
         record: Record,
@@ -498,14 +521,14 @@ impl LiveSubscriber {
             .then(|| version.frame()))
     }
 
-    /// When the host ends the stream, whatever it sends: the expiry of the
+    /// When the stream ends, whatever it sends: the expiry of the
     /// bearer token that opened it.
     pub fn ends_at(&self) -> Option<RecordDate> {
         self.subscriber.expires_at
     }
 }
 
-/// A live stream's access was revoked or changed: the host ends the stream
+/// A live stream's access was revoked or changed: the stream ends
 /// (the client's reconnection is authorized afresh).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the access this stream was opened with changed")]

@@ -8,7 +8,7 @@ use crate::model::dialect::Dialect;
 use crate::model::{BlobHash, Entity, RecordDate, RecordId, UserName};
 use crate::problem::{Problem, default_docs_url};
 use crate::service::consent::SessionKey;
-use crate::service::events::Subscriber;
+use crate::service::events::{CatchUp, EventStream};
 use crate::service::limits::Limits;
 use crate::store::Statement;
 
@@ -404,29 +404,29 @@ pub trait Streams: Bodies {
     /// A place among the subscribers of a user's events.
     type Subscription;
 
-    /// A place among the user's subscribers, taken before the catch-up is
-    /// read so that nothing committed meanwhile is missed. The host counts
-    /// its open streams, `anonymous` (unauthenticated) ones apart, and asks
+    /// A place among the user's subscribers for `stream`, taken before the
+    /// catch-up is read: from now on the host hands the stream every commit
+    /// of the user ([`EventStream::handle_commit`](crate::service::events::EventStream::handle_commit)),
+    /// so that nothing committed meanwhile is missed. The host counts its
+    /// open streams, `anonymous` (unauthenticated) ones apart, and asks
     /// core's [`StreamCaps::admit`](crate::service::events::StreamCaps::admit)
-    /// whether one more fits.
-    fn subscribe(&self, user: &User, anonymous: bool) -> Result<Self::Subscription, StreamsFull>;
-
-    /// The event stream: the catch-up frames, then the live events after
-    /// `last_seq` that `subscriber` accepts, with heartbeats in silences.
-    /// The stream ends when [`LiveSubscriber::frame`](crate::service::events::LiveSubscriber::frame)
-    /// says the subscriber's standing changed, and at
-    /// [`LiveSubscriber::ends_at`](crate::service::events::LiveSubscriber::ends_at)
-    /// by the host's clock.
-    /// A subscriber that falls more than
-    /// [`SUBSCRIBER_QUEUE_LEN`](crate::service::events::SUBSCRIBER_QUEUE_LEN)
-    /// commits behind is disconnected.
-    fn event_stream(
+    /// whether one more fits. Dropping the subscription gives the place
+    /// back.
+    fn subscribe(
         &self,
-        subscription: Self::Subscription,
-        subscriber: Subscriber,
-        catch_up: Vec<String>,
-        last_seq: u64,
-    ) -> Self::Stream;
+        user: &User,
+        anonymous: bool,
+        stream: EventStream,
+    ) -> Result<Self::Subscription, StreamsFull>;
+
+    /// The event stream's body: the host [`EventStream::start`]s the
+    /// subscription's stream with `catch_up`, then drives it (see
+    /// [`events`](crate::service::events)): it writes each chunk
+    /// [`EventStream::poll_output`] answers, waits as it says for the next
+    /// commit, the shutdown or the time given, and closes the body at the
+    /// end. Hosts keep sockets and timers only: what is sent and when is
+    /// the stream's.
+    fn event_stream(&self, subscription: Self::Subscription, catch_up: CatchUp) -> Self::Stream;
 }
 
 /// Counters that outlive a request: rates and nonces.

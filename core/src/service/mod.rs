@@ -17,7 +17,7 @@
 //! random bytes once, and hands both in with the [`Request`] (`now`,
 //! `fresh`). Every time-dependent decision of the request (signature
 //! windows, nonces, rates, bearer expiry, cookies, upload expiry) uses that
-//! `now`; every id, key and nonce it makes comes from that [`Fresh`]. The
+//! `now`; every id, key and nonce it makes comes from that [`Fresh`](fresh::Fresh). The
 //! service never asks the host for the time or for randomness.
 //!
 //! **What a host provides**, as small traits ([`Host`] is all of them): a
@@ -37,9 +37,11 @@
 //! **one job** ([`Jobs::run`], or [`Blobs::place_blob`] for an upload),
 //! whose versions the host publishes to the user's streams once durable;
 //! then the reads of the answer (linked records). An events request takes
-//! its place ([`Streams::subscribe`]) before it reads the catch-up, so that
-//! nothing committed meanwhile is missed, and hands the place back in
-//! [`Streams::event_stream`]. A body the service did not read is handed to
+//! its place with its [`EventStream`](crate::service::events::EventStream)
+//! ([`Streams::subscribe`]) before it reads the catch-up, so that nothing
+//! committed meanwhile is missed, and hands the place back with the
+//! catch-up in [`Streams::event_stream`], whose body the host drives as
+//! the stream says. A body the service did not read is handed to
 //! [`Bodies::discard`] before the reply.
 //!
 //! **What may interleave.** Requests run concurrently: their reads see any

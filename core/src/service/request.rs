@@ -62,7 +62,7 @@ pub(super) const UNROUTED: &str = "unknown";
 pub struct Reply<S> {
     /// The HTTP status.
     pub status: u16,
-    /// What the request did, as [`Endpoint::name`] names it (`"unknown"`
+    /// What the request did, as [`Endpoint::name`](crate::service::route::Endpoint::name) names it (`"unknown"`
     /// when no endpoint matched): for the host's logs and metrics.
     pub route: &'static str,
     /// The problem answered, if the reply is one: for logs and metrics.

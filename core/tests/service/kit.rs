@@ -23,7 +23,9 @@ use folio_core::model::{BlobHash, RecordDate, RecordId, UserName};
 use folio_core::problem::{PROBLEM_CONTENT_TYPE, default_docs_url};
 use folio_core::service::blob::{Received, UploadMeter};
 use folio_core::service::consent::SessionKey;
-use folio_core::service::events::{OpenStreams, Opened, StreamCaps, StreamsFull, Subscriber};
+use folio_core::service::events::{
+    CatchUp, EventStream, OpenStreams, Opened, StreamCaps, StreamsFull, Subscriber,
+};
 use folio_core::service::fresh::Fresh;
 use folio_core::service::jobs::{Job, JobOutcome};
 use folio_core::service::limits::{Limits, RateLimit, header_section_len};
@@ -670,24 +672,28 @@ impl<S: Backend> Blobs for Fake<S> {
 }
 
 impl<S: Backend> Streams for Fake<S> {
-    type Subscription = Subscription;
+    /// The place, and the stream that waits in it for its catch-up.
+    type Subscription = (Subscription, Box<EventStream>);
 
-    fn subscribe(&self, user: &User, anonymous: bool) -> Result<Subscription, StreamsFull> {
-        self.counters.subscribe(user, anonymous)
+    fn subscribe(
+        &self,
+        user: &User,
+        anonymous: bool,
+        stream: EventStream,
+    ) -> Result<Self::Subscription, StreamsFull> {
+        Ok((self.counters.subscribe(user, anonymous)?, Box::new(stream)))
     }
 
     fn event_stream(
         &self,
-        subscription: Subscription,
-        subscriber: Subscriber,
-        catch_up: Vec<String>,
-        last_seq: u64,
+        (subscription, stream): Self::Subscription,
+        catch_up: CatchUp,
     ) -> Stream {
         Stream::Events {
             subscription,
-            subscriber: Box::new(subscriber),
-            catch_up,
-            last_seq,
+            subscriber: Box::new(stream.subscriber().clone()),
+            catch_up: catch_up.frames,
+            last_seq: catch_up.last_seq,
         }
     }
 }

@@ -6,9 +6,9 @@ use crate::model::dialect::LAST_EVENT_ID;
 use crate::problem::Problem;
 use crate::query::EventsQuery;
 use crate::service::events::{
-    EVENT_STREAM_HEADERS, EventId, EventLogBounds, EventsError, MAX_CATCH_UP_EVENTS,
-    MAX_CATCH_UP_ROWS, Subscriber, authorize_events, catch_up_batch, catch_up_start,
-    parse_client_id, record_event,
+    CatchUp, EVENT_STREAM_HEADERS, EventId, EventLogBounds, EventStream, EventsError,
+    MAX_CATCH_UP_EVENTS, MAX_CATCH_UP_ROWS, Subscriber, authorize_events, catch_up_batch,
+    catch_up_start, parse_client_id, record_event,
 };
 use crate::store::{event_log_bounds_sql, events_sql, read_version};
 
@@ -41,10 +41,17 @@ pub(in crate::service) async fn events<H: Host>(
         .header(LAST_EVENT_ID.lowercase)
         .and_then(EventId::from_header);
 
-    // Subscribe first, so nothing committed during the catch-up is missed.
     let anonymous = matches!(caller.access, Access::Anonymous);
+    let subscriber = Subscriber::new(caller.access, client_id, query.clone())
+        .with_standing(caller.authorization, caller.bearer_expiry);
+    let stream = EventStream::new(
+        subscriber.clone(),
+        cx.request.now,
+        host.settings().limits.heartbeat_ms,
+    );
+    // Subscribe first, so nothing committed during the catch-up is missed.
     let subscription = host
-        .subscribe(user, anonymous)
+        .subscribe(user, anonymous, stream)
         .map_err(|full| Failure::from(Limited::from(full)))?;
     let bounds_rows = cx.fetch(&event_log_bounds_sql(user.id)).await?;
     let bounds = match bounds_rows.first() {
@@ -59,8 +66,6 @@ pub(in crate::service) async fn events<H: Host>(
         None => EventLogBounds::default(),
     };
     let start = catch_up_start(&query, last_event_id, bounds);
-    let subscriber = Subscriber::new(caller.access, client_id, query)
-        .with_standing(caller.authorization, caller.bearer_expiry);
 
     // Read the log in chunks, keeping what this subscriber accepts.
     let mut pending = Vec::new();
@@ -101,8 +106,8 @@ pub(in crate::service) async fn events<H: Host>(
             return Err(Problem::from(&EventsError::TooManyEvents).into());
         }
     }
-    let catch_up = catch_up_batch(pending).map_err(|e| Problem::from(&e))?;
-    let stream = host.event_stream(subscription, subscriber, catch_up, last_seq);
+    let frames = catch_up_batch(pending).map_err(|e| Problem::from(&e))?;
+    let stream = host.event_stream(subscription, CatchUp { frames, last_seq });
     let mut reply = Reply::new(200, ReplyBody::Stream(stream));
     for (name, value) in EVENT_STREAM_HEADERS {
         reply.set(name, value);
