@@ -77,30 +77,13 @@ impl Decided {
     /// store's latest).
     pub fn begin(self, at: RecordDate) -> WriteJob<'static> {
         let WriteJob { job, state, .. } = self.0;
-        let state = match state {
+        match state {
             State::Decided { pending, answered } => {
                 let asked = pending.recheck_statements();
-                return WriteJob {
-                    job,
-                    at,
-                    memo: None,
-                    preparing: false,
-                    attempts: 0,
-                    state: State::Rechecking { pending, answered },
-                    asked,
-                };
+                WriteJob::in_transaction(job, at, State::Rechecking { pending, answered }, asked)
             }
-            State::Whole => State::Start,
-            _ => State::Over,
-        };
-        WriteJob {
-            job,
-            at,
-            memo: None,
-            preparing: false,
-            attempts: 0,
-            state,
-            asked: Vec::new(),
+            State::Whole => WriteJob::start(job, at),
+            _ => WriteJob::in_transaction(job, at, State::Over, Vec::new()),
         }
     }
 }
@@ -210,14 +193,25 @@ impl<'m> WriteJob<'m> {
     /// Starts `job`, to run whole in one transaction at `at`, the
     /// scheduler's time.
     pub fn start(job: Job, at: RecordDate) -> WriteJob<'static> {
+        WriteJob::in_transaction(job, at, State::Start, Vec::new())
+    }
+
+    /// A job in the transaction that commits it, at `at`, in `state`, with
+    /// the statements `asked` of its next step.
+    fn in_transaction(
+        job: Job,
+        at: RecordDate,
+        state: State,
+        asked: Vec<Statement>,
+    ) -> WriteJob<'static> {
         WriteJob {
             job,
             at,
             memo: None,
             preparing: false,
             attempts: 0,
-            state: State::Start,
-            asked: Vec::new(),
+            state,
+            asked,
         }
     }
 
