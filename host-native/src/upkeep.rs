@@ -87,8 +87,7 @@ fn log(report: &UpkeepReport) {
     for (phase, error) in &report.failures {
         tracing::warn!(phase, %error, "an upkeep step failed");
     }
-    let removed = report.unfinished_uploads + report.stray_blobs + report.collected_blobs;
-    if removed + report.expired_blobs > 0 {
+    if report.did_anything() {
         tracing::info!(
             unfinished_uploads = report.unfinished_uploads,
             unheld_files = report.stray_blobs,

@@ -129,8 +129,7 @@ fn log(report: &UpkeepReport) {
     for (phase, error) in &report.failures {
         worker::console_error!("upkeep: {phase}: {error}");
     }
-    let removed = report.unfinished_uploads + report.stray_blobs + report.collected_blobs;
-    if removed + report.expired_blobs > 0 {
+    if report.did_anything() {
         worker::console_log!(
             "upkeep: {} unfinished uploads, {} unheld blobs, {} expired blobs of which {} collected",
             report.unfinished_uploads,

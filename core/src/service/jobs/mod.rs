@@ -196,11 +196,6 @@ impl Effects {
         Effects::default()
     }
 
-    /// Whether applying these does nothing.
-    pub fn is_empty(&self) -> bool {
-        self.live.is_empty() && self.queued_notifications == 0 && !self.changes_standing
-    }
-
     /// Whether a version of an App Authorization is among `live`.
     fn writes_an_authorization(live: &[LiveVersion]) -> bool {
         live.iter()

@@ -223,6 +223,13 @@ fn read_step(asked: &mut Option<Statement>, statement: Statement) -> UpkeepStep<
     UpkeepStep::Read(asked.insert(statement))
 }
 
+impl UpkeepReport {
+    /// Whether the round removed or released anything: what a host logs.
+    pub fn did_anything(&self) -> bool {
+        self.unfinished_uploads + self.stray_blobs + self.expired_blobs + self.collected_blobs > 0
+    }
+}
+
 /// Where a round stands: what the host is asked to do now.
 #[derive(Debug)]
 enum Phase {
@@ -623,6 +630,8 @@ mod tests {
             other => panic!("done: {other:?}"),
         };
         assert_eq!((report.expired_blobs, report.collected_blobs), (2, 1));
+        assert!(report.did_anything());
+        assert!(!UpkeepReport::default().did_anything());
         assert!(report.failures.is_empty());
     }
 
