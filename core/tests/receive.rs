@@ -15,7 +15,7 @@ include!("support/fake_store.rs");
 include!("support/note_fixture.rs");
 
 use fake_store::{FakeStore, id};
-use folio_core::model::{Record, RecordSource};
+use folio_core::model::{DeletionAction, Record, RecordBody, RecordSource};
 use folio_core::schema::builtin::BuiltinType;
 use folio_core::write::{Commit, RecordKey, Unresolved, WriteError, WriteRequest};
 use note_fixture::{ALICE, BOB, NOTE_TYPE, NOW, note_type_content};
@@ -348,4 +348,186 @@ fn another_servers_apps_authorizations_and_credentials_are_refused() {
         }
         assert_eq!(store.version_count(&RecordKey::of(record)), 0);
     }
+}
+
+/// Bob's own store, holding Alice's note type (as a resolution would).
+fn bobs_store(alices: &FakeStore) -> FakeStore {
+    let mut store = FakeStore::new(BOB, NOW);
+    store.know(ALICE);
+    let type_key = RecordKey {
+        entity: ALICE.parse().unwrap(),
+        record_id: id(NOTE_TYPE),
+    };
+    store.insert(alices.latest(&type_key).clone());
+    store
+}
+
+/// What `store`'s owner writes (`post`, `put` or `delete` of `target`).
+fn write(store: &mut FakeStore, request: WriteRequest) -> Commit {
+    let access = store.owner();
+    store.run(request, access).unwrap()
+}
+
+fn body(value: Value) -> Vec<u8> {
+    serde_json::to_vec(&value).unwrap()
+}
+
+#[test]
+fn a_record_deleted_here_stays_deleted_whatever_its_author_writes_next() {
+    let (mut alice, note_type) = setup();
+    let mut bob = bobs_store(&alice);
+    let permissions = json!({"read": [{"entity": ALICE}, {"entity": BOB}]});
+    let first = write(
+        &mut bob,
+        WriteRequest::post(&body(
+            json!({"type": note_type, "permissions": permissions, "content": {"text": "one"}}),
+        ))
+        .unwrap(),
+    )
+    .record()
+    .clone();
+    receive(&mut alice, &first, RecordSource::Notification).unwrap();
+    let key = RecordKey::of(&first);
+    let local = json!({"no_content": {"action": "local"}});
+    let deleted = write(
+        &mut alice,
+        WriteRequest::delete(key.clone(), &body(local)).unwrap(),
+    );
+    let tombstone = deleted.record().clone();
+    assert_eq!(
+        tombstone.source,
+        RecordSource::Notification,
+        "the record still came from Bob's server"
+    );
+    // Bob edits, then deletes it everywhere: each is received, nothing is
+    // stored, and Alice's copy stays deleted as she chose.
+    let edit = json!({"content": {"text": "two"}});
+    let second = write(
+        &mut bob,
+        WriteRequest::put(key.clone(), &body(edit)).unwrap(),
+    )
+    .record()
+    .clone();
+    let gone = write(&mut bob, WriteRequest::delete(key.clone(), b"{}").unwrap())
+        .record()
+        .clone();
+    for version in [&second, &gone] {
+        let commit = receive(&mut alice, version, RecordSource::Notification).unwrap();
+        assert!(commit.is_replay(), "nothing to store");
+        assert_eq!(alice.latest(&key).version.hash, tombstone.version.hash);
+    }
+    assert_eq!(alice.version_count(&key), 2);
+}
+
+#[test]
+fn a_cascade_deletes_another_entitys_records_here_only() {
+    let (mut alice, note_type) = setup();
+    let mut bob = bobs_store(&alice);
+    let both = json!({"read": [{"entity": ALICE}, {"entity": BOB}]});
+    let root = write(
+        &mut alice,
+        WriteRequest::post(&body(
+            json!({"type": note_type, "permissions": both, "content": {"text": "root"}}),
+        ))
+        .unwrap(),
+    )
+    .record()
+    .clone();
+    bob.insert(root.clone());
+    let reply = json!({"type": note_type, "permissions": both, "content": {"text": "Bob's reply", "parent": {"entity": ALICE, "record_id": root.id}}});
+    let bobs_reply = write(&mut bob, WriteRequest::post(&body(reply)).unwrap())
+        .record()
+        .clone();
+    receive(&mut alice, &bobs_reply, RecordSource::Notification).unwrap();
+    let own = json!({"type": note_type, "content": {"text": "Alice's", "parent": {"entity": ALICE, "record_id": root.id}}});
+    let alices_child = write(&mut alice, WriteRequest::post(&body(own)).unwrap())
+        .record()
+        .clone();
+
+    let commit = write(
+        &mut alice,
+        WriteRequest::delete(RecordKey::of(&root), b"{}").unwrap(),
+    );
+    let actions: Vec<(String, String, DeletionAction)> = commit
+        .versions()
+        .map(|v| {
+            let record = v.record.record();
+            let RecordBody::Tombstone(no_content) = &record.body else {
+                panic!("a tombstone")
+            };
+            (
+                record.author.entity.to_string(),
+                record.version.author.entity.to_string(),
+                no_content.action,
+            )
+        })
+        .collect();
+    assert_eq!(actions.len(), 3, "{actions:?}");
+    assert_eq!(
+        actions[0],
+        (ALICE.into(), ALICE.into(), DeletionAction::Delete)
+    );
+    assert!(actions.contains(&(ALICE.into(), ALICE.into(), DeletionAction::Delete)));
+    assert!(
+        actions.contains(&(BOB.into(), ALICE.into(), DeletionAction::Local)),
+        "Bob's reply is deleted here only: {actions:?}"
+    );
+    assert!(alice.latest(&RecordKey::of(&alices_child)).is_tombstone());
+    // Bob deletes his reply himself: Alice's store takes it, and keeps its own deletion.
+    let gone = write(
+        &mut bob,
+        WriteRequest::delete(RecordKey::of(&bobs_reply), b"{}").unwrap(),
+    );
+    let commit = receive(&mut alice, gone.record(), RecordSource::Notification).unwrap();
+    assert!(commit.is_replay());
+}
+
+#[test]
+fn a_received_deletion_cascades_to_the_users_records_and_leaves_the_senders_to_it() {
+    let (mut alice, note_type) = setup();
+    let mut bob = bobs_store(&alice);
+    let both = json!({"read": [{"entity": ALICE}, {"entity": BOB}]});
+    let post = |store: &mut FakeStore, text: &str, parent: Option<&Record>| {
+        let mut content = json!({"text": text});
+        if let Some(parent) = parent {
+            content["parent"] = json!({"entity": parent.author.entity, "record_id": parent.id});
+        }
+        let request = json!({"type": note_type, "permissions": both, "content": content});
+        write(store, WriteRequest::post(&body(request)).unwrap())
+            .record()
+            .clone()
+    };
+    // Bob's conversation, and his first message in it; Alice's reply.
+    let root = post(&mut bob, "Bob's conversation", None);
+    let bobs_message = post(&mut bob, "Bob's message", Some(&root));
+    for record in [&root, &bobs_message] {
+        receive(&mut alice, record, RecordSource::Notification).unwrap();
+    }
+    let alices_reply = post(&mut alice, "Alice's reply", Some(&root));
+
+    // Bob deletes the conversation: Alice's server receives the tombstone.
+    let deleted = write(
+        &mut bob,
+        WriteRequest::delete(RecordKey::of(&root), b"{}").unwrap(),
+    );
+    let tombstone = deleted.record().clone();
+    let commit = receive(&mut alice, &tombstone, RecordSource::Notification).unwrap();
+    let versions: Vec<&Record> = commit.versions().map(|v| v.record.record()).collect();
+    assert_eq!(versions.len(), 2, "the tombstone and Alice's reply's");
+    assert_eq!(versions[0].version.hash, tombstone.version.hash);
+    let reply = versions[1];
+    assert_eq!(reply.id, alices_reply.id);
+    assert_eq!(reply.version.author.entity.as_str(), ALICE);
+    let RecordBody::Tombstone(no_content) = &reply.body else {
+        panic!("a tombstone")
+    };
+    assert_eq!(
+        no_content.action,
+        DeletionAction::Delete,
+        "Alice's own reply is deleted everywhere"
+    );
+    assert!(
+        !alice.latest(&RecordKey::of(&bobs_message)).is_tombstone(),
+        "Bob's message is left to Bob's server, which sends its tombstone"
+    );
 }

@@ -14,7 +14,7 @@ use folio_core::service::events::{
     CatchUp, EventStream, LiveCommit, LiveVersion, OpenStreams, Opened, Output, StreamCaps,
     StreamsFull,
 };
-use folio_core::service::federation::{PeerAnswer, PeerFailure, PeerRequest};
+use folio_core::service::federation::{NotificationAnswer, PeerAnswer, PeerFailure, PeerRequest};
 use folio_core::service::fresh::Fresh;
 use folio_core::service::limits::{Limits, header_section_len};
 use folio_core::service::{AccountAttempts, Peers};
@@ -594,7 +594,7 @@ impl UserStore {
         )
         .await;
         match received {
-            Ok(()) => Response::empty(),
+            Ok(answer) => Response::ok(answer.to_json()),
             Err(error) => Response::error(error, 502),
         }
     }
@@ -608,7 +608,7 @@ impl Peers for UserStore {
         author: &User,
         recipient: &User,
         links: &[folio_core::model::VersionLink],
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<NotificationAnswer, String>> {
         let handed = async {
             let delivery = LocalDelivery {
                 author: user_tuple(author),
@@ -626,13 +626,13 @@ impl Peers for UserStore {
             let request = Request::new_with_init(LOCAL_DELIVERY_URL, &init)?;
             let mut answer = stub.fetch_with_request(request).await?;
             match answer.status_code() {
-                200..=299 => Ok(Ok(())),
+                200..=299 => Ok(Ok(NotificationAnswer::parse(&answer.bytes().await?))),
                 status => Ok(Err(format!("{status}: {}", answer.text().await?))),
             }
         };
         Some(match handed.await {
             Ok(result) => result,
-            Err(error) => Err::<(), worker::Error>(error).map_err(|e| e.to_string()),
+            Err(error) => Err(error.to_string()),
         })
     }
 

@@ -4,7 +4,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{
-    EntityLink, Link, LinkKind, LinkPath, Permissions, RecordDate, RecordId, VersionHash,
+    Entity, EntityLink, Link, LinkKind, LinkPath, Permissions, RecordDate, RecordId, VersionHash,
     VersionLink,
 };
 
@@ -278,6 +278,20 @@ impl Record {
     /// Whether the version is a tombstone.
     pub fn is_tombstone(&self) -> bool {
         matches!(self.body, RecordBody::Tombstone(_))
+    }
+
+    /// Whether this version is `user`'s deletion, for their store only
+    /// (action `local` or `leave`), of a record another entity authored:
+    /// the user chose not to keep it, whatever its author writes next
+    /// (`docs/federation.md` §4).
+    pub fn is_deleted_here_by(&self, user: &Entity) -> bool {
+        self.author.entity != *user
+            && self.version.author.entity == *user
+            && matches!(
+                &self.body,
+                RecordBody::Tombstone(no_content)
+                    if matches!(no_content.action, DeletionAction::Local | DeletionAction::Leave)
+            )
     }
 }
 

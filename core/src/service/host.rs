@@ -482,7 +482,7 @@ pub trait Peers {
         author: &User,
         recipient: &User,
         links: &[crate::model::VersionLink],
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<crate::service::federation::NotificationAnswer, String>> {
         let _ = (author, recipient, links);
         None
     }

@@ -22,7 +22,7 @@
 //! once.
 
 use crate::model::{Entity, RecordDate, RecordId, VersionHash, VersionLink};
-use crate::service::federation::notify::{MAX_NOTIFIED_VERSIONS, RetryPolicy};
+use crate::service::federation::notify::{MAX_NOTIFIED_VERSIONS, NotificationAnswer, RetryPolicy};
 use crate::service::federation::{PeerError, PeerFailure};
 use crate::service::fresh::Fresh;
 use crate::store::{delivered_sql, due_notifications_sql, failed_attempt_sql, next_due_sql};
@@ -216,7 +216,7 @@ impl Delivery {
         batch: &[Queued],
         now: RecordDate,
         fresh: &Fresh,
-    ) -> Result<(), Trouble> {
+    ) -> Result<NotificationAnswer, Trouble> {
         // The user's own records: the user authored every version queued.
         let links: Vec<VersionLink> = batch
             .iter()
@@ -251,7 +251,7 @@ impl Delivery {
         &self,
         host: &H,
         items: &[Queued],
-        outcome: Result<(), Trouble>,
+        outcome: Result<NotificationAnswer, Trouble>,
         now: RecordDate,
         fresh: &Fresh,
         retry: &RetryPolicy,
@@ -259,9 +259,35 @@ impl Delivery {
     ) {
         let now_ms = now.unix_millis();
         let statements = match outcome {
-            Ok(()) => {
-                report.delivered += items.len();
-                items.iter().map(|item| delivered_sql(item.id)).collect()
+            Ok(answer) => {
+                // Each version refused for good is given up on its own; the
+                // rest were delivered.
+                let mut statements = Vec::with_capacity(items.len());
+                for item in items {
+                    let refused = answer.refused.iter().find(|refused| {
+                        refused.record_id == item.record_id
+                            && refused.version_hash == item.version_hash
+                    });
+                    match refused {
+                        None => {
+                            report.delivered += 1;
+                            statements.push(delivered_sql(item.id));
+                        }
+                        Some(refused) => {
+                            report.failed += 1;
+                            let error = format!("{}: {refused}", self.recipient);
+                            statements.push(failed_attempt_sql(
+                                item.id,
+                                item.attempts,
+                                None,
+                                now_ms,
+                                &error,
+                            ));
+                            report.errors.push(error);
+                        }
+                    }
+                }
+                statements
             }
             Err(trouble) => {
                 let error = format!("{}: {trouble}", self.recipient);

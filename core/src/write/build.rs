@@ -61,14 +61,20 @@ pub(super) fn first_version(id: RecordId, stamp: &Stamp, fields: Fields) -> Rece
 }
 
 /// The version that follows `parent`. The record keeps its author, id,
-/// `created_at` and `received_at` (set with its first version).
+/// `created_at` and `received_at` (set with its first version), and its
+/// source unless the user authored it: another entity's record the user
+/// edits or deletes here still came from elsewhere.
 pub(super) fn next_version(parent: &Record, stamp: &Stamp, fields: Fields) -> ReceivedRecord {
+    let source = match parent.author == stamp.author {
+        true => RecordSource::Own,
+        false => parent.source,
+    };
     sealed(
         stamp,
         Record {
             author: parent.author.clone(),
             id: parent.id,
-            source: RecordSource::Own,
+            source,
             created_at: parent.created_at,
             received_at: parent.received_at.or(Some(stamp.received_at)),
             version: Version {

@@ -1,6 +1,15 @@
 //! Existential cascades (PROTOCOL.md §4): deleting a record with action
 //! `delete` deletes every live record of the store with an existential link
 //! to it, recursively.
+//!
+//! A cascade writes only the user's own versions. It deletes the user's
+//! own records (action `delete`, announced like any deletion) and deletes
+//! another entity's for this store only (action `local`): it never writes
+//! a version of a record another entity authored into that record's
+//! chain, where the author's next version would fork from it. A deletion
+//! received from another server cascades the same way, leaving out that
+//! server's own records: their author deletes them and sends each
+//! tombstone (`docs/federation.md` §4).
 
 use std::collections::HashSet;
 use std::mem;
@@ -10,7 +19,7 @@ use super::error::WriteError;
 use super::needs::RecordKey;
 use super::phases::{Advance, Env, Phase, fail};
 use super::{Commit, MAX_RECORDS_PER_WRITE, NewVersion};
-use crate::model::{DeletionAction, Record, RecordDate};
+use crate::model::{DeletionAction, Entity, EntityLink, Record, RecordDate};
 
 impl Env {
     pub(super) fn cascade(&self, types: &mut Types, mut cascade: Box<Cascade>) -> Advance {
@@ -29,7 +38,10 @@ impl Env {
             for dependant in mem::take(&mut cascade.pending) {
                 let type_record = ask.linked_version(&dependant.type_link).flatten();
                 let stamp = cascade.next_stamp(self.context.received_at);
-                let action = DeletionAction::Delete;
+                let action = match dependant.author.entity == self.context.user {
+                    true => DeletionAction::Delete,
+                    false => DeletionAction::Local,
+                };
                 match stored_tombstone(types, &dependant, type_record, &stamp, action) {
                     Ok(tombstone) => cascade.cascaded.push(tombstone),
                     Err(error) => return fail(error),
@@ -38,7 +50,11 @@ impl Env {
             }
             for key in mem::take(&mut cascade.expand) {
                 for dependant in ask.dependants(&key).unwrap_or_default() {
-                    if dependant.is_tombstone() || !cascade.seen.insert(RecordKey::of(dependant)) {
+                    let left_to_author = cascade.left_to.as_ref() == Some(&dependant.author.entity);
+                    if dependant.is_tombstone()
+                        || left_to_author
+                        || !cascade.seen.insert(RecordKey::of(dependant))
+                    {
                         continue;
                     }
                     if cascade.seen.len() > MAX_RECORDS_PER_WRITE {
@@ -82,6 +98,11 @@ pub(super) fn stored_tombstone(
 pub(super) struct Cascade {
     written: NewVersion,
     cascaded: Vec<NewVersion>,
+    /// The user, who writes every tombstone of the cascade.
+    by: EntityLink,
+    /// For a deletion received from another server, its author: the
+    /// records it authored are left to it.
+    left_to: Option<Entity>,
     /// Every record deleted or to delete, the written one included: each
     /// once, however many links lead to it.
     seen: HashSet<RecordKey>,
@@ -92,11 +113,16 @@ pub(super) struct Cascade {
 }
 
 impl Cascade {
-    /// The cascade of the deletion `written` of the record `key`.
-    pub(super) fn new(written: NewVersion, key: RecordKey) -> Self {
+    /// The cascade of the deletion `written` of the record `key`, in
+    /// `user`'s store: the user's own deletion, or one `received` from
+    /// another server (whose records are then left to its entity).
+    pub(super) fn new(written: NewVersion, key: RecordKey, user: &Entity, received: bool) -> Self {
+        let left_to = received.then(|| written.record.author.entity.clone());
         Cascade {
             written,
             cascaded: Vec::new(),
+            by: EntityLink::new(user.clone()),
+            left_to,
             seen: HashSet::from([key.clone()]),
             expand: vec![key],
             pending: Vec::new(),
@@ -108,7 +134,7 @@ impl Cascade {
     fn next_stamp(&self, received_at: RecordDate) -> Stamp {
         let previous = self.cascaded.last().unwrap_or(&self.written);
         Stamp {
-            author: previous.record.version.author.clone(),
+            author: self.by.clone(),
             created_at: self.written.record.version.created_at,
             received_at: RecordDate::received_after(
                 received_at,

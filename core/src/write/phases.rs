@@ -12,7 +12,7 @@ use super::{Commit, NewVersion, WriteContext};
 use crate::auth::access::{is_own_entity_record, is_type, server_kept_change};
 use crate::model::{
     DeletionAction, EntityLink, LinkPath, Permission, Permissions, ReceivedRecord, Record,
-    RecordDate, RecordSource, VersionHash, VersionLink,
+    RecordBody, RecordDate, RecordSource, VersionHash, VersionLink,
 };
 use crate::schema::builtin::BuiltinType;
 use crate::schema::{RecordType, Validated};
@@ -447,7 +447,7 @@ impl Env {
                 cascaded: Vec::new(),
             }));
         }
-        let cascade = Cascade::new(written, self.key.clone());
+        let cascade = Cascade::new(written, self.key.clone(), &self.context.user, false);
         Advance::Next(Phase::Cascade(Box::new(cascade)))
     }
 }
@@ -498,6 +498,11 @@ impl Env {
             return Advance::Done(Ok(Commit::Replay(Box::new(stored.clone()))));
         }
         let latest = latest.flatten();
+        // The user deleted the record here: whatever its author writes
+        // next is received and not kept, and the record stays deleted.
+        if let Some(deleted) = latest.filter(|l| l.is_deleted_here_by(&self.context.user)) {
+            return Advance::Done(Ok(Commit::Replay(Box::new(deleted.clone()))));
+        }
         let replaces = match (record.version.parent_hash, latest) {
             (None, None) => None,
             (Some(parent), Some(latest)) if latest.version.hash == parent => Some(parent),
@@ -537,14 +542,26 @@ impl Env {
         received.version.received_at = None;
         let at =
             RecordDate::received_after(self.context.received_at, self.context.last_received_at);
-        Advance::Done(Ok(Commit::Store {
-            written: Box::new(NewVersion {
-                record: ReceivedRecord::stamp(received, at),
-                links,
-                replaces,
-            }),
-            cascaded: Vec::new(),
-        }))
+        let deletes = matches!(
+            &record.body,
+            RecordBody::Tombstone(no_content) if no_content.action == DeletionAction::Delete
+        );
+        let written = NewVersion {
+            record: ReceivedRecord::stamp(received, at),
+            links,
+            replaces,
+        };
+        match deletes {
+            // The record is gone here too, and what depends on it.
+            true => {
+                let cascade = Cascade::new(written, self.key.clone(), &self.context.user, true);
+                Advance::Next(Phase::Cascade(Box::new(cascade)))
+            }
+            false => Advance::Done(Ok(Commit::Store {
+                written: Box::new(written),
+                cascaded: Vec::new(),
+            })),
+        }
     }
 }
 

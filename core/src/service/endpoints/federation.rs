@@ -23,9 +23,9 @@ use crate::service::federation::entity::{
 };
 use crate::service::federation::notify::MAX_NOTIFICATION_BYTES;
 use crate::service::federation::{
-    Expected, Notification, PeerAnswer, PeerError, PeerFailure, PeerMethod, PeerRequest,
-    RECORD_ANSWER_BYTES, RemoteEntity, SMALL_ANSWER_BYTES, Signer, proxied_list, read_record,
-    record_of_answer,
+    Expected, Notification, NotificationAnswer, PeerAnswer, PeerError, PeerFailure, PeerMethod,
+    PeerRequest, RECORD_ANSWER_BYTES, RefusedVersion, RemoteEntity, SMALL_ANSWER_BYTES, Signer,
+    proxied_list, read_record, record_of_answer,
 };
 use crate::service::fresh::Fresh;
 use crate::store::{
@@ -506,13 +506,33 @@ impl<H: Host> Federation<'_, H> {
             })
     }
 
+    /// Receives the versions of one notification, oldest first, each on
+    /// its own: a version refused for good is listed in the answer and the
+    /// rest go on; a failure that trying again may cure ends the whole
+    /// notification, to be sent again (what was stored stays stored, and
+    /// is found so then).
+    pub(crate) async fn receive_all(
+        &self,
+        links: &[VersionLink],
+        source: RecordSource,
+    ) -> Result<NotificationAnswer, Trouble> {
+        let mut answer = NotificationAnswer::default();
+        for link in links {
+            match self.receive(link, source).await {
+                Ok(()) => answer.received += 1,
+                Err(trouble) if trouble.is_transient() => return Err(trouble),
+                Err(trouble) => {
+                    let problem = trouble.into_failure().problem;
+                    answer.refused.push(RefusedVersion::new(link, &problem));
+                }
+            }
+        }
+        Ok(answer)
+    }
+
     /// Receives the version `link` names from its author's server, with
     /// what the store lacks to hold it (§4 of the design).
-    pub(crate) async fn receive(
-        &self,
-        link: &VersionLink,
-        source: RecordSource,
-    ) -> Result<(), Trouble> {
+    async fn receive(&self, link: &VersionLink, source: RecordSource) -> Result<(), Trouble> {
         let stored = version_sql(
             self.user.id,
             &link.entity,
@@ -641,12 +661,13 @@ impl<H: Host> Federation<'_, H> {
         }
     }
 
-    /// Sends `versions` of the user's records to `recipient`'s server.
+    /// Sends `versions` of the user's records to `recipient`'s server:
+    /// its answer says which it refused for good.
     pub(crate) async fn notify(
         &self,
         recipient: &Entity,
         versions: Vec<VersionLink>,
-    ) -> Result<(), Trouble> {
+    ) -> Result<NotificationAnswer, Trouble> {
         let remote = self.entity(recipient, false).await?;
         let body = Notification { versions }.to_json();
         let url = remote.endpoints.new_notification.clone();
@@ -654,7 +675,7 @@ impl<H: Host> Federation<'_, H> {
             .send_signed(PeerMethod::Post, &url, Some(body), SMALL_ANSWER_BYTES)
             .await?;
         match answer.status {
-            200..=299 => Ok(()),
+            200..=299 => Ok(NotificationAnswer::parse(&answer.body)),
             429 => Err(PeerError::of_answer(&url, 429, answer.header("retry-after")).into()),
             status => {
                 let detail = serde_json::from_slice::<serde_json::Value>(&answer.body)
@@ -719,14 +740,11 @@ pub(in crate::service) async fn new_notification<H: Host>(
         false => RecordSource::Notification,
     };
     let federation = Federation::new(cx.host, user, cx.request.now, &cx.request.fresh);
-    for link in &notification.versions {
-        federation
-            .receive(link, source)
-            .await
-            .map_err(Trouble::into_failure)?;
-    }
-    let received = notification.versions.len();
-    Ok(Reply::json(200, format!("{{\"received\":{received}}}")))
+    let answer = federation
+        .receive_all(&notification.versions, source)
+        .await
+        .map_err(Trouble::into_failure)?;
+    Ok(Reply::json(200, answer.to_json()))
 }
 
 /// Delivers versions of `author`'s records to `recipient`, another user of
@@ -739,7 +757,7 @@ pub async fn receive_locally<H: Host>(
     links: &[VersionLink],
     now: RecordDate,
     fresh: &Fresh,
-) -> Result<(), String> {
+) -> Result<NotificationAnswer, String> {
     receive_here(host, author, recipient, links, now, fresh)
         .await
         .map_err(|trouble| trouble.to_string())
@@ -753,7 +771,7 @@ pub(in crate::service) async fn receive_here<H: Host>(
     links: &[VersionLink],
     now: RecordDate,
     fresh: &Fresh,
-) -> Result<(), Trouble> {
+) -> Result<NotificationAnswer, Trouble> {
     let knows = host
         .fetch(&knows_entity_sql(
             recipient.id,
@@ -766,11 +784,9 @@ pub(in crate::service) async fn receive_here<H: Host>(
         true => RecordSource::NotificationUnknown,
         false => RecordSource::Notification,
     };
-    let federation = Federation::new(host, recipient, now, fresh);
-    for link in links {
-        federation.receive(link, source).await?;
-    }
-    Ok(())
+    Federation::new(host, recipient, now, fresh)
+        .receive_all(links, source)
+        .await
 }
 
 /// A read with `proxy_to` (`docs/federation.md` §5): answered by

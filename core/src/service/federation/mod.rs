@@ -23,7 +23,10 @@ pub use fetch::{
     Expected, RECORD_ANSWER_BYTES, Signer, check_record, proxied_list, read_record,
     record_of_answer,
 };
-pub use notify::{Notification, NotificationError, RetryPolicy, recipients, retry_at};
+pub use notify::{
+    Notification, NotificationAnswer, NotificationError, RefusedVersion, RetryPolicy, recipients,
+    retry_at,
+};
 
 pub use peer::{
     AnswerBody, PEER_CONNECT_TIMEOUT_MS, PEER_EXCHANGE_TIMEOUT_MS, PeerAnswer, PeerFailure,

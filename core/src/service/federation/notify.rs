@@ -15,13 +15,16 @@
 //! `{"versions": [{"entity", "record_id", "version_hash"}, …]}`: 1 to
 //! [`MAX_NOTIFIED_VERSIONS`] version links, oldest first, each to a
 //! version of a record the signing entity authored. Answer: `200
-//! {"received": n}` once every version is stored (or was already); a
-//! problem otherwise.
+//! {"received": n, "refused": […]}` once every version is settled, each on
+//! its own ([`NotificationAnswer`]); a problem when trying again may help.
 
 use serde::{Deserialize, Serialize};
 
+use std::fmt;
+
 use crate::model::{
-    DeletionAction, Entity, Link, Permission, ReadPermission, Record, RecordBody, VersionLink,
+    DeletionAction, Entity, Link, Permission, ReadPermission, Record, RecordBody, RecordId,
+    VersionHash, VersionLink,
 };
 use crate::schema::FoundLink;
 
@@ -131,6 +134,75 @@ impl Notification {
     pub fn to_json(&self) -> Vec<u8> {
         // Links of names, ids and hashes: serializing cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// What a receiving server answers a notification it settled (`200`):
+/// how many of its versions the store holds now (stored, stored before,
+/// or received for a record the user deleted here), and each it refused
+/// for good. A version is settled on its own: one refused never fails the
+/// others. A failure that trying again may cure (a peer that did not
+/// answer, a full quota, this server failing) is answered as a problem
+/// for the whole notification instead, and the sender sends it again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotificationAnswer {
+    /// The versions the store holds now.
+    pub received: usize,
+    /// The versions refused for good, with why; absent when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedVersion>,
+}
+
+/// One version of a notification the receiver refused for good.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedVersion {
+    /// The record's id (its author is the notification's signer).
+    pub record_id: RecordId,
+    /// The version's hash.
+    pub version_hash: VersionHash,
+    /// The problem's HTTP status, as it would have been answered alone.
+    pub status: u16,
+    /// The problem's code (`version_conflict`, `unsolicited`, …).
+    pub code: String,
+    /// The problem's detail.
+    #[serde(default)]
+    pub detail: String,
+}
+
+impl RefusedVersion {
+    /// `link` refused with `problem`.
+    pub fn new(link: &VersionLink, problem: &crate::problem::Problem) -> Self {
+        RefusedVersion {
+            record_id: link.record_id,
+            version_hash: link.version_hash,
+            status: problem.status(),
+            code: problem.kind.code().to_owned(),
+            detail: problem.detail.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for RefusedVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} version {} refused ({} {}): {}",
+            self.record_id, self.version_hash, self.status, self.code, self.detail
+        )
+    }
+}
+
+impl NotificationAnswer {
+    /// The body of a `200` answer.
+    pub fn to_json(&self) -> String {
+        // Counts, ids, hashes and strings: serializing cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads a receiver's `200` body. A receiver that answers only
+    /// `{"received": n}` (or anything else) refused nothing.
+    pub fn parse(body: &[u8]) -> Self {
+        serde_json::from_slice(body).unwrap_or_default()
     }
 }
 
