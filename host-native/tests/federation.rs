@@ -1075,3 +1075,133 @@ async fn users_of_one_server_share_records_without_the_network() {
         "delivered without a request to the notifications endpoint"
     );
 }
+
+impl Side {
+    /// A message of the real type in `conversation`, readable by both.
+    async fn message(
+        &self,
+        types: &std::collections::HashMap<&'static str, Value>,
+        conversation: &Value,
+        other: &str,
+        text: &str,
+    ) -> Value {
+        self.create(json!({
+            "type": types[MESSAGE_TYPE],
+            "permissions": {"read": [{"entity": self.entity}, {"entity": other}]},
+            "content": {"conversation": record_link(conversation), "text": text},
+        }))
+        .await
+    }
+
+    /// Deletes `record` (as this side holds it) with `body`; the tombstone.
+    async fn delete(&self, record: &Value, body: Value) -> Value {
+        let (entity, id) = (&record["author"]["entity"], &record["id"]);
+        let path = format!("/records/{}/{}", entity.as_str().unwrap(), id.as_str().unwrap());
+        let key = self.key();
+        let call = Call::delete(self.url(&path)).json(&body).signed(&key);
+        self.send(call).await["record"].clone()
+    }
+
+    /// Waits until the server's outbox is empty: nothing pending, nothing
+    /// given up.
+    async fn wait_for_empty_outbox(&self) {
+        let deadline = Instant::now() + DELIVERY;
+        loop {
+            let out = folio(&self.native().data, &["outbox", "list", "--json"]);
+            if out.trim().is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline && !out.contains("\"failed_at\":\""),
+                "{}'s outbox never emptied: {out}\nits log:\n{}",
+                self.entity,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Defects 1, 3 and 7 of issue 42: Bob deletes one of Alice's messages on
+/// his server only, Alice edits it, Bob replies, Alice deletes the whole
+/// conversation. Every notification is settled (both outboxes empty,
+/// nothing given up), Bob's local deletion stands, Alice's server never
+/// writes into Bob's reply's chain, and every record is deleted on both
+/// sides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_deletions_and_a_deleted_conversation_settle_on_both_servers() {
+    let Pair { alice, bob } = Pair::start("federation-local-deletions", |_| None);
+    let types = publish_types(&alice).await;
+    let conversation = alice.conversation_with(&types, bob.entity).await;
+    let mut messages = Vec::new();
+    for text in ["one", "two", "three"] {
+        messages.push(alice.message(&types, &conversation, bob.entity, text).await);
+    }
+    for message in &messages {
+        bob.wait_for(message).await;
+    }
+
+    // Bob deletes Alice's first message on his server only.
+    let local = bob
+        .delete(&messages[0], json!({"no_content": {"action": "local"}}))
+        .await;
+    assert_eq!(local["no_content"]["action"], "local");
+    assert_eq!(
+        local["source"], "notification_unknown",
+        "still Alice's record, received from her server"
+    );
+
+    // Alice edits it: Bob's server takes the notification and keeps it deleted.
+    let key = alice.key();
+    let id = messages[0]["id"].as_str().unwrap();
+    let edit = Call::put(alice.url(&format!("/records/{}/{id}", alice.entity)))
+        .json(&json!({"content": {"conversation": record_link(&conversation), "text": "one, edited"}}))
+        .signed(&key);
+    alice.send(edit).await;
+    alice.wait_for_empty_outbox().await;
+    let kept = bob.get(alice.entity, id).await.expect("Bob's copy");
+    assert_eq!(kept["version"]["hash"], local["version"]["hash"], "still deleted");
+
+    // Bob replies; then Alice deletes the conversation.
+    let reply = bob.message(&types, &conversation, alice.entity, "Bob's reply").await;
+    alice.wait_for(&reply).await;
+    let deleted = alice.delete(&conversation, json!({})).await;
+    assert_eq!(deleted["no_content"]["action"], "delete");
+    alice.wait_for_empty_outbox().await;
+    bob.wait_for_empty_outbox().await;
+
+    // Alice's server deleted Bob's reply in her store only, as Alice's
+    // version; Bob's server deleted it everywhere, as Bob's.
+    let alices_copy = alice
+        .get(bob.entity, reply["id"].as_str().unwrap())
+        .await
+        .expect("Alice's copy of the reply");
+    assert_eq!(alices_copy["no_content"]["action"], "local");
+    assert_eq!(alices_copy["version"]["author"]["entity"], alice.entity);
+    let bobs_own = bob
+        .get(bob.entity, reply["id"].as_str().unwrap())
+        .await
+        .expect("Bob's reply");
+    assert_eq!(bobs_own["no_content"]["action"], "delete");
+    assert_eq!(bobs_own["version"]["author"]["entity"], bob.entity);
+
+    // Every record of the conversation is deleted on both sides.
+    let records: Vec<&Value> = std::iter::once(&conversation)
+        .chain(&messages)
+        .chain([&reply])
+        .collect();
+    for record in records {
+        let (entity, id) = (
+            record["author"]["entity"].as_str().unwrap(),
+            record["id"].as_str().unwrap(),
+        );
+        for side in [&alice, &bob] {
+            let copy = side.get(entity, id).await.expect("a copy");
+            assert!(
+                copy.get("no_content").is_some(),
+                "{entity}/{id} is live on {}'s server: {copy}",
+                side.entity
+            );
+        }
+    }
+}
