@@ -1096,7 +1096,11 @@ impl Side {
     /// Deletes `record` (as this side holds it) with `body`; the tombstone.
     async fn delete(&self, record: &Value, body: Value) -> Value {
         let (entity, id) = (&record["author"]["entity"], &record["id"]);
-        let path = format!("/records/{}/{}", entity.as_str().unwrap(), id.as_str().unwrap());
+        let path = format!(
+            "/records/{}/{}",
+            entity.as_str().unwrap(),
+            id.as_str().unwrap()
+        );
         let key = self.key();
         let call = Call::delete(self.url(&path)).json(&body).signed(&key);
         self.send(call).await["record"].clone()
@@ -1160,10 +1164,15 @@ async fn local_deletions_and_a_deleted_conversation_settle_on_both_servers() {
     alice.send(edit).await;
     alice.wait_for_empty_outbox().await;
     let kept = bob.get(alice.entity, id).await.expect("Bob's copy");
-    assert_eq!(kept["version"]["hash"], local["version"]["hash"], "still deleted");
+    assert_eq!(
+        kept["version"]["hash"], local["version"]["hash"],
+        "still deleted"
+    );
 
     // Bob replies; then Alice deletes the conversation.
-    let reply = bob.message(&types, &conversation, alice.entity, "Bob's reply").await;
+    let reply = bob
+        .message(&types, &conversation, alice.entity, "Bob's reply")
+        .await;
     alice.wait_for(&reply).await;
     let deleted = alice.delete(&conversation, json!({})).await;
     assert_eq!(deleted["no_content"]["action"], "delete");
@@ -1204,4 +1213,67 @@ async fn local_deletions_and_a_deleted_conversation_settle_on_both_servers() {
             );
         }
     }
+}
+
+/// One version refused for good never fails the others of its
+/// notification: Bob forks Alice's post on his server (her post lets him
+/// write it), then, while Bob's server is down, Alice edits that post and
+/// writes another. Both go to Bob's server in one notification once it is
+/// back: the edit is refused as a fork and given up on its own, and the
+/// new post is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_version_leaves_the_rest_of_its_notification_delivered() {
+    let Pair { alice, mut bob } = Pair::start("federation-refused-one-of-many", |_| None);
+    let types = publish_types(&alice).await;
+    let bob_entity = bob.entity;
+    let post = |text: &str| {
+        json!({
+            "type": types[POST_TYPE],
+            "permissions": {"read": "public", "write": [{"entity": bob_entity}]},
+            "content": {
+                "text": text,
+                "text_facets": [{"index": 0, "length": 3, "type": "mention", "mention": {"entity": bob_entity}}],
+            },
+        })
+    };
+    let first = alice.create(post("Bob, look")).await;
+    bob.wait_for(&first).await;
+    let id = first["id"].as_str().unwrap().to_owned();
+    let path = format!("/records/{}/{id}", alice.entity);
+    let edit = |text: &str| {
+        let mut body = post(text);
+        body.as_object_mut().unwrap().remove("type");
+        body.as_object_mut().unwrap().remove("permissions");
+        body
+    };
+    let put = async |side: &Side, body: Value| {
+        let key = side.key();
+        side.send(Call::put(side.url(&path)).json(&body).signed(&key))
+            .await
+    };
+    put(&bob, edit("Bob's fork")).await;
+
+    bob.native_mut().kill();
+    put(&alice, edit("Bob, look again")).await;
+    let second = alice.create(post("Bob, another")).await;
+    bob.restart();
+    bob.wait_for(&second).await;
+
+    let deadline = Instant::now() + DELIVERY;
+    let rows = loop {
+        let out = folio(&alice.native().data, &["outbox", "list", "--json"]);
+        let rows: Vec<Value> = out
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON row"))
+            .collect();
+        if rows.iter().all(|row| row["state"] == "failed") {
+            break rows;
+        }
+        assert!(Instant::now() < deadline, "Alice's outbox: {out}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(rows.len(), 1, "only the edit is given up: {rows:?}");
+    assert_eq!(rows[0]["record_id"], id.as_str());
+    let error = rows[0]["last_error"].as_str().unwrap();
+    assert!(error.contains("version_conflict"), "{error}");
 }
