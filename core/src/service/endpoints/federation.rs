@@ -97,12 +97,15 @@ impl Trouble {
         }
     }
 
-    /// Whether trying again later may succeed.
+    /// Whether trying again later may succeed: not for what the store
+    /// refused, nor for a version this server refuses as it is (a `4xx`,
+    /// such as one larger than the body limit); yes for this server
+    /// failing or full (a `5xx`, a full quota included).
     pub(crate) fn is_transient(&self) -> bool {
         match self {
             Trouble::Peer(error) => error.is_transient(),
             Trouble::Refused(_) => false,
-            Trouble::Failure(_) => true,
+            Trouble::Failure(failure) => failure.problem.status() >= 500,
         }
     }
 }
@@ -510,24 +513,28 @@ impl<H: Host> Federation<'_, H> {
     /// its own: a version refused for good is listed in the answer and the
     /// rest go on; a failure that trying again may cure ends the whole
     /// notification, to be sent again (what was stored stays stored, and
-    /// is found so then).
+    /// is found so then). Also answers the first refusal's failure whole.
     pub(crate) async fn receive_all(
         &self,
         links: &[VersionLink],
         source: RecordSource,
-    ) -> Result<NotificationAnswer, Trouble> {
+    ) -> Result<(NotificationAnswer, Option<Failure>), Trouble> {
         let mut answer = NotificationAnswer::default();
+        let mut first_refusal = None;
         for link in links {
             match self.receive(link, source).await {
                 Ok(()) => answer.received += 1,
                 Err(trouble) if trouble.is_transient() => return Err(trouble),
                 Err(trouble) => {
-                    let problem = trouble.into_failure().problem;
-                    answer.refused.push(RefusedVersion::new(link, &problem));
+                    let failure = trouble.into_failure();
+                    answer
+                        .refused
+                        .push(RefusedVersion::new(link, &failure.problem));
+                    first_refusal.get_or_insert(failure);
                 }
             }
         }
-        Ok(answer)
+        Ok((answer, first_refusal))
     }
 
     /// Receives the version `link` names from its author's server, with
@@ -740,11 +747,15 @@ pub(in crate::service) async fn new_notification<H: Host>(
         false => RecordSource::Notification,
     };
     let federation = Federation::new(cx.host, user, cx.request.now, &cx.request.fresh);
-    let answer = federation
+    let (answer, first_refusal) = federation
         .receive_all(&notification.versions, source)
         .await
         .map_err(Trouble::into_failure)?;
-    Ok(Reply::json(200, answer.to_json()))
+    match first_refusal {
+        // Nothing was taken: the problem, as a single version's would be.
+        Some(failure) if answer.received == 0 => Err(failure),
+        _ => Ok(Reply::json(200, answer.to_json())),
+    }
 }
 
 /// Delivers versions of `author`'s records to `recipient`, another user of
@@ -784,9 +795,10 @@ pub(in crate::service) async fn receive_here<H: Host>(
         true => RecordSource::NotificationUnknown,
         false => RecordSource::Notification,
     };
-    Federation::new(host, recipient, now, fresh)
+    let (answer, _) = Federation::new(host, recipient, now, fresh)
         .receive_all(links, source)
-        .await
+        .await?;
+    Ok(answer)
 }
 
 /// A read with `proxy_to` (`docs/federation.md` §5): answered by
