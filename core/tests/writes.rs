@@ -1181,3 +1181,48 @@ fn the_bodys_include_links_are_kept_for_the_caller() {
         None
     );
 }
+
+/// The entities an update's replaced version concerned, as the commit
+/// carries them for the outbox.
+fn former_audience(commit: &Commit) -> Vec<String> {
+    let Commit::Store { written, .. } = commit else {
+        panic!("an update stores its version");
+    };
+    written
+        .former_audience
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn an_update_names_whom_the_version_it_replaces_concerned() {
+    let (mut store, note_type) = setup();
+    // Shared with Bob, then made private: Bob hears of the private version,
+    // which ends his access.
+    let body = json!({"type": note_type, "permissions": {"read": [{"entity": ALICE}, {"entity": BOB}]},
+                      "content": {"text": "for Bob"}});
+    let shared = post(&mut store, body).unwrap().record().clone();
+    let private = json!({"permissions": {}, "content": {"text": "for nobody"}});
+    let commit = put(&mut store, &key(&shared), private).unwrap();
+    assert_eq!(former_audience(&commit), [BOB]);
+
+    // A public note that mentions Bob, edited to drop the mention: the
+    // mention made Bob a recipient of the version replaced.
+    let body = json!({"type": note_type, "permissions": {"read": "public"},
+                      "content": {"text": "hi Bob", "mention": {"entity": BOB}}});
+    let mentioned = post(&mut store, body).unwrap().record().clone();
+    let edit = json!({"content": {"text": "hi"}});
+    let commit = put(&mut store, &key(&mentioned), edit).unwrap();
+    assert_eq!(former_audience(&commit), [BOB]);
+
+    // A private note concerned nobody.
+    let private = note(&mut store, &note_type, json!({"text": "mine"}));
+    let commit = put(
+        &mut store,
+        &key(&private),
+        json!({"content": {"text": "still mine"}}),
+    )
+    .unwrap();
+    assert!(former_audience(&commit).is_empty());
+}

@@ -1277,3 +1277,57 @@ async fn a_refused_version_leaves_the_rest_of_its_notification_delivered() {
     let error = rows[0]["last_error"].as_str().unwrap();
     assert!(error.contains("version_conflict"), "{error}");
 }
+
+/// Defect 4 of issue 42: a note Alice shares with Bob, then makes
+/// private, then shares again, then deletes. Bob's server hears of the
+/// private version (he could read the one it replaced), cannot fetch it,
+/// and deletes its copy here; the version that shares it again replaces
+/// that deletion; Alice's deletion reaches him. Both outboxes end empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_removed_loses_the_copy_and_gets_it_back_when_shared_again() {
+    let Pair { alice, bob } = Pair::start("federation-unshare", |_| None);
+    let note_type = alice
+        .create(json!({
+            "type": BuiltinType::Type.link(),
+            "content": {"name": "note", "schema": {"type": "object", "properties": {
+                "content": {"type": "object", "properties": {"text": {"type": "string"}}}
+            }}},
+        }))
+        .await;
+    let shared = json!({"read": [{"entity": alice.entity}, {"entity": bob.entity}]});
+    let note = alice
+        .create(json!({
+            "type": version_link(&note_type),
+            "permissions": shared,
+            "content": {"text": "for Bob"},
+        }))
+        .await;
+    bob.wait_for(&note).await;
+    let id = note["id"].as_str().unwrap().to_owned();
+    let path = format!("/records/{}/{id}", alice.entity);
+    let put = async |body: Value| {
+        let key = alice.key();
+        alice
+            .send(Call::put(alice.url(&path)).json(&body).signed(&key))
+            .await["record"]
+            .clone()
+    };
+
+    // Made private: Bob's copy is deleted on his server.
+    put(json!({"permissions": {}, "content": {"text": "for nobody"}})).await;
+    alice.wait_for_empty_outbox().await;
+    let copy = bob.get(alice.entity, &id).await.expect("Bob's copy");
+    assert_eq!(copy["no_content"]["action"], "local", "{copy}");
+    assert_eq!(copy["version"]["author"]["entity"], bob.entity);
+
+    // Shared again: the version replaces Bob's deletion.
+    let again = put(json!({"permissions": shared, "content": {"text": "for Bob again"}})).await;
+    let copy = bob.wait_for(&again).await;
+    assert_eq!(copy["content"]["text"], "for Bob again");
+
+    // Deleted: the tombstone reaches Bob.
+    let deleted = alice.delete(&note, json!({})).await;
+    bob.wait_for(&deleted).await;
+    alice.wait_for_empty_outbox().await;
+    bob.wait_for_empty_outbox().await;
+}

@@ -126,6 +126,9 @@ pub(super) fn tombstone(
         record,
         links,
         replaces: Some(live.version.hash),
+        // A tombstone concerns whom the live version did: the same
+        // permissions, its content links kept as `no_content` links.
+        former_audience: Vec::new(),
     })
 }
 

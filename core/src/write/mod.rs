@@ -118,6 +118,11 @@ pub struct NewVersion {
     /// The latest version it replaces, `None` for a record's first version.
     /// The store writes it only if that is still the latest.
     pub replaces: Option<VersionHash>,
+    /// For an update of a record the user authored, the entities the
+    /// version it replaces concerned ([`recipients`](crate::service::federation::recipients)):
+    /// each is notified of this version too, so that a reader it leaves
+    /// out (unshared, no longer mentioned) learns that its access ended.
+    pub former_audience: Vec<Entity>,
 }
 
 impl Commit {

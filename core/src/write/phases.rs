@@ -11,11 +11,12 @@ use super::request::{Create, Operation, Receive, Update};
 use super::{Commit, NewVersion, WriteContext};
 use crate::auth::access::{is_own_entity_record, is_type, server_kept_change};
 use crate::model::{
-    DeletionAction, EntityLink, LinkPath, Permission, Permissions, ReceivedRecord, Record,
+    DeletionAction, Entity, EntityLink, LinkPath, Permission, Permissions, ReceivedRecord, Record,
     RecordBody, RecordDate, RecordSource, VersionHash, VersionLink,
 };
 use crate::schema::builtin::BuiltinType;
 use crate::schema::{RecordType, Validated};
+use crate::service::federation::notify::audience_needs_links;
 use crate::service::federation::recipients;
 
 /// What the phases read: the request, its context, and every answer so far.
@@ -372,12 +373,31 @@ impl Env {
         replaces: Option<VersionHash>,
     ) -> Advance {
         let mut ask = self.ask();
-        let Some(type_record) = ask.linked_version(&candidate.type_link) else {
+        let type_record = ask.linked_version(&candidate.type_link);
+        // The version an update replaces, when its recipients depend on its
+        // content links: validated with its own type to find them.
+        let parent = replaces
+            .and_then(|_| self.latest())
+            .filter(|parent| audience_needs_links(parent));
+        let parent_type = parent.map(|parent| ask.linked_version(&parent.type_link));
+        if ask.has_missing() {
             let phase = Phase::Validate {
                 candidate,
                 replaces,
             };
             return Advance::Ask(phase, ask.into_missing());
+        }
+        let Some(type_record) = type_record else {
+            return fail(WriteError::HostContract(
+                "a type asked for was not supplied",
+            ));
+        };
+        let former_audience = match replaces.and_then(|_| self.latest()) {
+            None => Vec::new(),
+            Some(parent) => match self.audience(types, parent, parent_type.flatten().flatten()) {
+                Ok(audience) => audience,
+                Err(error) => return fail(error),
+            },
         };
         let record_type = match type_of(types, &candidate.type_link, type_record) {
             Ok(record_type) => record_type,
@@ -397,11 +417,39 @@ impl Env {
                     record: *candidate,
                     links: Vec::new(),
                     replaces,
+                    former_audience,
                 };
                 Advance::Next(Phase::Links(Box::new((version, validated))))
             }
             Err(violation) => fail(WriteError::SchemaViolation(violation)),
         }
+    }
+
+    /// The entities `parent`, a stored version the user wrote, concerned
+    /// ([`recipients`]); `parent_type` is its Type record when its
+    /// content links count ([`audience_needs_links`]), found by the store.
+    fn audience(
+        &self,
+        types: &mut Types,
+        parent: &Record,
+        parent_type: Option<&Record>,
+    ) -> Result<Vec<Entity>, WriteError> {
+        let user = &self.context.user;
+        if !audience_needs_links(parent) {
+            return Ok(recipients(user, parent, &[]));
+        }
+        let unusable = |reason: String| WriteError::StoredRecordUnusable {
+            record: RecordKey::of(parent),
+            reason,
+        };
+        let parent_type = types
+            .get(&parent.type_link, parent_type)
+            .map_err(unusable)?;
+        let validated = parent_type
+            .schema
+            .validate(parent)
+            .map_err(|violation| unusable(violation.to_string()))?;
+        Ok(recipients(user, parent, &validated.links))
     }
 
     fn check_links(&self, checked: Box<(NewVersion, Validated)>) -> Advance {
@@ -499,28 +547,18 @@ impl Env {
         }
         let latest = latest.flatten();
         // The user deleted the record here: whatever its author writes
-        // next is received and not kept, and the record stays deleted.
-        if let Some(deleted) = latest.filter(|l| l.is_deleted_here_by(&self.context.user)) {
-            return Advance::Done(Ok(Commit::Replay(Box::new(deleted.clone()))));
-        }
-        let replaces = match (record.version.parent_hash, latest) {
-            (None, None) => None,
-            (Some(parent), Some(latest)) if latest.version.hash == parent => Some(parent),
-            (Some(_), None) if receive.chain_start => None,
-            (Some(parent), None) => return fail(WriteError::MissingParent { parent }),
-            // The parent is stored but has another child: the chains forked.
-            (Some(_), Some(latest)) if parent.flatten().flatten().is_some() => {
-                return fail(WriteError::VersionConflict {
-                    latest: latest.version.hash,
-                });
+        // next is received and not kept, and the record stays deleted;
+        // unless the record was shared again after the user's access ended.
+        let deleted_here = latest.filter(|l| l.is_deleted_here_by(&self.context.user));
+        let replaces = match (deleted_here, receive.shared_again) {
+            (Some(deleted), false) => {
+                return Advance::Done(Ok(Commit::Replay(Box::new(deleted.clone()))));
             }
-            // Versions between the latest and this one are missing.
-            (Some(parent), Some(_)) => return fail(WriteError::MissingParent { parent }),
-            (None, Some(latest)) => {
-                return fail(WriteError::VersionConflict {
-                    latest: latest.version.hash,
-                });
-            }
+            (Some(deleted), true) => Some(deleted.version.hash),
+            (None, _) => match replaced_by_received(receive, latest, parent) {
+                Ok(replaces) => replaces,
+                Err(error) => return fail(error),
+            },
         };
         let record_type = match type_of(types, &record.type_link, type_record.flatten()) {
             Ok(record_type) => record_type,
@@ -550,6 +588,7 @@ impl Env {
             record: ReceivedRecord::stamp(received, at),
             links,
             replaces,
+            former_audience: Vec::new(),
         };
         match deletes {
             // The record is gone here too, and what depends on it.
@@ -562,6 +601,34 @@ impl Env {
                 cascaded: Vec::new(),
             })),
         }
+    }
+}
+
+/// The version a received one replaces: the store's latest, when it is
+/// the received one's parent; none for a record's first version, or the
+/// oldest version the receiver could fetch. `parent` is the received
+/// one's parent as the store holds it, when it was asked.
+fn replaced_by_received(
+    receive: &Receive,
+    latest: Option<&Record>,
+    parent: Option<Option<Option<&Record>>>,
+) -> Result<Option<VersionHash>, WriteError> {
+    match (receive.record.version.parent_hash, latest) {
+        (None, None) => Ok(None),
+        (Some(parent), Some(latest)) if latest.version.hash == parent => Ok(Some(parent)),
+        (Some(_), None) if receive.chain_start => Ok(None),
+        (Some(parent), None) => Err(WriteError::MissingParent { parent }),
+        // The parent is stored but has another child: the chains forked.
+        (Some(_), Some(latest)) if parent.flatten().flatten().is_some() => {
+            Err(WriteError::VersionConflict {
+                latest: latest.version.hash,
+            })
+        }
+        // Versions between the latest and this one are missing.
+        (Some(parent), Some(_)) => Err(WriteError::MissingParent { parent }),
+        (None, Some(latest)) => Err(WriteError::VersionConflict {
+            latest: latest.version.hash,
+        }),
     }
 }
 

@@ -44,6 +44,9 @@ pub(super) struct Receive {
     /// The version a notification named (not a parent fetched to fill
     /// the chain): see [`WriteRequest::notified`].
     pub(super) notified: bool,
+    /// The user may read it again after versions they could not: see
+    /// [`WriteRequest::shared_again`].
+    pub(super) shared_again: bool,
 }
 
 /// The record an update or deletion addresses. A POST body may leave out
@@ -146,6 +149,7 @@ impl WriteRequest {
                 source,
                 chain_start,
                 notified: false,
+                shared_again: false,
             })),
             include_links: None,
             by_server: false,
@@ -190,6 +194,19 @@ impl WriteRequest {
     pub fn notified(mut self) -> Self {
         if let Operation::Receive(receive) = &mut self.operation {
             receive.notified = true;
+        }
+        self
+    }
+
+    /// Marks a received version the user may read whose parent they may
+    /// not (its author's server said so): the record was shared with the
+    /// user again after their access ended. It replaces the user's
+    /// deletion of the record here, as the start of its chain, where a
+    /// later version of a record the user deleted here is otherwise not
+    /// kept (`docs/federation.md` §4).
+    pub fn shared_again(mut self) -> Self {
+        if let Operation::Receive(receive) = &mut self.operation {
+            receive.shared_again = true;
         }
         self
     }

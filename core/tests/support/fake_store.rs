@@ -70,6 +70,7 @@ mod fake_store {
                 record,
                 links: Vec::new(),
                 replaces: None,
+                former_audience: Vec::new(),
             };
             let key = RecordKey::of(&version.record);
             self.versions.entry(key).or_default().push(version);

@@ -32,7 +32,7 @@ use crate::store::{
     Statement, WriteOrigin, entity_record_sql, knows_entity_sql, latest_version_sql, read_version,
     received_usage_sql, server_key_sql, version_sql,
 };
-use crate::write::{Unresolved, WriteError, WriteRequest};
+use crate::write::{RecordKey, Unresolved, WriteError, WriteRequest};
 
 use sha2::{Digest, Sha256};
 
@@ -298,7 +298,13 @@ impl<H: Host> Federation<'_, H> {
     pub(crate) async fn keep(&self, remote: &RemoteEntity) -> Result<(), Trouble> {
         let author = Author::Remote(Box::new(remote.clone()));
         match self
-            .store_chain(&author, remote.record.clone(), RecordSource::Resolution, 0)
+            .store_chain(
+                &author,
+                remote.record.clone(),
+                RecordSource::Resolution,
+                0,
+                false,
+            )
             .await
         {
             Ok(()) | Err(Trouble::Refused(WriteError::VersionConflict { .. })) => Ok(()),
@@ -329,6 +335,7 @@ impl<H: Host> Federation<'_, H> {
         versions: Vec<Record>,
         source: RecordSource,
         chain_start: bool,
+        shared_again: bool,
     ) -> Result<(), Trouble> {
         if source.is_notification() {
             self.check_quota(source, &versions).await?;
@@ -341,7 +348,10 @@ impl<H: Host> Federation<'_, H> {
             .into_iter()
             .enumerate()
             .map(|(i, record)| {
-                let request = WriteRequest::receive(record, source, chain_start && i == 0);
+                let mut request = WriteRequest::receive(record, source, chain_start && i == 0);
+                if i == last && shared_again {
+                    request = request.shared_again();
+                }
                 RecordWrite {
                     // The version notified is the last; those before it
                     // fill its chain.
@@ -557,9 +567,21 @@ impl<H: Host> Federation<'_, H> {
             return Ok(());
         }
         let author = self.author(&link.entity).await?;
-        let record = self
+        let held = self.held(&link.entity, &link.record_id).await?;
+        let record = match self
             .fetch(&author, &link.record_id, Some(&link.version_hash))
-            .await?;
+            .await
+        {
+            // The author's server no longer shows this user the record it
+            // announced: the user's access ended (unshared, no longer
+            // mentioned). The copy here goes with it.
+            Err(Trouble::Peer(PeerError::NotFound { .. }))
+                if held.as_ref().is_some_and(|held| !held.is_tombstone()) =>
+            {
+                return self.access_ended(&link.entity, &link.record_id).await;
+            }
+            fetched => fetched?,
+        };
         // What the user may not read is of no use here: a server could
         // fill the store with it.
         let reader = Access::Server {
@@ -573,24 +595,128 @@ impl<H: Host> Federation<'_, H> {
             ))
             .into());
         }
-        self.store_chain(&author, record, source, 0).await
+        let shared_again = match &held {
+            Some(deleted) if deleted.is_deleted_here_by(&self.user.entity) => {
+                self.shared_again(&author, &record, deleted).await?
+            }
+            _ => false,
+        };
+        self.store_chain(&author, record, source, 0, shared_again)
+            .await
+    }
+
+    /// The latest version of another entity's record the store holds.
+    async fn held(&self, entity: &Entity, id: &RecordId) -> Result<Option<Record>, Trouble> {
+        let statement = latest_version_sql(self.user.id, entity, id);
+        let rows = self
+            .host
+            .fetch(&statement)
+            .await
+            .map_err(Failure::internal)?;
+        match rows.first() {
+            None => Ok(None),
+            Some(row) => {
+                let (record, links) = version_row(row).map_err(Failure::from)?;
+                Ok(Some(
+                    read_version(&record, &links).map_err(Failure::from)?.0,
+                ))
+            }
+        }
+    }
+
+    /// Deletes the store's copy of `entity`'s record `id` here only (a
+    /// `local` deletion by the user): its author's server said the user
+    /// may no longer read it. If it is shared with the user again, the
+    /// version that does so replaces this deletion
+    /// ([`WriteRequest::shared_again`]).
+    async fn access_ended(&self, entity: &Entity, id: &RecordId) -> Result<(), Trouble> {
+        let key = RecordKey {
+            entity: entity.clone(),
+            record_id: *id,
+        };
+        let request = WriteRequest::delete(key, br#"{"no_content": {"action": "local"}}"#)
+            .map_err(Trouble::Refused)?;
+        let job = Job::Writes {
+            user: self.user.clone(),
+            writes: vec![RecordWrite {
+                request,
+                access: Access::Owner {
+                    entity: self.user.entity.clone(),
+                },
+                origin: WriteOrigin::default(),
+                fresh_id: self.fresh.record_id(),
+                requested_at: self.now,
+            }],
+        };
+        match self.host.run(job).await {
+            Err(failure) => Err(write_failure(&failure).into()),
+            // Deleted meanwhile, by the user or another delivery: so be it.
+            Ok(Err(Refused::Write(WriteError::Deleted(_) | WriteError::NotFound(_)))) => Ok(()),
+            Ok(Err(Refused::Write(error))) => Err(Trouble::Refused(error)),
+            Ok(Err(refused)) => Err(Failure::internal(refused).into()),
+            Ok(Ok(_)) => Ok(()),
+        }
+    }
+
+    /// Whether `record`, a version the user may read of a record they
+    /// deleted here (`deleted`), was shared with them again: its parent is
+    /// one the author's server does not show them. A parent the deletion
+    /// replaced or the store holds was readable: the record only went on,
+    /// and stays deleted here. Costs at most one request to the author.
+    async fn shared_again(
+        &self,
+        author: &Author,
+        record: &Record,
+        deleted: &Record,
+    ) -> Result<bool, Trouble> {
+        let Some(parent) = record.version.parent_hash else {
+            return Ok(false);
+        };
+        if deleted.version.parent_hash == Some(parent) {
+            return Ok(false);
+        }
+        let stored = version_sql(self.user.id, &record.author.entity, &record.id, &parent);
+        if !self
+            .host
+            .fetch(&stored)
+            .await
+            .map_err(Failure::internal)?
+            .is_empty()
+        {
+            return Ok(false);
+        }
+        match self.fetch(author, &record.id, Some(&parent)).await {
+            Ok(_) => Ok(false),
+            Err(Trouble::Peer(PeerError::NotFound { .. })) => Ok(true),
+            Err(trouble) => Err(trouble),
+        }
     }
 
     /// Stores `record`, fetching the versions between it and the latest
     /// the store holds, and resolving its type, as the store asks.
+    ///
+    /// A record the store holds none of starts at the oldest version the
+    /// user may read: one shared with the user after versions that were
+    /// not is stored from there. `shared_again` marks `record` as the
+    /// version that shares a record the user lost access to again
+    /// ([`WriteRequest::shared_again`]).
     async fn store_chain(
         &self,
         author: &Author,
         record: Record,
         source: RecordSource,
         depth: usize,
+        shared_again: bool,
     ) -> Result<(), Trouble> {
         let id = record.id;
         let mut chain = vec![record];
         let mut chain_start = false;
         let mut resolutions = 0;
         loop {
-            match self.store(chain.clone(), source, chain_start).await {
+            match self
+                .store(chain.clone(), source, chain_start, shared_again)
+                .await
+            {
                 Err(Trouble::Refused(WriteError::MissingParent { parent })) => {
                     if chain.len() > MAX_PARENTS_FETCHED {
                         if chain_start {
@@ -605,8 +731,15 @@ impl<H: Host> Federation<'_, H> {
                         chain_start = true;
                         continue;
                     }
-                    let older = self.fetch(author, &id, Some(&parent)).await?;
-                    chain.insert(0, older);
+                    match self.fetch(author, &id, Some(&parent)).await {
+                        Ok(older) => chain.insert(0, older),
+                        // The user may not read the versions before: the
+                        // chain starts here, if the store holds none.
+                        Err(Trouble::Peer(PeerError::NotFound { .. })) if !chain_start => {
+                            chain_start = true;
+                        }
+                        Err(trouble) => return Err(trouble),
+                    }
                 }
                 Err(Trouble::Refused(WriteError::InvalidLink {
                     unresolved: Some(unresolved),
@@ -653,7 +786,7 @@ impl<H: Host> Federation<'_, H> {
                 foreign(&key.entity)?;
                 let author = self.author(&key.entity).await?;
                 let record = self.fetch(&author, &key.record_id, None).await?;
-                self.store_chain(&author, record, RecordSource::Resolution, depth)
+                self.store_chain(&author, record, RecordSource::Resolution, depth, false)
                     .await
             }
             Unresolved::Version(link) => {
@@ -662,7 +795,7 @@ impl<H: Host> Federation<'_, H> {
                 let record = self
                     .fetch(&author, &link.record_id, Some(&link.version_hash))
                     .await?;
-                self.store_chain(&author, record, RecordSource::Resolution, depth)
+                self.store_chain(&author, record, RecordSource::Resolution, depth, false)
                     .await
             }
         }

@@ -41,6 +41,15 @@ pub const MAX_RETRY_DELAY_MS: i64 = 3_600_000;
 /// hours, so that a server down for a whole day still receives it.
 pub const GIVE_UP_AFTER_MS: i64 = 26 * 3_600_000;
 
+/// Whether the recipients of `record` depend on its content links: only
+/// when it is public or names whom to notify. Otherwise a content link's
+/// entity hears of it only if it may read it, which its `read` list says
+/// already.
+pub fn audience_needs_links(record: &Record) -> bool {
+    let permissions = &record.permissions;
+    permissions.notify.is_some() || matches!(permissions.read, Some(ReadPermission::Public))
+}
+
 /// The entities whose servers hear of `record`, a version `user` wrote
 /// (with `links`, as validation found them), sorted and without
 /// duplicates. Versions of other authors' records concern nobody: their

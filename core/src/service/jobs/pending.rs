@@ -180,7 +180,14 @@ impl Pending {
             self.last_received_at = self.last_received_at.max(Some(received_at));
             let replaced =
                 (version.record.version.parent_hash).and_then(|parent| self.entries_of(&parent));
-            let recipients = recipients(&self.user.entity, version.record.record(), &version.links);
+            let mut recipients =
+                recipients(&self.user.entity, version.record.record(), &version.links);
+            if !version.former_audience.is_empty() {
+                // Whoever could read the version replaced hears of this one.
+                recipients.extend(version.former_audience.iter().cloned());
+                recipients.sort_unstable();
+                recipients.dedup();
+            }
             let received = write
                 .request
                 .received_source()
