@@ -312,7 +312,9 @@ fn start_native(dir: &Path, ca: &TestCa, user: NativeUser, port: u16, resolve: &
         ],
     );
     let app = add_app(&data, name, &["--full-access"]);
-    let (cert, key) = ca.certificate(dir, name, &[host, entity, "localhost"]);
+    // The host the user's server moves to in `a_moved_server_is_found_again`.
+    let moved = format!("moved-{host}");
+    let (cert, key) = ca.certificate(dir, name, &[host, entity, "localhost", &moved]);
     let mut args: Vec<String> = vec![
         "--tls-cert".into(),
         cert.display().to_string(),
@@ -1330,4 +1332,68 @@ async fn a_reader_removed_loses_the_copy_and_gets_it_back_when_shared_again() {
     bob.wait_for(&deleted).await;
     alice.wait_for_empty_outbox().await;
     bob.wait_for_empty_outbox().await;
+}
+
+/// Defect 2 of issue 42: Alice's server moves to another address (its base
+/// URL changes; her entity and keys stay), and the old address is gone.
+/// Bob's server still holds her Entity record with the old endpoints: when
+/// fetching her next message from there fails, it discovers her again,
+/// keeps her new Entity record and fetches from the new address. Before,
+/// every notification failed with `502 peer_unreachable`, forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_server_is_found_again() {
+    let Pair { mut alice, mut bob } = Pair::start("federation-moved-server", |_| None);
+    let types = publish_types(&alice).await;
+    let conversation = alice.conversation_with(&types, bob.entity).await;
+    bob.wait_for(&conversation).await;
+
+    // Alice's server moves to https://moved-a.test; a.test no longer answers.
+    let port_a = alice.port;
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        listener.local_addr().expect("an address").port()
+    };
+    for rule in bob.args.iter_mut() {
+        if *rule == format!("a.test=127.0.0.1:{port_a}") {
+            *rule = format!("a.test=127.0.0.1:{dead}");
+        }
+    }
+    bob.args.push("--peer-resolve".into());
+    bob.args.push(format!("moved-a.test=127.0.0.1:{port_a}"));
+    bob.restart();
+    alice.args.push("--peer-resolve".into());
+    alice.args.push(format!("moved-a.test=127.0.0.1:{port_a}"));
+    alice.base_url = "https://moved-a.test".into();
+    alice.restart();
+
+    let message = alice
+        .message(&types, &conversation, bob.entity, "from my new server")
+        .await;
+    let copy = bob.wait_for(&message).await;
+    assert_eq!(copy["content"]["text"], "from my new server");
+    alice.wait_for_empty_outbox().await;
+
+    // Bob's server now holds Alice's Entity record with the new address.
+    let entity_type = serde_json::to_value(BuiltinType::Entity.link()).expect("a link");
+    let key = bob.key();
+    let mut url = bob.url("/records");
+    url.query_pairs_mut().append_pair(
+        "filter",
+        &format!(
+            "$['type']={}+{}",
+            entity_type["entity"].as_str().unwrap(),
+            entity_type["record_id"].as_str().unwrap()
+        ),
+    );
+    let listed = bob.send(Call::get(url).signed(&key)).await;
+    let alices = listed["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .find(|record| record["author"]["entity"] == alice.entity)
+        .expect("Alice's Entity record");
+    assert!(
+        alices.to_string().contains("moved-a.test"),
+        "Bob's copy of Alice's Entity record: {alices}"
+    );
 }

@@ -475,6 +475,22 @@ impl<H: Host> Federation<'_, H> {
                 return self.local_record(owner, statement).await;
             }
         };
+        match self.fetch_from(remote, id, hash).await {
+            Err(trouble) if as_if_moved(&trouble) => match self.moved(remote).await {
+                Some(moved) => self.fetch_from(&moved, id, hash).await,
+                None => Err(trouble),
+            },
+            fetched => fetched,
+        }
+    }
+
+    /// [`fetch`](Self::fetch) from `remote`'s server as its Entity record says.
+    async fn fetch_from(
+        &self,
+        remote: &RemoteEntity,
+        id: &RecordId,
+        hash: Option<&VersionHash>,
+    ) -> Result<Record, Trouble> {
         let url = match hash {
             Some(hash) => remote.version_url(&remote.entity, id, hash),
             None => remote.record_url(&remote.entity, id),
@@ -490,6 +506,27 @@ impl<H: Host> Federation<'_, H> {
         let record = read_record(&url, &answer, expected)?;
         self.check_size(&record)?;
         Ok(record)
+    }
+
+    /// `known`'s entity discovered again, when its server failed or
+    /// answered as if it did not know the entity ([`as_if_moved`]): the
+    /// entity may have moved to another server, whose Entity record says
+    /// where. At most once a minute per entity ([`Rate::Rediscovery`]).
+    /// The newer Entity record is stored and answered; `None` when the
+    /// entity cannot be discovered again now or its record is unchanged.
+    async fn moved(&self, known: &RemoteEntity) -> Option<RemoteEntity> {
+        let entity = &known.entity;
+        self.host
+            .rate(Rate::Rediscovery(entity), self.now)
+            .await
+            .ok()?;
+        let found = self.discover(entity).await.ok()?;
+        if found.record.version.hash == known.record.version.hash {
+            return None;
+        }
+        // Keeping it fetches what its chain lacks: a fetch within a fetch.
+        Box::pin(self.keep(&found)).await.ok()?;
+        Some(found)
     }
 
     /// A record of `owner`, another user of this server, read from their
@@ -801,6 +838,25 @@ impl<H: Host> Federation<'_, H> {
         }
     }
 
+    /// POSTs a notification's `body` to `remote`'s notification endpoint:
+    /// the URL and the answer. An answer `404` (the server does not know
+    /// the recipient) is an error here, so that the recipient is looked
+    /// for again ([`as_if_moved`]).
+    async fn send_notification(
+        &self,
+        remote: &RemoteEntity,
+        body: Vec<u8>,
+    ) -> Result<(String, PeerAnswer), Trouble> {
+        let url = remote.endpoints.new_notification.clone();
+        let answer = self
+            .send_signed(PeerMethod::Post, &url, Some(body), SMALL_ANSWER_BYTES)
+            .await?;
+        if answer.status == 404 {
+            return Err(PeerError::NotFound { url }.into());
+        }
+        Ok((url, answer))
+    }
+
     /// Sends `versions` of the user's records to `recipient`'s server:
     /// its answer says which it refused for good.
     pub(crate) async fn notify(
@@ -810,10 +866,14 @@ impl<H: Host> Federation<'_, H> {
     ) -> Result<NotificationAnswer, Trouble> {
         let remote = self.entity(recipient, false).await?;
         let body = Notification { versions }.to_json();
-        let url = remote.endpoints.new_notification.clone();
-        let answer = self
-            .send_signed(PeerMethod::Post, &url, Some(body), SMALL_ANSWER_BYTES)
-            .await?;
+        let answer = match self.send_notification(&remote, body.clone()).await {
+            Err(trouble) if as_if_moved(&trouble) => match self.moved(&remote).await {
+                Some(moved) => self.send_notification(&moved, body).await,
+                None => Err(trouble),
+            },
+            sent => sent,
+        };
+        let (url, answer) = answer?;
         match answer.status {
             200..=299 => Ok(NotificationAnswer::parse(&answer.body)),
             429 => Err(PeerError::of_answer(&url, 429, answer.header("retry-after")).into()),
@@ -830,6 +890,17 @@ impl<H: Host> Federation<'_, H> {
                 .into())
             }
         }
+    }
+}
+
+/// Whether `trouble` is what a server the entity left would cause: it
+/// cannot be reached, or answers that it has no such record or user
+/// (`404`). Such a failure is worth discovering the entity again
+/// ([`Federation::moved`]).
+fn as_if_moved(trouble: &Trouble) -> bool {
+    match trouble {
+        Trouble::Peer(error) => error.is_transient() || matches!(error, PeerError::NotFound { .. }),
+        Trouble::Refused(_) | Trouble::Failure(_) => false,
     }
 }
 
