@@ -136,6 +136,8 @@ problem_types! {
         "This server does not implement this endpoint yet, such as notifications from other servers before federation exists. Retrying does not help.";
     Unavailable => "server", 503, "unavailable", "unavailable", "The server is unavailable; retry later",
         "The server cannot handle requests right now, for example while it starts or stops. Retry later, after `Retry-After` when the response gives it.";
+    LinkUnreachable => "federation", 503, "link-unreachable", "link_unreachable", "A linked entity's server cannot be reached right now",
+        "The record links an entity, or a record or version of an entity, that this server does not know yet, and that entity's server could not be reached to resolve it: the connection failed, it did not answer in time, or it answered that it is unavailable. Cannot reach is not does not exist: nothing was stored, and the same request may succeed later. Send it again after `Retry-After`.";
     QuotaExceeded => "federation", 507, "quota-exceeded", "quota_exceeded", "The user's store takes no more from other servers",
         "The versions other servers sent this user fill the quota the server keeps for them (versions and bytes, apart for entities the user knows and strangers). Nothing was stored. The sender may retry later: it is accepted once the owner frees room or raises the quota.";
 }

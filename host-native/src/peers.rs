@@ -228,8 +228,11 @@ async fn read_answer(
 }
 
 fn sending_failure(error: reqwest::Error, connect_timeout: Duration) -> PeerFailure {
-    if let Some(ip) = refused_address(&error) {
-        return PeerFailure::ForbiddenAddress(ip);
+    if let Some(RefusedAddress(ip)) = resolver_error(&error) {
+        return PeerFailure::ForbiddenAddress(*ip);
+    }
+    if let Some(NoSuchName(name)) = resolver_error(&error) {
+        return PeerFailure::NoSuchName(name.clone());
     }
     // The client has no timeout of its own but the handshake's.
     if error.is_timeout() {
@@ -241,21 +244,21 @@ fn sending_failure(error: reqwest::Error, connect_timeout: Duration) -> PeerFail
     PeerFailure::Unreachable(describe(&error))
 }
 
-/// The address [`CheckingResolver`] refused, wherever reqwest and hyper
-/// wrapped its error.
-fn refused_address(error: &(dyn StdError + 'static)) -> Option<IpAddr> {
+/// The error of type `E` [`CheckingResolver`] answered, wherever reqwest
+/// and hyper wrapped it.
+fn resolver_error<'e, E: StdError + 'static>(error: &'e (dyn StdError + 'static)) -> Option<&'e E> {
     let mut next = Some(error);
     while let Some(error) = next {
-        if let Some(RefusedAddress(ip)) = error.downcast_ref() {
-            return Some(*ip);
+        if let Some(found) = error.downcast_ref::<E>() {
+            return Some(found);
         }
         // An io::Error's `source` skips the error it wraps.
         if let Some(inner) = error
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref())
-            .and_then(|inner| inner.downcast_ref::<RefusedAddress>())
+            .and_then(|inner| inner.downcast_ref::<E>())
         {
-            return Some(inner.0);
+            return Some(inner);
         }
         next = error.source();
     }
@@ -294,6 +297,36 @@ impl fmt::Display for RefusedAddress {
 
 impl StdError for RefusedAddress {}
 
+/// The system's resolver answered that a name does not exist (or has no
+/// address), not that it could not ask; carried out of reqwest as the
+/// source of its error.
+#[derive(Debug)]
+struct NoSuchName(String);
+
+impl fmt::Display for NoSuchName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the name {} has no address", self.0)
+    }
+}
+
+impl StdError for NoSuchName {}
+
+/// Whether a failed lookup says the name does not exist: the resolver's
+/// `EAI_NONAME` or `EAI_NODATA` (glibc, musl and BSD texts), which std
+/// carries only as the message. Any other failure (`EAI_AGAIN`, a timeout,
+/// no resolver) says nothing of the name: it may resolve later.
+fn names_nothing(error: &std::io::Error) -> bool {
+    let text = error.to_string();
+    [
+        "Name or service not known",
+        "No address associated with hostname",
+        "nodename nor servname provided",
+        "Name does not resolve",
+    ]
+    .iter()
+    .any(|known| text.contains(known))
+}
+
 /// Resolves through the overrides (used as given) or the system, keeping
 /// only the addresses a peer may have. An address with port 0 (from the system)
 /// gets the URL's port; an override's port is kept (a URL naming another
@@ -312,8 +345,12 @@ impl Resolve for CheckingResolver {
             if let Some(address) = overridden {
                 return Ok(Box::new(std::iter::once(address)) as Addrs);
             }
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let looked_up = tokio::net::lookup_host((host.as_str(), 0)).await;
+            let found: Vec<SocketAddr> = match looked_up {
+                Ok(found) => found.collect(),
+                Err(error) if names_nothing(&error) => return Err(NoSuchName(host.clone()).into()),
+                Err(error) => return Err(error.into()),
+            };
             let (allowed, refused): (Vec<SocketAddr>, Vec<SocketAddr>) = found
                 .into_iter()
                 .partition(|address| address_allowed(address.ip(), allow_private));
@@ -322,7 +359,7 @@ impl Resolve for CheckingResolver {
             }
             Err(match refused.first() {
                 Some(address) => RefusedAddress(address.ip()).into(),
-                None => format!("{host} has no address").into(),
+                None => NoSuchName(host.clone()).into(),
             })
         })
     }

@@ -122,7 +122,7 @@ impl Effector {
         let (mut standings, mut outbox) = (false, false);
         for effects in effects {
             standings |= effects.changes_standing;
-            outbox |= effects.queued_notifications > 0;
+            outbox |= effects.wakes_outbox();
             let Some(store) = effects.store else {
                 continue;
             };

@@ -1397,3 +1397,115 @@ async fn a_moved_server_is_found_again() {
         "Bob's copy of Alice's Entity record: {alices}"
     );
 }
+
+/// Defect 5 of issue 42: Alice names Bob for the first time while Bob's
+/// server is down. Cannot reach is not does not exist: the write is
+/// `503 link_unreachable` with a `Retry-After`, nothing is stored, and
+/// the same write succeeds once Bob's server is back. (Before: `400
+/// invalid_link`, as if Bob did not exist.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_contact_with_a_server_that_is_down_is_retryable() {
+    let Pair { alice, mut bob } = Pair::start("federation-first-contact-down", |_| None);
+    let types = publish_types(&alice).await;
+    bob.native_mut().kill();
+    let body = json!({
+        "type": types[CONVERSATION_TYPE],
+        "permissions": {"read": [{"entity": alice.entity}, {"entity": bob.entity}], "write": []},
+        "content": {},
+    });
+    let key = alice.key();
+    let call = Call::post(alice.url("/records")).json(&body).signed(&key);
+    let response = alice.http.send(&call).await.expect("an answer");
+    assert_eq!(response.status, 503, "{}", response.excerpt());
+    let problem = response.json().expect("a problem");
+    assert_eq!(problem["code"], "link_unreachable", "{problem}");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("bob.test"),
+        "{problem}"
+    );
+    assert_eq!(response.header("retry-after"), Some("5"));
+
+    bob.restart();
+    let conversation = alice.create(body).await;
+    bob.wait_for(&conversation).await;
+}
+
+/// Defect 11 of issue 42: a notification that failed while Bob's server
+/// was down waits for its retry (a minute here); `folio outbox list`
+/// shows when that is. Once Bob's server is back and signs a request to
+/// Alice (his own reply), Alice's server sends what waited within
+/// seconds, not at the end of its backoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_back_from_an_outage_hears_what_it_missed_within_seconds() {
+    let Pair { mut alice, mut bob } = Pair::start("federation-back-from-outage", |_| None);
+    let types = publish_types(&alice).await;
+    let conversation = alice.conversation_with(&types, bob.entity).await;
+    bob.wait_for(&conversation).await;
+    for (flag, value) in [
+        ("--outbox-first-retry-ms", "60000"),
+        ("--outbox-max-retry-ms", "120000"),
+    ] {
+        let at = alice.args.iter().position(|arg| arg == flag).expect(flag);
+        alice.args[at + 1] = value.into();
+    }
+    alice.restart();
+
+    bob.native_mut().kill();
+    let missed = alice
+        .message(&types, &conversation, bob.entity, "while you were away")
+        .await;
+    let deadline = Instant::now() + DELIVERY;
+    let row = loop {
+        let out = folio(&alice.native().data, &["outbox", "list", "--json"]);
+        let row: Option<Value> = out
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).expect("a JSON row"))
+            .find(|row| row["attempts"].as_i64() >= Some(1));
+        if let Some(row) = row {
+            break row;
+        }
+        assert!(Instant::now() < deadline, "Alice's outbox: {out}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let due: chrono_free::Date = row["due_at"]
+        .as_str()
+        .expect("due_at")
+        .parse()
+        .expect("a date");
+    let queued: chrono_free::Date = row["queued_at"]
+        .as_str()
+        .expect("queued_at")
+        .parse()
+        .expect("a date");
+    assert!(
+        due.0 - queued.0 >= 40_000,
+        "the list shows the retry a minute away: {row}"
+    );
+
+    bob.restart();
+    let reply = bob
+        .message(&types, &conversation, alice.entity, "back now")
+        .await;
+    alice.wait_for(&reply).await;
+    let heard = Instant::now();
+    bob.wait_for(&missed).await;
+    assert!(
+        heard.elapsed() < Duration::from_secs(10),
+        "Bob heard what he missed {:?} after his server signed to Alice's",
+        heard.elapsed()
+    );
+    alice.wait_for_empty_outbox().await;
+}
+
+/// Dates as `folio outbox list` prints them, to milliseconds.
+mod chrono_free {
+    pub struct Date(pub i64);
+
+    impl std::str::FromStr for Date {
+        type Err = String;
+        fn from_str(text: &str) -> Result<Self, String> {
+            let date: folio_core::model::RecordDate = text.parse().map_err(|e| format!("{e:?}"))?;
+            Ok(Date(date.unix_millis()))
+        }
+    }
+}

@@ -72,6 +72,7 @@ async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnsw
     if let Some(body) = request.body {
         init.with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
     }
+    let host = url.host_str().unwrap_or_default().to_owned();
     let destination = match &options.relay {
         Some(relay) => {
             headers
@@ -87,7 +88,7 @@ async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnsw
     let mut response = Fetch::Request(outgoing)
         .send()
         .await
-        .map_err(|e| PeerFailure::Unreachable(e.to_string()))?;
+        .map_err(|e| sending_failure(e.to_string(), host))?;
     let mut body = AnswerBody::new(request.max_answer_bytes);
     // An answer to a HEAD has no body, whatever its Content-Length says.
     let declared = response
@@ -116,4 +117,21 @@ async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnsw
         headers,
         body: body.into_bytes(),
     })
+}
+
+/// A failed fetch: a name the edge's resolver says does not exist (its
+/// message carries the resolver's `gai_strerror`), or a peer that cannot
+/// be reached now.
+fn sending_failure(message: String, host: String) -> PeerFailure {
+    let names_nothing = message.contains("DNS lookup failed")
+        && [
+            "Name or service not known",
+            "No address associated with hostname",
+        ]
+        .iter()
+        .any(|known| message.contains(known));
+    match names_nothing {
+        true => PeerFailure::NoSuchName(host),
+        false => PeerFailure::Unreachable(message),
+    }
 }

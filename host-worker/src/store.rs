@@ -210,14 +210,13 @@ impl UserStore {
     }
 
     /// Applies the effects of a committed job (D1 acknowledged its batch):
-    /// its versions go to the open streams, and its notifications wake the
-    /// outbox. Apps' standings are not kept between requests here, so a
+    /// its versions go to the open streams, and its notifications (queued,
+    /// or made due sooner) wake the outbox. Apps' standings are not kept between requests here, so a
     /// change to one needs nothing.
     async fn apply_effects(&self, effects: Effects) {
+        let wakes_outbox = effects.wakes_outbox();
         self.publish(effects.live);
-        if effects.queued_notifications > 0
-            && let Some(user) = effects.store
-        {
+        if wakes_outbox && let Some(user) = effects.store {
             self.deliver_soon(user).await;
         }
     }
@@ -630,10 +629,8 @@ impl Peers for UserStore {
                 status => Ok(Err(format!("{status}: {}", answer.text().await?))),
             }
         };
-        Some(match handed.await {
-            Ok(result) => result,
-            Err(error) => Err(error.to_string()),
-        })
+        let handed: worker::Result<Result<NotificationAnswer, String>> = handed.await;
+        Some(handed.unwrap_or_else(|error| Err(error.to_string())))
     }
 
     async fn send(&self, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {

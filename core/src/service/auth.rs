@@ -9,7 +9,11 @@ use crate::auth::{
 };
 use crate::model::{Record, RecordDate, RecordId};
 use crate::problem::{Problem, ProblemType};
-use crate::store::{app_authorizations_sql, app_key_sql, read_version};
+use crate::service::jobs::Job;
+use crate::service::outbox::RECOVERED_PEER_DELAY_MS;
+use crate::store::{
+    app_authorizations_sql, app_key_sql, bring_forward_sql, read_version, waiting_for_sql,
+};
 
 use super::endpoints::federation::{Federation, Trouble, serving_user};
 use super::standing::Standing;
@@ -253,6 +257,7 @@ impl<H: Host> Context<'_, '_, H> {
         let nonces = server_nonce_id(&header.entity);
         self.check_replay(user, nonces, header.nonce, header.ts_ms, false)
             .await?;
+        self.server_is_up(user, &header.entity).await;
         Ok(Caller {
             access: Access::Server {
                 entity: header.entity.clone(),
@@ -262,6 +267,35 @@ impl<H: Host> Context<'_, '_, H> {
             bearer_expiry: None,
             signed_content_sha256,
         })
+    }
+
+    /// `entity`'s server just signed a request to `user`: it is up. The
+    /// user's notifications for it that wait for a later retry are made
+    /// due within [`RECOVERED_PEER_DELAY_MS`] (`docs/federation.md` §4),
+    /// so that a server back from an outage hears what it missed within
+    /// seconds, not at the end of its backoff. One read when none waits.
+    async fn server_is_up(&self, user: &User, entity: &crate::model::Entity) {
+        let soon = self
+            .request
+            .now
+            .unix_millis()
+            .saturating_add(RECOVERED_PEER_DELAY_MS);
+        let waiting = self
+            .host
+            .fetch(&waiting_for_sql(user.id, entity, soon))
+            .await;
+        if !matches!(waiting, Ok(rows) if !rows.is_empty()) {
+            return;
+        }
+        let job = Job::Reschedule {
+            user: user.id,
+            statements: vec![bring_forward_sql(user.id, entity, soon)],
+        };
+        match self.host.run(job).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(refused)) => self.host.report(&refused),
+            Err(failure) => self.host.report(&failure),
+        }
     }
 
     /// The caller of a read; unauthenticated reads count against their

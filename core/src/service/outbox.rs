@@ -41,6 +41,11 @@ pub const DELIVERY_PLAN_ROWS: i64 = 500;
 /// Each request has its own limits below this (`docs/federation.md` §6).
 pub const DELIVERY_DEADLINE_MS: u64 = 60_000;
 
+/// How soon a notification waiting for a retry is sent once its
+/// recipient's server is seen up again (it signed a request to the user):
+/// a moment for it to settle after a restart.
+pub(crate) const RECOVERED_PEER_DELAY_MS: i64 = 1_000;
+
 /// The most deliveries a host runs at once; past it, what is due waits
 /// for a delivery to end (each ends by its deadline).
 pub const MAX_DELIVERIES_AT_ONCE: usize = 256;

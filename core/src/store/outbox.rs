@@ -155,13 +155,48 @@ pub fn next_due_sql(user: Option<i64>, in_flight: &[(i64, Entity)]) -> Statement
 }
 
 /// Every notification still pending or failed for good, oldest first (for
-/// `folio outbox`): at most `limit`.
+/// `folio outbox`): at most `limit`. Its `due_at` is when it will be sent:
+/// its recipient's latest retry when that is later ([`next_due_sql`]).
 pub fn outbox_sql(limit: i64) -> Statement {
     let mut b = Binder::default();
+    let columns = OUTBOX_COLUMNS.replace(
+        "o.due_at,",
+        "MAX(o.due_at, IFNULL((SELECT MAX(b.due_at) FROM outbox b \
+         WHERE b.user_id = o.user_id AND b.recipient = o.recipient AND b.failed_at IS NULL \
+         AND b.attempts > 0), o.due_at)),",
+    );
     let sql = format!(
-        "SELECT {OUTBOX_COLUMNS}, u.name FROM outbox o JOIN users u ON u.id = o.user_id \
+        "SELECT {columns}, u.name FROM outbox o JOIN users u ON u.id = o.user_id \
          ORDER BY o.id LIMIT {}",
         b.bind(limit)
+    );
+    b.finish(sql)
+}
+
+/// Whether the user has a notification for `recipient` waiting for a
+/// retry later than `soon_ms`: one row, or none.
+pub fn waiting_for_sql(user_id: i64, recipient: &Entity, soon_ms: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "SELECT 1 FROM outbox WHERE user_id = {} AND recipient = {} AND failed_at IS NULL \
+         AND due_at > {} LIMIT 1",
+        b.bind(user_id),
+        b.bind(recipient.as_str()),
+        b.bind(soon_ms)
+    );
+    b.finish(sql)
+}
+
+/// Makes the user's notifications for `recipient` that wait past
+/// `soon_ms` due then: its server answers again.
+pub fn bring_forward_sql(user_id: i64, recipient: &Entity, soon_ms: i64) -> Statement {
+    let mut b = Binder::default();
+    let soon = b.bind(soon_ms);
+    let sql = format!(
+        "UPDATE outbox SET due_at = {soon} WHERE user_id = {} AND recipient = {} \
+         AND failed_at IS NULL AND due_at > {soon}",
+        b.bind(user_id),
+        b.bind(recipient.as_str()),
     );
     b.finish(sql)
 }

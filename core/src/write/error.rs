@@ -140,6 +140,17 @@ pub enum Unresolved {
     Version(VersionLink),
 }
 
+impl Unresolved {
+    /// The entity whose server holds what the link names.
+    pub fn entity(&self) -> &Entity {
+        match self {
+            Unresolved::Entity(entity) => entity,
+            Unresolved::Record(key) => &key.entity,
+            Unresolved::Version(link) => &link.entity,
+        }
+    }
+}
+
 /// Why a link does not resolve.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -598,7 +598,7 @@ fn job_kind(job: &Job) -> JobKind {
     match job {
         Job::Writes { writes, .. } => JobKind::Writes(writes.len()),
         Job::Registration { .. } => JobKind::Registration,
-        Job::Statements(statements) => {
+        Job::Statements(statements) | Job::Reschedule { statements, .. } => {
             JobKind::Statements(statements.iter().map(|s| s.sql.clone()).collect())
         }
     }

@@ -97,6 +97,16 @@ impl Trouble {
         }
     }
 
+    /// Whether what was asked is out of reach right now, and may be
+    /// reached later: a server that cannot be reached or answers a `5xx`,
+    /// not a name that resolves to no address.
+    pub(crate) fn is_out_of_reach(&self) -> bool {
+        match self {
+            Trouble::Peer(error) => error.is_transient() && !error.names_nothing(),
+            Trouble::Refused(_) | Trouble::Failure(_) => false,
+        }
+    }
+
     /// Whether trying again later may succeed: not for what the store
     /// refused, nor for a version this server refuses as it is (a `4xx`,
     /// such as one larger than the body limit); yes for this server

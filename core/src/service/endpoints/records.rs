@@ -21,6 +21,31 @@ use crate::store::{WriteOrigin, latest_version_sql, list_sql, read_version, vers
 use crate::write::{RecordKey, WriteError, WriteRequest};
 
 use super::federation::{Federation, MAX_RESOLUTIONS_PER_WRITE, Trouble, proxy, write_failure};
+
+/// The `Retry-After` of a write whose link names what a server that
+/// cannot be reached right now holds: a server restarting or a network
+/// hiccup is usually over within seconds, and the SDK sends the write
+/// again after this long.
+pub(crate) const LINK_RETRY_AFTER_SECS: u64 = 5;
+
+/// `federation/503-link-unreachable` for a write `refused` for a link
+/// that could not be resolved because of `trouble`: cannot reach is not
+/// does not exist, and the same write may succeed later.
+fn link_unreachable(refused: &Refused, trouble: &Trouble) -> Failure {
+    let detail = match refused {
+        Refused::Write(WriteError::InvalidLink {
+            path,
+            unresolved: Some(unresolved),
+            ..
+        }) => format!(
+            "the link at {path} names {}, whose server cannot be reached now: {trouble}",
+            unresolved.entity()
+        ),
+        _ => trouble.to_string(),
+    };
+    Failure::from(Problem::new(ProblemType::LinkUnreachable).with_detail(detail))
+        .with("retry-after", LINK_RETRY_AFTER_SECS.to_string())
+}
 use crate::service::jobs::{Done, Job, RecordWrite, Refused, RegistrationJob};
 use crate::service::store::version_row;
 use crate::service::{
@@ -312,7 +337,8 @@ impl<H: Host> Context<'_, '_, H> {
     /// is fetched from its server and the write runs again, at most
     /// [`MAX_RESOLUTIONS_PER_WRITE`] times (`docs/federation.md` §3). A
     /// link that still does not resolve is `record/400-invalid-link`, its
-    /// detail saying what the other server answered.
+    /// detail saying what the other server answered; one whose server
+    /// cannot be reached right now is `federation/503-link-unreachable`.
     async fn run_resolving(&self, user: &User, job: Job) -> Result<Done, Failure> {
         let federation = Federation::new(self.host, user, self.request.now, &self.request.fresh);
         let mut resolutions = 0;
@@ -336,6 +362,9 @@ impl<H: Host> Context<'_, '_, H> {
             if let Err(trouble) = federation.resolve(unresolved).await {
                 if let Trouble::Failure(failure) = trouble {
                     return Err(failure);
+                }
+                if trouble.is_out_of_reach() {
+                    return Err(link_unreachable(&refused, &trouble));
                 }
                 let problem = Problem::from(&refused);
                 let detail = match problem.detail.as_deref() {

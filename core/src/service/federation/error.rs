@@ -86,7 +86,14 @@ impl PeerError {
     pub fn is_transient(&self) -> bool {
         match self {
             PeerError::Failed(failure) => {
-                matches!(failure, PeerFailure::Unreachable(_) | PeerFailure::TimedOut)
+                // A name that does not resolve may again: a delivery is
+                // tried later ([`PeerError::names_nothing`] tells a write).
+                matches!(
+                    failure,
+                    PeerFailure::Unreachable(_)
+                        | PeerFailure::TimedOut
+                        | PeerFailure::NoSuchName(_)
+                )
             }
             PeerError::Status { status, .. } => *status == 429 || *status >= 500,
             PeerError::RateLimited { .. } => true,
@@ -94,12 +101,18 @@ impl PeerError {
         }
     }
 
+    /// Whether the name asked resolves to no address: what it names does
+    /// not exist now, where other failures to reach it say nothing of that.
+    pub fn names_nothing(&self) -> bool {
+        matches!(self, PeerError::Failed(PeerFailure::NoSuchName(_)))
+    }
+
     /// The problem type a client sees for this failure.
     pub fn problem_type(&self) -> ProblemType {
         match self {
-            PeerError::Failed(PeerFailure::Unreachable(_) | PeerFailure::TimedOut) => {
-                ProblemType::PeerUnreachable
-            }
+            PeerError::Failed(
+                PeerFailure::Unreachable(_) | PeerFailure::TimedOut | PeerFailure::NoSuchName(_),
+            ) => ProblemType::PeerUnreachable,
             PeerError::Status { status, .. } if *status == 429 || *status >= 500 => {
                 ProblemType::PeerUnreachable
             }

@@ -154,9 +154,13 @@ pub enum PeerFailure {
     /// reaches apps as a problem's detail, never names it: an app that
     /// names a host would otherwise learn what it resolves to.
     ForbiddenAddress(IpAddr),
-    /// The name did not resolve, the connection or TLS failed, or the peer
-    /// closed early.
+    /// The name did not resolve now, the connection or TLS failed, or the
+    /// peer closed early.
     Unreachable(String),
+    /// The name resolves to no address: the system's resolver answered
+    /// that it does not exist (not that it could not ask). What it names
+    /// has no server, as far as anyone can tell now.
+    NoSuchName(String),
     /// The exchange took longer than [`PEER_EXCHANGE_TIMEOUT_MS`].
     TimedOut,
     /// The answer's body was longer than the request allowed.
@@ -179,6 +183,7 @@ impl fmt::Display for PeerFailure {
                 f.write_str("the peer's address is loopback, private or reserved")
             }
             PeerFailure::Unreachable(reason) => write!(f, "the peer is unreachable: {reason}"),
+            PeerFailure::NoSuchName(name) => write!(f, "the name {name} has no address"),
             PeerFailure::TimedOut => write!(
                 f,
                 "the peer did not answer within {PEER_EXCHANGE_TIMEOUT_MS} ms"

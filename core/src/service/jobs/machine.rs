@@ -413,9 +413,16 @@ impl<'m> WriteJob<'m> {
         self.asked.clear();
         self.state = match mem::take(&mut self.state) {
             State::CommittingStatements => {
-                let effects = Effects {
-                    changes_standing: true,
-                    ..Effects::none()
+                let effects = match &self.job {
+                    Job::Reschedule { user, .. } => Effects {
+                        store: Some(*user),
+                        rescheduled: true,
+                        ..Effects::none()
+                    },
+                    _ => Effects {
+                        changes_standing: true,
+                        ..Effects::none()
+                    },
                 };
                 State::Finished(Box::new(Finished {
                     outcome: Ok(Done::Ran),
@@ -467,7 +474,7 @@ impl<'m> WriteJob<'m> {
             return Some(Next::Failed(JobFailure::Contended));
         }
         match &self.job {
-            Job::Statements(statements) => {
+            Job::Statements(statements) | Job::Reschedule { statements, .. } => {
                 self.asked = statements.clone();
                 self.state = State::CommittingStatements;
                 Some(Next::Commit)

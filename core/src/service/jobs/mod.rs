@@ -84,6 +84,14 @@ pub enum Job {
     },
     /// Plain statements: a blob's row, upkeep.
     Statements(Vec<Statement>),
+    /// Statements that make notifications of `user`'s outbox due sooner:
+    /// the host plans its deliveries again ([`Effects::wakes_outbox`]).
+    Reschedule {
+        /// The row id of the user whose outbox it is.
+        user: i64,
+        /// The statements.
+        statements: Vec<Statement>,
+    },
 }
 
 impl Job {
@@ -92,6 +100,7 @@ impl Job {
     pub fn user_id(&self) -> Option<i64> {
         match self {
             Job::Writes { user, .. } | Job::Registration { user, .. } => Some(user.id),
+            Job::Reschedule { user, .. } => Some(*user),
             Job::Statements(_) => None,
         }
     }
@@ -183,6 +192,8 @@ pub struct Effects {
     /// How many notifications the job queued in the outbox: the host wakes
     /// its delivery when there are some (federation).
     pub queued_notifications: usize,
+    /// Whether the job made notifications due sooner than planned.
+    pub rescheduled: bool,
     /// Whether the job may have changed an app's standing
     /// ([`standing`](crate::service::standing)): a registration (an app's
     /// key row), plain statements (which may touch anything), or a version
@@ -194,6 +205,12 @@ impl Effects {
     /// The effects of a job that stored nothing.
     pub fn none() -> Self {
         Effects::default()
+    }
+
+    /// Whether the host should plan its deliveries again: the job queued
+    /// notifications, or made some due sooner.
+    pub fn wakes_outbox(&self) -> bool {
+        self.queued_notifications > 0 || self.rescheduled
     }
 
     /// Whether a version of an App Authorization is among `live`.

@@ -378,6 +378,7 @@ impl Pending {
             changes_standing: registration || Effects::writes_an_authorization(&live),
             live,
             queued_notifications: notifications,
+            rescheduled: false,
         };
         Ok((Written { answer }, effects))
     }
