@@ -191,3 +191,29 @@ fn a_user_cannot_install_a_type_as_their_own_entity() {
         Err(WriteError::NotReceivable(_))
     ));
 }
+
+#[test]
+fn the_publishers_own_version_is_the_installed_one_only_if_it_is_the_same_version() {
+    let mut store = FakeStore::new(ALICE, NOW);
+    let message = message_type();
+    install(&mut store, &message);
+    let access = store.owner();
+    // The publisher's server serving exactly this version: a replay.
+    let same = WriteRequest::receive(message.record().clone(), RecordSource::Resolution, false);
+    assert!(store.run(same, access.clone()).unwrap().is_replay());
+    // Its own version, made at another date: a fork, refused; the
+    // installed version stays.
+    let mut theirs = message.record().clone();
+    theirs.created_at = "2024-02-19T15:20:51.3590000Z".parse().unwrap();
+    theirs.version.created_at = theirs.created_at;
+    theirs.version.hash = theirs.hash_input().hash();
+    let resolved = WriteRequest::receive(theirs, RecordSource::Resolution, false);
+    assert_eq!(
+        store.run(resolved, access),
+        Err(WriteError::VersionConflict {
+            latest: message.record().version.hash
+        })
+    );
+    let key = RecordKey::of(message.record());
+    assert_eq!(store.latest(&key).version.hash, message.record().version.hash);
+}
