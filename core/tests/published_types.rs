@@ -90,7 +90,10 @@ fn a_published_type_is_the_publishers_record_at_a_fixed_date_and_hash() {
     assert_eq!(record.version.author.entity.as_str(), PUBLISHER);
     assert_eq!(record.id.to_string(), MESSAGE);
     assert_eq!(record.source, RecordSource::Resolution);
-    assert_eq!(record.created_at.unix_millis(), PUBLISHED_TYPE_CREATED_AT_MS);
+    assert_eq!(
+        record.created_at.unix_millis(),
+        PUBLISHED_TYPE_CREATED_AT_MS
+    );
     assert_eq!(record.version.created_at, record.created_at);
     assert_eq!(record.version.parent_hash, None);
     assert_eq!(record.version.hash, record.hash_input().hash());
@@ -98,8 +101,8 @@ fn a_published_type_is_the_publishers_record_at_a_fixed_date_and_hash() {
     assert_eq!(message_type().record().version.hash, record.version.hash);
     let mut other: Value = serde_json::from_str(&shared_file!("real-types/message.json")).unwrap();
     other["icon_name"] = json!("mail");
-    let other = PublishedType::new(&PUBLISHER.parse().unwrap(), MESSAGE.parse().unwrap(), other)
-        .unwrap();
+    let other =
+        PublishedType::new(&PUBLISHER.parse().unwrap(), MESSAGE.parse().unwrap(), other).unwrap();
     assert_ne!(other.record().version.hash, record.version.hash);
 }
 
@@ -169,9 +172,12 @@ fn installing_again_is_a_replay_and_other_content_is_a_conflict() {
     let mut changed: Value =
         serde_json::from_str(&shared_file!("real-types/message.json")).unwrap();
     changed["icon_name"] = json!("mail");
-    let changed =
-        PublishedType::new(&PUBLISHER.parse().unwrap(), MESSAGE.parse().unwrap(), changed)
-            .unwrap();
+    let changed = PublishedType::new(
+        &PUBLISHER.parse().unwrap(),
+        MESSAGE.parse().unwrap(),
+        changed,
+    )
+    .unwrap();
     let access = store.owner();
     assert_eq!(
         store.run(changed.install(), access),
@@ -215,5 +221,8 @@ fn the_publishers_own_version_is_the_installed_one_only_if_it_is_the_same_versio
         })
     );
     let key = RecordKey::of(message.record());
-    assert_eq!(store.latest(&key).version.hash, message.record().version.hash);
+    assert_eq!(
+        store.latest(&key).version.hash,
+        message.record().version.hash
+    );
 }

@@ -15,11 +15,11 @@ use std::path::Path;
 use folio_core::User;
 use folio_core::auth::apps::Scope;
 use folio_core::model::{Entity, Record};
-use folio_core::write::PublishedType;
 use folio_core::store::{
     LiteralSqlError, Statement, event_seq_sql, insert_user_with_id_sql, latest_version_sql,
     seed_statements, user_row_id,
 };
+use folio_core::write::PublishedType;
 use rusqlite::Connection;
 
 use crate::clock::Clock;

@@ -603,7 +603,11 @@ pub fn install_published_type(
     user: &User,
     published: PublishedType,
 ) -> Result<folio_core::model::Record, ProvisionError> {
-    let key = format!("{}+{}", published.record().author.entity, published.record().id);
+    let key = format!(
+        "{}+{}",
+        published.record().author.entity,
+        published.record().id
+    );
     let hash = published.record().version.hash;
     owner_write(tx, user, published.install()).map_err(|error| match error {
         ProvisionError::Refused(folio_core::Refused::Write(WriteError::VersionConflict {

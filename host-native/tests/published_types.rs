@@ -223,7 +223,10 @@ async fn the_real_types_by_their_published_ids_take_the_apps_messages() {
     // The other store holds the same type versions, so it takes both.
     you.wait_for(&conversation, &server).await;
     let received = you.wait_for(&message, &server).await;
-    assert_eq!(received["content"]["text"], "Hello, with the real message type");
+    assert_eq!(
+        received["content"]["text"],
+        "Hello, with the real message type"
+    );
 }
 
 #[test]
@@ -280,7 +283,12 @@ fn with_emit_sql_the_published_types_are_sql_that_makes_the_same_records() {
         ]);
         assert!(sql.contains("INSERT INTO versions"), "{sql}");
         let reported: Value = serde_json::from_str(reported.trim()).expect("one JSON object");
-        hashes.push(reported["version_hash"].as_str().expect("a hash").to_owned());
+        hashes.push(
+            reported["version_hash"]
+                .as_str()
+                .expect("a hash")
+                .to_owned(),
+        );
         types_sql.push(sql);
     }
     assert!(!untouched.exists(), "the data directory is not touched");
@@ -315,7 +323,9 @@ fn with_emit_sql_the_published_types_are_sql_that_makes_the_same_records() {
             )
             .expect("a query");
         statement
-            .query_map([PUBLISHER], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .query_map([PUBLISHER], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
             .expect("rows")
             .map(|row| row.expect("a row"))
             .collect()
