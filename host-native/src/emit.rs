@@ -1,6 +1,6 @@
-//! `--emit-sql`: the SQL that `folio user add` and `folio app add` would
-//! run, for a database this host cannot open: the worker's D1, where an
-//! operator runs it with `wrangler d1 execute DB --file FILE`.
+//! `--emit-sql`: the SQL that `folio user add`, `folio app add` and `folio
+//! type add` would run, for a database this host cannot open: the worker's
+//! D1, where an operator runs it with `wrangler d1 execute DB --file FILE`.
 //!
 //! The same provisioning code as without the flag (`users::create_user`,
 //! `users::create_app`, core's write driver) runs on a scratch database in
@@ -19,6 +19,7 @@ use folio_core::store::{
     LiteralSqlError, Statement, event_seq_sql, insert_user_with_id_sql, latest_version_sql,
     seed_statements, user_row_id,
 };
+use folio_core::write::PublishedType;
 use rusqlite::Connection;
 
 use crate::clock::Clock;
@@ -99,6 +100,20 @@ pub async fn type_add(
     let (user, scratch) = scratch_store(user_name, entity)?;
     let mut recording = Tx::recording(&scratch);
     let record = users::create_type(&mut recording, &user, content)?;
+    Ok((record, recorded(recording, user.id)))
+}
+
+/// The statements that install `published` in user `user_name`'s store at
+/// `entity`, as `folio type add --published` does, on a database where
+/// [`user_add`]'s statements ran.
+pub async fn type_install(
+    user_name: &str,
+    entity: &Entity,
+    published: PublishedType,
+) -> Result<(Record, Vec<Statement>), ProvisionError> {
+    let (user, scratch) = scratch_store(user_name, entity)?;
+    let mut recording = Tx::recording(&scratch);
+    let record = users::install_published_type(&mut recording, &user, published)?;
     Ok((record, recorded(recording, user.id)))
 }
 

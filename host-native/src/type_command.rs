@@ -1,11 +1,14 @@
-//! `folio type …`: record types in a user's store. `add --emit-sql`
-//! writes the SQL that adds a type on the worker's D1 instead.
+//! `folio type …`: record types in a user's store. `add --published`
+//! installs a type another entity publishes under its published id (core's
+//! `PublishedType`); `add --emit-sql` writes the SQL that adds a type on the
+//! worker's D1 instead.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use folio_core::model::Entity;
+use folio_core::model::{Entity, RecordId};
+use folio_core::write::PublishedType;
 
 use crate::commands::{CliResult, find_user, report_to};
 use crate::config::DataDir;
@@ -15,7 +18,8 @@ use crate::{db, emit, users};
 pub enum TypeCommand {
     /// Add a Type record to a user's store, as the user: what an app's
     /// scope and records then name (an app can ask for a type only once it
-    /// exists). Prints its version link.
+    /// exists). With --published, install a type another entity publishes,
+    /// under its published id. Prints its version link.
     Add(AddType),
 }
 
@@ -31,6 +35,15 @@ pub struct AddType {
     /// The Type record's content as JSON: `name`, `schema`, … (see
     /// `folio schema check`).
     file: PathBuf,
+    /// Install the type as the record ENTITY publishes under RECORD_ID
+    /// (`ENTITY/RECORD_ID`, or `ENTITY+RECORD_ID`), stored as a resolution
+    /// from ENTITY would store it, so that records whose type names that
+    /// entity and id are accepted (e.g. the real apps' types,
+    /// `types.baq.dev/153b3cb3a2f0494e950599de1cc13ef3` for `message`). The
+    /// same file always makes the same version; adding it again changes
+    /// nothing. See docs/apps.md, "Shared record types".
+    #[arg(long, value_name = "ENTITY/RECORD_ID", value_parser = parse_published)]
+    published: Option<(Entity, RecordId)>,
     /// Print one JSON object: the version link (`entity`, `record_id`,
     /// `version_hash`) and `name`.
     #[arg(long)]
@@ -53,10 +66,39 @@ impl TypeCommand {
     }
 }
 
+/// `ENTITY/RECORD_ID` (or `ENTITY+RECORD_ID`), as `--published` takes it.
+fn parse_published(text: &str) -> Result<(Entity, RecordId), String> {
+    let (entity, id) = text
+        .split_once(['/', '+'])
+        .ok_or_else(|| format!("`{text}` is not ENTITY/RECORD_ID"))?;
+    let entity = entity
+        .parse()
+        .map_err(|e| format!("`{entity}` is not an entity: {e}"))?;
+    let id = id
+        .parse()
+        .map_err(|e| format!("`{id}` is not a record id: {e}"))?;
+    Ok((entity, id))
+}
+
+impl AddType {
+    /// The published type to install, with `--published`.
+    fn published(&self, content: serde_json::Value) -> Result<Option<PublishedType>, String> {
+        let Some((publisher, id)) = &self.published else {
+            return Ok(None);
+        };
+        PublishedType::new(publisher, *id, content)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", self.file.display()))
+    }
+}
+
 /// `folio type add --emit-sql OUT`: the data directory is not touched.
 async fn add_as_sql(add: &AddType, entity: &Entity, out: &Path) -> CliResult {
     let content = read_type_content(&add.file)?;
-    let (record, statements) = emit::type_add(&add.user, entity, &content).await?;
+    let (record, statements) = match add.published(content.clone())? {
+        Some(published) => emit::type_install(&add.user, entity, published).await?,
+        None => emit::type_add(&add.user, entity, &content).await?,
+    };
     emit::write(
         out,
         &emit::script("folio type add --emit-sql", &statements)?,
@@ -69,8 +111,11 @@ async fn add_here(data_dir: &Path, add: AddType) -> CliResult {
     let data = DataDir::open(data_dir)?;
     let content = read_type_content(&add.file)?;
     let conn = db::open_writer(&data.database(), db::Durability::Full)?;
-    let found = find_user(&conn, &add.user, add.entity)?;
-    let record = users::add_type(&conn, &found, &content).await?;
+    let found = find_user(&conn, &add.user, add.entity.clone())?;
+    let record = match add.published(content.clone())? {
+        Some(published) => users::install_type(&conn, &found, published).await?,
+        None => users::add_type(&conn, &found, &content).await?,
+    };
     print_type(&mut std::io::stdout(), add.json, &record)
 }
 

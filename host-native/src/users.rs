@@ -22,7 +22,7 @@ use folio_core::store::{
     latest_version_sql, read_version, remove_stores_sql, seed_statements, server_key_sql,
     set_password_sql, types_by_name_sql, user_by_name_sql, users_sql,
 };
-use folio_core::write::{RecordKey, WriteRequest};
+use folio_core::write::{PublishedType, RecordKey, WriteError, WriteRequest};
 use folio_core::{CommitError, Done, Job, RecordWrite, Row, RowError, RowExt};
 use rusqlite::Connection;
 use serde_json::Value;
@@ -581,6 +581,44 @@ pub fn create_type(
 ) -> Result<folio_core::model::Record, ProvisionError> {
     let body = serde_json::json!({"type": BuiltinType::Type.link(), "content": content});
     owner_write(tx, user, post(&body)?)
+}
+
+/// Installs a Type record another entity publishes in `user`'s store, as a
+/// resolution from its publisher would store it (core's [`PublishedType`]).
+/// The same version again stores nothing.
+pub async fn install_type(
+    conn: &Connection,
+    user: &User,
+    published: PublishedType,
+) -> Result<folio_core::model::Record, ProvisionError> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = install_published_type(&mut Tx::new(conn), user, published);
+    finish(conn, result)
+}
+
+/// Writes a published Type record through `tx`, inside the caller's
+/// transaction: the stored version, or the one already stored.
+pub fn install_published_type(
+    tx: &mut Tx<'_>,
+    user: &User,
+    published: PublishedType,
+) -> Result<folio_core::model::Record, ProvisionError> {
+    let key = format!(
+        "{}+{}",
+        published.record().author.entity,
+        published.record().id
+    );
+    let hash = published.record().version.hash;
+    owner_write(tx, user, published.install()).map_err(|error| match error {
+        ProvisionError::Refused(folio_core::Refused::Write(WriteError::VersionConflict {
+            latest,
+        })) => ProvisionError::Invalid(format!(
+            "{}'s store holds another version of {key} ({latest}), not this one ({hash}): \
+             a published type is installed once, and other content is another type",
+            user.name
+        )),
+        other => other,
+    })
 }
 
 /// One app of a user's store, as `folio app list` shows it.

@@ -40,6 +40,9 @@ mod writes;
 #[path = "../../core/tests/receive.rs"]
 mod receive;
 
+#[path = "../../core/tests/published_types.rs"]
+mod published_types;
+
 #[path = "../../core/tests/lists.rs"]
 mod lists;
 

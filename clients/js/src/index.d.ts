@@ -155,6 +155,22 @@ export interface ListOptions {
   includeDeleted?: boolean;
   distinct?: string;
   sources?: string[];
+  /**
+   * An entity: list its own records that the user may read, asked of its
+   * server through the user's (`source: "proxy"`, not stored).
+   */
+  proxyTo?: string;
+}
+
+export interface GetOptions {
+  /** The record's author; the store's own entity by default. */
+  entity?: string;
+  includeLinks?: string[];
+  /**
+   * The record's author (`entity`): read it from the author's server
+   * through the user's (`source: "proxy"`, not stored).
+   */
+  proxyTo?: string;
 }
 
 /** One page of a list. */
@@ -170,13 +186,13 @@ export declare class Page<C = Record<string, unknown>> {
 
 export declare class Records {
   create<C>(body: { type: VersionLink; content: C; permissions?: Record<string, unknown>; id?: string; created_at?: string }): Promise<FolioRecord<C>>;
-  get<C = Record<string, unknown>>(id: string, options?: { entity?: string; includeLinks?: string[] }): Promise<FolioRecord<C>>;
+  get<C = Record<string, unknown>>(id: string, options?: GetOptions): Promise<FolioRecord<C>>;
   /** A new version; refused with `version_conflict` if another was written since `record` was read. */
   update<C>(record: FolioRecord<C>, changes: { content: C; permissions?: Record<string, unknown>; type?: VersionLink }): Promise<FolioRecord<C>>;
   delete(record: FolioRecord<any>, options?: { action?: "delete" | "local" | "leave" }): Promise<FolioRecord<never>>;
   versions<C = Record<string, unknown>>(id: string, options?: { entity?: string }): Promise<FolioRecord<C>[]>;
   /** A record with the records `includeLinks` asks for (JSON paths of links, `entity`, `existential`). */
-  getWithLinks<C = Record<string, unknown>>(id: string, options?: { entity?: string; includeLinks?: string[] }): Promise<{
+  getWithLinks<C = Record<string, unknown>>(id: string, options?: GetOptions): Promise<{
     record: FolioRecord<C>;
     linked: Map<string, FolioRecord>;
     linkedRecord(link: RecordLink): FolioRecord | null;

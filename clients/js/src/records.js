@@ -125,10 +125,16 @@ export class Records {
     return this._one(answer);
   }
 
-  /** A record of `entity` (default: the store's own), and the records it links. */
-  async get(id, { entity = this.folio.entity, includeLinks } = {}) {
+  /**
+   * A record of `entity` (default: the store's own), as the store holds it.
+   * With `proxyTo` (the record's author, so `entity` again), the user's
+   * server asks the author's server for it instead, signed as the user, and
+   * answers it with `source: "proxy"` without storing it: a record of
+   * someone the store has not heard from (docs/federation.md §5).
+   */
+  async get(id, { entity = this.folio.entity, includeLinks, proxyTo } = {}) {
     const url = this.folio.url("record", { entity, record_id: id });
-    url.search = query({ include_links: includeLinks?.join(",") });
+    url.search = query({ include_links: includeLinks?.join(","), proxy_to: proxyTo });
     return this._one(await this.folio.request("GET", url));
   }
 
@@ -163,11 +169,11 @@ export class Records {
   /**
    * A record with the records `includeLinks` asks for (JSON paths of its
    * links, `entity`, `existential`): `{record, linked, linkedRecord(link)}`,
-   * `linked` by `entity+record_id`.
+   * `linked` by `entity+record_id`. `proxyTo` as for {@link get}.
    */
-  async getWithLinks(id, { entity = this.folio.entity, includeLinks = [] } = {}) {
+  async getWithLinks(id, { entity = this.folio.entity, includeLinks = [], proxyTo } = {}) {
     const url = this.folio.url("record", { entity, record_id: id });
-    url.search = query({ include_links: includeLinks.join(",") });
+    url.search = query({ include_links: includeLinks.join(","), proxy_to: proxyTo });
     const answer = await this.folio.request("GET", url);
     const record = await this._one(answer);
     const linked = new Map(answer.linked_records.map((r) => [`${r.author.entity}+${r.id}`, r]));
@@ -186,10 +192,14 @@ export class Records {
 
   /**
    * The first page of a list: `{filter, sort, pageSize, includeLinks,
-   * includeDeleted, distinct, sources}`. `filter` is a condition from `filter.js`,
+   * includeDeleted, distinct, sources, proxyTo}`. `filter` is a condition from `filter.js`,
    * a string in the protocol's grammar, or an array of them (any matches).
+   * With `proxyTo` (an entity), the list is `proxyTo`'s own records that the
+   * user may read there, asked of its server by the user's server and
+   * answered with `source: "proxy"`, not stored; the next pages ask it too
+   * (docs/federation.md §5).
    */
-  async page({ filter, sort, pageSize, includeLinks, includeDeleted, distinct, sources } = {}) {
+  async page({ filter, sort, pageSize, includeLinks, includeDeleted, distinct, sources, proxyTo } = {}) {
     const url = this.folio.url("records");
     const filters = filter === undefined ? undefined : [filter].flat().map(toFilter);
     url.search = query({
@@ -200,6 +210,7 @@ export class Records {
       include_deleted: includeDeleted,
       distinct,
       sources: sources?.join(","),
+      proxy_to: proxyTo,
     });
     return this._page(url);
   }

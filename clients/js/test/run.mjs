@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { PEER_ENTITY } from "./server.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const targetDir = resolve(here, "../../..", process.env.CARGO_TARGET_DIR ?? "target");
@@ -19,13 +20,15 @@ if (!existsSync(folio)) {
   process.exit(2);
 }
 
-// A server's first start writes a self-signed certificate for localhost.
+// A server's first start writes a self-signed certificate for localhost
+// and its base URL's host: here the second server's entity in two-server
+// tests (test/server.mjs PEER_ENTITY), so that servers find each other.
 const certDir = mkdtempSync(join(tmpdir(), "folio-sdk-cert-"));
 const made = spawnSync(
   "sh",
-  ["-c", `"$0" --data-dir "$1" serve --listen 127.0.0.1:0 --http-listen off & pid=$!
+  ["-c", `"$0" --data-dir "$1" serve --listen 127.0.0.1:0 --http-listen off --base-url "https://$2" & pid=$!
    for i in $(seq 1 100); do [ -s "$1/tls/key.pem" ] && break; sleep 0.1; done; kill $pid; wait $pid 2>/dev/null; true`,
-  folio, certDir],
+  folio, certDir, PEER_ENTITY],
   { encoding: "utf8" },
 );
 const cert = join(certDir, "tls/cert.pem");

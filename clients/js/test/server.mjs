@@ -1,5 +1,5 @@
 // A `folio serve` of its own for a test file: a fresh data directory, the
-// user `me` (entity `localhost`), a full-access app made with
+// user `me` (entity `localhost`, or another), a full-access app made with
 // `folio app add`, on a free port, with the certificate test/run.mjs made.
 import { spawn, spawnSync } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
@@ -11,7 +11,15 @@ import { AppKey } from "../src/index.js";
 
 const folio = process.env.FOLIO_BIN;
 
-function freePort() {
+/**
+ * The entity of a second test server's user: the certificate test/run.mjs
+ * made names it besides `localhost`, so that two servers can find each
+ * other (see `peerArgs`).
+ */
+export const PEER_ENTITY = "peer.localhost";
+
+/** A port nobody listens on right now. */
+export function freePort() {
   return new Promise((resolvePort, reject) => {
     const server = createServer();
     server.once("error", reject);
@@ -36,17 +44,34 @@ function keyPair() {
   return { seed: standard(jwk.d), publicKey: standard(jwk.x) };
 }
 
-/** Starts a server (`serveArgs` go to `folio serve`); `stop()` ends it and removes its data. */
-export async function startServer({ serveArgs = [] } = {}) {
+/**
+ * `folio serve` settings for a server that talks to another test server on
+ * `port`, whose user is at `entity`: both certificates are test/run.mjs's,
+ * and `localhost` (where every test server's endpoints are) leads to `port`.
+ * Each server reaches the other only, so the two pair up: one with
+ * `peerArgs(PEER_ENTITY, itsPort)`, the other at PEER_ENTITY with
+ * `peerArgs("localhost", thisPort)`.
+ */
+export function peerArgs(entity, port) {
+  const rules = new Set([`localhost=127.0.0.1:${port}`, `${entity}=127.0.0.1:${port}`]);
+  return ["--peer-ca", process.env.FOLIO_TLS_CERT, ...[...rules].flatMap((rule) => ["--peer-resolve", rule])];
+}
+
+/**
+ * Starts a server (`serveArgs` go to `folio serve`) on `port` (default: a
+ * free one) for the user `user` at `entity`; `stop()` ends it and removes
+ * its data.
+ */
+export async function startServer({ serveArgs = [], port, user: name = "me", entity = "localhost" } = {}) {
   if (!folio || !process.env.FOLIO_TLS_CERT) {
     throw new Error("run the SDK's tests with `npm test` (test/run.mjs), which starts servers for them");
   }
   const data = mkdtempSync(join(tmpdir(), "folio-sdk-test-"));
-  const port = await freePort();
+  port ??= await freePort();
   const baseUrl = `https://localhost:${port}`;
-  const user = cli(data, ["user", "add", "me", "--entity", "localhost", "--base-url", baseUrl, "--json"]);
+  const user = cli(data, ["user", "add", name, "--entity", entity, "--base-url", baseUrl, "--json"]);
   const pair = keyPair();
-  const app = cli(data, ["app", "add", "--user", "me", "--public-key", pair.publicKey, "--full-access", "--json"]);
+  const app = cli(data, ["app", "add", "--user", name, "--public-key", pair.publicKey, "--full-access", "--json"]);
   const launch = async () => {
     const child = spawn(
       folio,

@@ -34,12 +34,14 @@ mod error;
 mod links;
 mod needs;
 mod phases;
+mod published;
 mod request;
 pub mod type_memo;
 
 pub use error::{LinkFault, Unresolved, WriteError};
 pub use needs::{BlobFacts, MAX_BLOB_LINKERS, Need, RecordKey, Supplied};
 pub use phases::new_record_permissions;
+pub use published::{PUBLISHED_TYPE_CREATED_AT_MS, PublishedType, PublishedTypeError};
 pub use request::WriteRequest;
 pub use type_memo::TypeMemo;
 

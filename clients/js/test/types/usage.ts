@@ -23,6 +23,11 @@ export async function app(seed: string, noteType: VersionLink): Promise<void> {
     console.log(each.content?.title, title);
   }
   const page = await folio.records.page<Note>({ pageSize: 10, includeLinks: ["entity"] });
+  // Another entity's records, read through its server (`proxy_to`).
+  for await (const each of folio.records.list<Note>({ proxyTo: "bob.example", filter: filter.type(noteType) })) {
+    const theirs: FolioRecord<Note> = await folio.records.get<Note>(each.id, { entity: "bob.example", proxyTo: "bob.example" });
+    console.log(theirs.source, theirs.content?.title);
+  }
   console.log(page.records.length, await page.next());
   const live = folio.events.subscribe<Note>({ filter: filter.type(noteType) });
   for await (const record of live) {
