@@ -51,10 +51,12 @@ impl AuthorView {
     }
 
     /// The author in a sentence: `you`, or `Alice (alice.example)`, or the
-    /// entity alone when the store knows no name for it.
+    /// entity alone when the store knows no name for it; the built-in
+    /// records' author is the server.
     pub fn label(&self) -> String {
         match (&self.name, self.own) {
             (_, true) => "you".to_owned(),
+            _ if self.entity == SYSTEM_ENTITY => format!("the server (built in: {SYSTEM_ENTITY})"),
             (Some(name), false) if *name != self.entity => format!("{name} ({})", self.entity),
             _ => self.entity.clone(),
         }
@@ -345,10 +347,70 @@ mod tests {
             "Written on this server"
         );
         let system = AuthorView::new(&entity(SYSTEM_ENTITY), &entity("bob.example"), None);
+        assert_eq!(system.label(), "the server (built in: system.folio.dev)");
         assert_eq!(
             source_words(RecordSource::Resolution, &system),
             "Built into this server"
         );
+    }
+
+    #[test]
+    fn the_record_page_offers_what_the_owner_may_do() {
+        use crate::model::{NoContent, Permissions, RecordBody};
+        use crate::schema::builtin::BuiltinType;
+        use crate::schema::provisional_record;
+        let bob = entity("bob.example");
+        let record = |author: &str, builtin: BuiltinType, content: serde_json::Value| {
+            let content = content.as_object().cloned().unwrap_or_default();
+            provisional_record(
+                entity(author),
+                builtin.link(),
+                Permissions::default(),
+                content,
+            )
+        };
+        let actions = |offer: &Offer| -> Vec<&str> {
+            offer.deletions.iter().map(|choice| choice.action).collect()
+        };
+        let own = Offer::for_record(
+            &record("bob.example", BuiltinType::Type, serde_json::json!({})),
+            &bob,
+        );
+        assert!(own.edit);
+        assert_eq!(actions(&own), ["delete", "local", "leave"]);
+        let alices = Offer::for_record(
+            &record("alice.example", BuiltinType::Type, serde_json::json!({})),
+            &bob,
+        );
+        assert!(!alices.edit);
+        assert_eq!(actions(&alices), ["local"]);
+        let profile = Offer::for_record(
+            &record(
+                "bob.example",
+                BuiltinType::Entity,
+                serde_json::json!({"entity": "bob.example"}),
+            ),
+            &bob,
+        );
+        assert!(profile.edit);
+        assert!(profile.deletions.is_empty());
+        let builtin = Offer::for_record(
+            &record(SYSTEM_ENTITY, BuiltinType::Type, serde_json::json!({})),
+            &bob,
+        );
+        assert_eq!(
+            builtin,
+            Offer {
+                edit: false,
+                deletions: Vec::new()
+            }
+        );
+        let mut deleted = record("alice.example", BuiltinType::Type, serde_json::json!({}));
+        deleted.body = RecordBody::Tombstone(NoContent {
+            action: DeletionAction::Local,
+            links: Vec::new(),
+        });
+        assert_eq!(Offer::for_record(&deleted, &bob), builtin);
     }
 
     #[test]
