@@ -1282,6 +1282,11 @@ async fn bobs_console_shows_alices_message_as_hers_and_deletes_only_his_copy() {
         "{}",
         page.text()
     );
+    assert!(
+        page.find("input", &[("name", "action")]).is_none(),
+        "a deletion offered on the tombstone: {}",
+        page.text()
+    );
     let copy = bob.get(alice.entity, &id).await.expect("Bob's tombstone");
     assert_eq!(copy["no_content"]["action"], "local");
     let original = alice.get(alice.entity, &id).await.expect("Alice's message");
