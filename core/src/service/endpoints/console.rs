@@ -1019,23 +1019,23 @@ impl<H: Host> Console<'_, '_, '_, H> {
         )
     }
 
-    /// The page of a write the transition refused as forbidden, in words
-    /// for the owner; `None` for the other refusals.
-    async fn forbidden_page(
+    /// Why the write transition refused `attempt`, in words for the owner,
+    /// when its problem's title would speak to an app (the
+    /// `auth/403-forbidden` family); `None` for the other refusals.
+    async fn owner_refusal(
         &self,
         attempt: Attempt,
         refused: &WriteRefused,
         path: &RecordPath,
         what: &str,
-    ) -> Result<Option<Reply<H::Stream>>, Reply<H::Stream>> {
+    ) -> Result<Option<Refusal>, Reply<H::Stream>> {
         let Some(error) = &refused.error else {
             return Ok(None);
         };
         let author = self
             .author(&path.entity, &mut EntityNames::default())
             .await?;
-        Ok(refusal_of_write(attempt, error, &author, what)
-            .map(|refusal| self.refusal_page(refused.problem.status(), path, &refusal)))
+        Ok(refusal_of_write(attempt, error, &author, what))
     }
 
     /// Runs the owner's write; the stored version, or why it was refused.
@@ -1137,19 +1137,32 @@ impl<H: Host> Console<'_, '_, '_, H> {
         match self.write(request).await? {
             Ok(_) => Ok(see_other(&format!("{record_href}?done=saved"), None)),
             Err(refused) => {
-                if let Some(page) = self
-                    .forbidden_page(Attempt::Edit, &refused, path, &what)
-                    .await?
-                {
-                    return Err(page);
-                }
+                // A refusal in the owner's words keeps the form, so that
+                // what was typed can be corrected (a field of the owner's
+                // profile the server keeps).
+                let for_owner = self
+                    .owner_refusal(Attempt::Edit, &refused, path, &what)
+                    .await?;
                 let problem = refused.problem;
                 let stale = matches!(
                     problem.kind,
                     ProblemType::VersionConflict | ProblemType::RecordDeleted
                 );
+                let status = match (&for_owner, stale) {
+                    (Some(_), _) => problem.status(),
+                    (None, true) => 409,
+                    (None, false) => 422,
+                };
+                let error = match for_owner {
+                    Some(refusal) => EditError {
+                        title: refusal.title,
+                        detail: Some(refusal.text),
+                        latest_href: None,
+                    },
+                    None => edit_error(&problem, stale.then_some(record_href.as_str())),
+                };
                 Ok(html(
-                    if stale { 409 } else { 422 },
+                    status,
                     render(&EditPage {
                         frame,
                         record_title: Some(format!("{what} {}", path.record_id)),
@@ -1159,7 +1172,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                         parent_hash: parent.to_owned(),
                         types: Vec::new(),
                         chosen_type: String::new(),
-                        error: Some(edit_error(&problem, stale.then_some(record_href.as_str()))),
+                        error: Some(error),
                     }),
                 ))
             }
@@ -1192,9 +1205,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
             )),
             Err(refused) => {
                 if let Some(attempt) = attempt
-                    && let Some(page) = self.forbidden_page(attempt, &refused, path, &what).await?
+                    && let Some(refusal) =
+                        self.owner_refusal(attempt, &refused, path, &what).await?
                 {
-                    return Err(page);
+                    return Err(self.refusal_page(refused.problem.status(), path, &refusal));
                 }
                 let problem = refused.problem;
                 Err(message(
