@@ -1509,3 +1509,220 @@ mod chrono_free {
         }
     }
 }
+
+/// Bob's console and a message Alice wrote (issue 42, item 6): the record
+/// page names Alice by her profile name and says the message was received;
+/// it offers no Edit and no deletion everywhere, only the deletion of
+/// Bob's copy; an edit or a deletion everywhere forced by posting the
+/// forms anyway is refused with a page titled for Bob, and changes
+/// nothing; the local deletion removes Bob's copy and leaves Alice's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bobs_console_shows_alices_message_as_hers_and_deletes_only_his_copy() {
+    use folio_conformance::browser::{Browser, html, see_other};
+
+    let Pair { alice, bob } = Pair::start("federation-console", |_| None);
+    // Alice names herself before she first writes to Bob: his server
+    // fetches her Entity record then.
+    let key = alice.key();
+    let mut url = alice.url("/records");
+    let entity_type = BuiltinType::Entity.record_id();
+    url.query_pairs_mut().append_pair(
+        "filter",
+        &format!(
+            "$['type']=system.folio.dev+{entity_type},$['author']={}",
+            alice.entity
+        ),
+    );
+    let listed = alice.send(Call::get(url).signed(&key)).await;
+    let profile = listed["records"][0].clone();
+    let mut content = profile["content"].clone();
+    content["profile"]["name"] = json!("Alice Liddell");
+    let id = profile["id"].as_str().expect("an id");
+    let rename = Call::put(alice.url(&format!("/records/{}/{id}", alice.entity)))
+        .json(&json!({
+            "version": {"parent_hash": profile["version"]["hash"]},
+            "permissions": profile["permissions"],
+            "content": content,
+        }))
+        .signed(&key);
+    alice.send(rename).await;
+
+    let types = publish_types(&alice).await;
+    let conversation = alice.conversation_with(&types, bob.entity).await;
+    let message = alice
+        .create(json!({
+            "type": types[MESSAGE_TYPE],
+            "permissions": {"read": [{"entity": alice.entity}, {"entity": bob.entity}]},
+            "content": {"conversation": record_link(&conversation), "text": "Hi Bob!"},
+        }))
+        .await;
+    let id = message["id"].as_str().expect("an id").to_owned();
+    let received = bob.wait_for(&message).await;
+    let hash = received["version"]["hash"]
+        .as_str()
+        .expect("a hash")
+        .to_owned();
+
+    // Bob signs in to his console.
+    let password = "Bob's console pass phrase";
+    let set = support::folio_with_input(
+        &bob.native().data,
+        &["user", "passwd", bob.user, "--password-stdin"],
+        &format!("{password}\n"),
+    );
+    assert!(set.status.success(), "folio user passwd: {set:?}");
+    let console = |rest: &str| {
+        Url::parse(&format!(
+            "https://localhost:{}/{}/console{rest}",
+            bob.port, bob.user
+        ))
+        .expect("a URL")
+    };
+    let mut browser = Browser::new(&bob.http, &console(""));
+    let (_, token) = browser.open(&console("")).await.expect("the sign-in page");
+    let signed_in = browser
+        .post_form(
+            &console("/sign-in"),
+            &[("csrf", &token), ("password", password)],
+        )
+        .await
+        .expect("an answer");
+    see_other(&signed_in, &console("/sign-in")).expect("signed in");
+
+    // The record page: Alice's, received, only Bob's copy to delete.
+    let record = format!("/browse/{}/{id}", alice.entity);
+    let (page, token) = browser
+        .open(&console(&record))
+        .await
+        .expect("the record page");
+    let text = page.text();
+    assert!(
+        text.contains("Author Alice Liddell (alice.test)"),
+        "the author: {text}"
+    );
+    assert!(
+        text.contains(
+            "Source Received from the server of Alice Liddell (alice.test), whom you have never linked to ( notification_unknown )"
+        ),
+        "the source: {text}"
+    );
+    let edit = console(&format!("{record}/edit"));
+    assert!(
+        page.find("a", &[("href", edit.path())]).is_none(),
+        "an Edit link on Alice's message: {text}"
+    );
+    for refused in ["delete", "leave"] {
+        assert!(
+            page.find("input", &[("name", "action"), ("value", refused)])
+                .is_none(),
+            "the deletion {refused:?} is offered on Alice's message: {text}"
+        );
+    }
+    assert!(
+        page.find("input", &[("name", "action"), ("value", "local")])
+            .is_some(),
+        "no local deletion offered: {text}"
+    );
+    assert!(!text.contains("Delete it everywhere"), "{text}");
+
+    // The overview names Alice as the message's writer, not "you".
+    let overview = browser.get(&console("")).await.expect("the overview");
+    let overview = String::from_utf8_lossy(&overview.body).into_owned();
+    let row_at = overview
+        .find(&format!("{record}\""))
+        .expect("the message among the latest versions");
+    let row_end = overview[row_at..].find("</tr>").expect("the row's end");
+    let row = &overview[row_at..row_at + row_end];
+    assert!(row.contains("Alice Liddell (alice.test)"), "the row: {row}");
+    assert!(!row.contains(">you<"), "the row: {row}");
+
+    // Forced anyway: the edit form and its post, and a deletion everywhere,
+    // are refused with pages titled for Bob; nothing changes.
+    let title_of = |page: &folio_conformance::html::Document| {
+        let h1 = page.find("h1", &[]).expect("a heading");
+        page.text_inside(h1)
+    };
+    let form =
+        html(&browser.get(&edit).await.expect("an answer"), 403).expect("the edit form is refused");
+    assert_eq!(
+        title_of(&form),
+        "You cannot edit Alice Liddell’s message: only its author can"
+    );
+    let json_typed =
+        json!({"content": {"conversation": record_link(&conversation), "text": "Bob was here"}})
+            .to_string();
+    let forced = browser
+        .post_form(
+            &edit,
+            &[
+                ("csrf", &token),
+                ("parent_hash", &hash),
+                ("json", &json_typed),
+            ],
+        )
+        .await
+        .expect("an answer");
+    let forced = html(&forced, 403).expect("the forced edit is refused");
+    assert_eq!(
+        title_of(&forced),
+        "You cannot edit Alice Liddell’s message: only its author can"
+    );
+    assert!(
+        !forced.text().contains("app"),
+        "the refusal speaks of an app: {}",
+        forced.text()
+    );
+    let delete = console(&format!("{record}/delete"));
+    let everywhere = browser
+        .post_form(
+            &delete,
+            &[
+                ("csrf", &token),
+                ("parent_hash", &hash),
+                ("action", "delete"),
+            ],
+        )
+        .await
+        .expect("an answer");
+    let everywhere = html(&everywhere, 403).expect("the deletion everywhere is refused");
+    assert_eq!(
+        title_of(&everywhere),
+        "You cannot delete Alice Liddell’s message everywhere: only its author can"
+    );
+    let still = bob.get(alice.entity, &id).await.expect("Bob's copy");
+    assert_eq!(
+        still["version"]["hash"],
+        hash.as_str(),
+        "Bob's copy changed"
+    );
+
+    // The local deletion: Bob's copy is a tombstone, Alice's stays.
+    let local = browser
+        .post_form(
+            &delete,
+            &[
+                ("csrf", &token),
+                ("parent_hash", &hash),
+                ("action", "local"),
+            ],
+        )
+        .await
+        .expect("an answer");
+    let done = see_other(&local, &delete).expect("the local deletion");
+    assert_eq!(done.path(), console(&record).path());
+    let page = html(&browser.get(&done).await.expect("an answer"), 200).expect("the record page");
+    assert!(
+        page.text().contains("the record was deleted (local)"),
+        "{}",
+        page.text()
+    );
+    assert!(
+        page.find("input", &[("name", "action")]).is_none(),
+        "a deletion offered on the tombstone: {}",
+        page.text()
+    );
+    let copy = bob.get(alice.entity, &id).await.expect("Bob's tombstone");
+    assert_eq!(copy["no_content"]["action"], "local");
+    let original = alice.get(alice.entity, &id).await.expect("Alice's message");
+    assert_eq!(original["content"]["text"], "Hi Bob!");
+}

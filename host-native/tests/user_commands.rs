@@ -7,27 +7,10 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
 use folio_conformance::context::Ctx;
 use serde_json::json;
-use support::{FOLIO, Server, add_app, add_me, folio, free_port, scratch};
-
-/// Runs `folio` with `stdin` as its input.
-fn folio_with_input(data: &Path, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(FOLIO)
-        .arg("--data-dir")
-        .arg(data)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("folio runs");
-    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), stdin.as_bytes())
-        .expect("stdin written");
-    child.wait_with_output().expect("folio ends")
-}
+use support::{Server, add_app, add_me, folio, folio_with_input, free_port, scratch};
 
 /// The client's view of user `you`'s store on `server`, as `app`.
 fn as_you(app: &support::App, server: &Server) -> folio_conformance::Target {

@@ -58,6 +58,11 @@ pub fn checks() -> Vec<Check> {
             Needs::Password
         ),
         check!(
+            "console/forbidden-edit-is-refused-in-the-owners-words",
+            forbidden_edit_in_owners_words,
+            Needs::Password
+        ),
+        check!(
             "console/filter-error-is-shown-at-its-position",
             filter_error,
             Needs::Password
@@ -431,6 +436,55 @@ async fn forget_app(ctx: &Ctx) -> CheckResult {
         record["record"]["no_content"].is_object(),
         "the forgotten app's App record is not a tombstone: {}",
         expect::brief(&record)
+    );
+    Ok(())
+}
+
+/// An edit the write transition forbids (the owner's own Entity record
+/// pointing their notifications elsewhere: the server keeps `servers`) is
+/// refused on the edit form, which keeps what was typed, in words for the
+/// owner: never the `auth/403-forbidden` title, which speaks to an app.
+async fn forbidden_edit_in_owners_words(ctx: &Ctx) -> CheckResult {
+    let profile = super::discovery::entity_record(ctx).await?;
+    let id = str_at(&profile, "/id")?;
+    let hash = str_at(&profile, "/version/hash")?;
+    let mut browser = signed_in(ctx).await?;
+    let edit = own(ctx, &format!("/browse/{}/{id}/edit", ctx.entity()))?;
+    let page = html(&browser.get(&edit).await?, 200)?;
+    let token = csrf(&page)?;
+    let mut content = profile["content"].clone();
+    content["servers"][0]["endpoints"]["new_notification"] =
+        json!("https://attacker.example/notifications");
+    let typed = json!({"permissions": profile["permissions"], "content": content}).to_string();
+    let response = browser
+        .post_form(
+            &edit,
+            &[("csrf", &token), ("parent_hash", hash), ("json", &typed)],
+        )
+        .await?;
+    let page = html(&response, 403).map_err(|e| format!("the forbidden edit: {e}"))?;
+    let alert = page
+        .find_any(&[("role", "alert")])
+        .ok_or("the refused edit says nothing")?;
+    let said = page.text_inside(alert);
+    ensure!(
+        said.contains("The server keeps `servers` of your profile"),
+        "the refusal does not say why, for the owner: {said}"
+    );
+    ensure!(
+        !said.contains("app"),
+        "the refusal speaks of an app: {said}"
+    );
+    ensure!(
+        page.find("textarea", &[("name", "json")])
+            .is_some_and(|area| page.text_inside(area).contains("attacker.example")),
+        "the form lost what was typed"
+    );
+    let after = super::discovery::entity_record(ctx).await?;
+    ensure_eq!(
+        str_at(&after, "/version/hash")?,
+        hash,
+        "the Entity record after the refused edit"
     );
     Ok(())
 }

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::{Check, CheckResult, Needs, check};
-use crate::browser::html;
+use crate::browser::{html, see_other};
 use crate::client::{Call, Response, nonce, now_ms, record_id, retry_after};
 use crate::context::{Ctx, with_query};
 use crate::expect::{
@@ -89,6 +89,11 @@ pub fn checks() -> Vec<Check> {
         check!(
             "federation/stranger-version-naming-the-user-stored",
             stranger_version_stored,
+            Needs::HostilePeer
+        ),
+        check!(
+            "federation/console-shows-a-strangers-record-as-theirs",
+            console_shows_a_strangers_record_as_theirs,
             Needs::HostilePeer
         ),
         check!(
@@ -465,6 +470,94 @@ async fn stranger_version_stored(ctx: &Ctx) -> CheckResult {
         .await?
         .ok_or("the shared record is not stored")?;
     ensure_eq!(kept["source"], json!("notification_unknown"), "its source");
+    Ok(())
+}
+
+/// A stranger's record shared with the user, in the owner's console
+/// (issue 42): the record page names its author by the profile name of
+/// their Entity record and says it was received; it offers no Edit and no
+/// deletion everywhere, only a local deletion. An edit forced anyway is
+/// refused with a page titled for the owner, not for an app, and changes
+/// nothing; the local deletion turns the copy here into a tombstone.
+async fn console_shows_a_strangers_record_as_theirs(ctx: &Ctx) -> CheckResult {
+    let peer = ctx.hostile_peer().await?;
+    let ty = text_type(ctx).await?;
+    let (record, response) =
+        stranger_notifies(ctx, peer, &ty, shared_with_user(ctx), "hello".into()).await?;
+    expect::json(&response, 200)?;
+    let (author, id) = (str_at(&record, "/author/entity")?, str_at(&record, "/id")?);
+    let hash = str_at(&record, "/version/hash")?;
+    let mut browser = super::console::signed_in(ctx).await?;
+    let page_url = super::console::own(ctx, &format!("/browse/{author}/{id}"))?;
+    let (page, token) = browser.open(&page_url).await?;
+    let text = page.text();
+    ensure!(
+        text.contains(&format!("Author Mallory ({author})")),
+        "the record page does not name its author Mallory ({author}): {text}"
+    );
+    ensure!(
+        text.contains("Received from the server of Mallory")
+            && text.contains("notification_unknown"),
+        "the record page does not say the record was received: {text}"
+    );
+    let edit = super::console::own(ctx, &format!("/browse/{author}/{id}/edit"))?;
+    ensure!(
+        page.find("a", &[("href", edit.path())]).is_none(),
+        "the page offers to edit {author}'s record"
+    );
+    for action in ["delete", "leave"] {
+        ensure!(
+            page.find("input", &[("name", "action"), ("value", action)])
+                .is_none(),
+            "the page offers the deletion {action:?} of {author}'s record"
+        );
+    }
+    ensure!(
+        page.find("input", &[("name", "action"), ("value", "local")])
+            .is_some(),
+        "the page offers no local deletion"
+    );
+    let typed = json!({"content": {"text": "changed here"}}).to_string();
+    let forced = browser
+        .post_form(
+            &edit,
+            &[("csrf", &token), ("parent_hash", hash), ("json", &typed)],
+        )
+        .await?;
+    let refusal = html(&forced, 403).map_err(|error| format!("a forced edit: {error}"))?;
+    let heading = refusal
+        .find("h1", &[])
+        .ok_or("the refusal has no heading")?;
+    let title = refusal.text_inside(heading);
+    ensure!(
+        title.starts_with("You cannot edit Mallory’s") && title.ends_with("only its author can"),
+        "the refusal of a forced edit is titled {title:?}"
+    );
+    ensure!(
+        !refusal.text().contains("app"),
+        "the refusal speaks of an app: {}",
+        refusal.text()
+    );
+    let kept = stored(ctx, &record).await?.ok_or("the record is gone")?;
+    ensure_eq!(
+        str_at(&kept, "/version/hash")?,
+        hash,
+        "the record after a forced edit"
+    );
+    let delete = super::console::own(ctx, &format!("/browse/{author}/{id}/delete"))?;
+    let deleted = browser
+        .post_form(
+            &delete,
+            &[("csrf", &token), ("parent_hash", hash), ("action", "local")],
+        )
+        .await?;
+    see_other(&deleted, &delete).map_err(|error| format!("the local deletion: {error}"))?;
+    let tombstone = stored(ctx, &record).await?.ok_or("the tombstone is gone")?;
+    ensure_eq!(
+        tombstone.pointer("/no_content/action"),
+        Some(&json!("local")),
+        "the record after the local deletion"
+    );
     Ok(())
 }
 

@@ -48,6 +48,22 @@ pub fn folio(data: &Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("utf-8 output")
 }
 
+/// Runs `folio` with `stdin` as its input.
+pub fn folio_with_input(data: &Path, args: &[&str], stdin: &str) -> std::process::Output {
+    let mut child = Command::new(FOLIO)
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("folio runs");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), stdin.as_bytes())
+        .expect("stdin written");
+    child.wait_with_output().expect("folio ends")
+}
+
 /// Creates the user `me` at entity `localhost`, its Entity record naming
 /// `base_url`; returns its password.
 pub fn add_me(data: &Path, base_url: &str) -> String {

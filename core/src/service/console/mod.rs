@@ -11,6 +11,7 @@
 //! password, and is usable without JavaScript (it has none): every action
 //! is a form that carries the session's CSRF token.
 
+pub mod authorship;
 pub mod diff;
 pub mod page;
 

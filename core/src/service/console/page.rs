@@ -4,6 +4,7 @@
 
 use askama::Template;
 
+use super::authorship::DeletionChoice;
 use super::{Differences, FilterProblem, LinkView, ListForm, PermissionWords, SORTS};
 
 /// What every signed-in page knows: whose console, the token of its
@@ -64,7 +65,7 @@ pub struct RecordRow {
     pub type_name: String,
     /// The record's id.
     pub id: String,
-    /// The record's author entity.
+    /// The record's author: `you`, or their profile name and entity.
     pub author: String,
     /// When its latest version was received, as a [`RecordDate`](crate::model::RecordDate); empty
     /// if unknown.
@@ -73,8 +74,9 @@ pub struct RecordRow {
     pub summary: String,
     /// Whether the latest version is a tombstone.
     pub deleted: bool,
-    /// The app that wrote the version, where the list knows it.
-    pub app: Option<String>,
+    /// Who wrote the version: the app of the owner's that wrote it, where
+    /// the list knows it, else `you`; another's record names its author.
+    pub written_by: String,
 }
 
 /// A type in the overview: how many live and deleted records it has.
@@ -173,12 +175,16 @@ pub struct VersionView {
     pub type_name: String,
     /// The console page of the record's Type record.
     pub type_href: Option<String>,
-    /// The record's author entity.
+    /// The record's author: `You (entity)`, or their profile name and entity.
     pub author: String,
+    /// The console page of the author's Entity record, when the store holds it.
+    pub author_href: Option<String>,
     /// The record's id.
     pub id: String,
     /// The record's `source`.
     pub source: String,
+    /// Where the store got the record from, in words.
+    pub source_words: String,
     /// The record's `created_at`.
     pub created_at: String,
     /// When the version was received.
@@ -218,10 +224,15 @@ pub struct RecordPage<'a> {
     pub versions: Vec<VersionRow>,
     /// Whether the record has more versions than the page shows.
     pub more_versions: bool,
-    /// The edit form; `None` for a deleted record.
+    /// The edit form; `None` when the owner may not edit the record
+    /// (deleted, built in, or another's).
     pub edit_href: Option<String>,
-    /// Where the delete form posts; `None` for a deleted record.
+    /// Where the delete form posts; `None` when nothing may be deleted.
     pub delete_action: Option<String>,
+    /// The deletions the form offers, the first checked.
+    pub deletions: Vec<DeletionChoice>,
+    /// Whose the record is, before a noun (`Alice’s`), for another's record.
+    pub whose: Option<String>,
     /// The latest version's hash, which the delete form sends as the tombstone's parent.
     pub parent_hash: String,
     /// What the last action did, if the page follows one.
@@ -379,6 +390,8 @@ pub struct MessagePage<'a> {
     pub title: &'a str,
     /// What it says.
     pub message: &'a str,
+    /// Where to go from here besides the console's overview: `(href, label)`.
+    pub next: Option<(&'a str, &'a str)>,
 }
 
 /// The page of a browser's `GET /`: what this server is, naming no user.

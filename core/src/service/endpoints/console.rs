@@ -15,6 +15,10 @@ use crate::query::{IndexEntry, ListQuery};
 use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_record_type};
 use crate::schema::{RecordType, provisional_record};
 use crate::service::consent::{AppRequest, Session};
+use crate::service::console::authorship::{
+    Attempt, AuthorView, Offer, Refusal, refusal_of_write, refuse_before_writing, source_words,
+    title_for_owner,
+};
 use crate::service::console::page::{
     AccountPage, AppView, AppsPage, EditError, EditPage, Frame, LandingPage, LinkShown,
     MessagePage, Overview, RecordPage, RecordRow, Records, Section, SignInPage, TypeChoice,
@@ -32,9 +36,9 @@ use crate::store::{
     read_version, recent_versions_sql, records_per_type_sql, sessions_after_sql, set_password_sql,
     sign_out_everywhere_sql, store_totals_sql, version_sql, versions_sql,
 };
-use crate::write::{RecordKey, WriteRequest};
+use crate::write::{RecordKey, WriteError, WriteRequest};
 
-use crate::service::jobs::{Done, Job, RecordWrite};
+use crate::service::jobs::{Done, Job, RecordWrite, Refused};
 use crate::service::store::{RowExt, version_row};
 use crate::service::{Context, Host, Note, Reply, ReplyBody, User, WriteFailure};
 
@@ -401,6 +405,22 @@ fn type_name(record: &Record) -> Option<String> {
     record.content_text("/name").map(str::to_owned)
 }
 
+/// Why the owner's write was refused: its problem, and the write
+/// transition's own error when the transition refused it.
+struct WriteRefused {
+    problem: Problem,
+    error: Option<WriteError>,
+}
+
+/// The profile names a page found, by entity: `(name, Entity record's
+/// console page)`, or `None` when the store holds no Entity record of it.
+/// A page looks up at most [`MAX_NAMED_ENTITIES`]; the others it names by
+/// their entity alone.
+#[derive(Default)]
+struct EntityNames {
+    found: HashMap<Entity, Option<(String, String)>>,
+}
+
 /// A signed-in owner's console.
 struct Console<'c, 'h, 'r, H: Host> {
     cx: &'c Context<'h, 'r, H>,
@@ -415,6 +435,48 @@ impl<H: Host> Console<'_, '_, '_, H> {
 
     fn record_href(&self, entity: &Entity, id: &RecordId) -> String {
         self.href(&format!("/browse/{entity}/{id}"))
+    }
+
+    /// The profile name of `entity` (its entity when its Entity record has
+    /// none) and its Entity record's page, when the store holds that
+    /// record and `names` has room to look it up.
+    async fn entity_name(
+        &self,
+        entity: &Entity,
+        names: &mut EntityNames,
+    ) -> Result<Option<(String, String)>, Reply<H::Stream>> {
+        if let Some(found) = names.found.get(entity) {
+            return Ok(found.clone());
+        }
+        if names.found.len() >= MAX_NAMED_ENTITIES {
+            return Ok(None);
+        }
+        let found = self
+            .versions_of(&entity_record_sql(self.user.id, entity), 0)
+            .await?
+            .into_iter()
+            .next()
+            .map(|(found, _)| {
+                let name = found
+                    .content_text("/profile/name")
+                    .map_or_else(|| entity.to_string(), str::to_owned);
+                (name, self.record_href(&found.author.entity, &found.id))
+            });
+        names.found.insert(entity.clone(), found.clone());
+        Ok(found)
+    }
+
+    /// A record's author, named by the Entity record the store holds of them.
+    async fn author(
+        &self,
+        entity: &Entity,
+        names: &mut EntityNames,
+    ) -> Result<AuthorView, Reply<H::Stream>> {
+        let found = match *entity == self.user.entity {
+            true => None,
+            false => self.entity_name(entity, names).await?,
+        };
+        Ok(AuthorView::new(entity, &self.user.entity, found))
     }
 
     async fn fetch(
@@ -481,7 +543,15 @@ impl<H: Host> Console<'_, '_, '_, H> {
             .collect())
     }
 
-    fn row(&self, record: &Record, types: &Types, app: Option<String>) -> RecordRow {
+    /// A record in a list; `app` names the owner's app that wrote it, where
+    /// the list knows it.
+    fn row(
+        &self,
+        record: &Record,
+        types: &Types,
+        author: &AuthorView,
+        app: Option<String>,
+    ) -> RecordRow {
         let summary = match record.content() {
             Some(content) => truncate(&content.as_value().to_string(), 160),
             None => "(deleted)".to_owned(),
@@ -490,11 +560,14 @@ impl<H: Host> Console<'_, '_, '_, H> {
             href: self.record_href(&record.author.entity, &record.id),
             type_name: types.name(&record.type_link),
             id: record.id.to_string(),
-            author: record.author.entity.to_string(),
+            author: author.label(),
             received_at: date_text(record.version.received_at),
             summary,
             deleted: record.is_tombstone(),
-            app,
+            written_by: match (author.own, app) {
+                (true, Some(app)) => app,
+                _ => author.label(),
+            },
         }
     }
 
@@ -551,6 +624,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
         live_apps.sort();
         live_apps.dedup();
         let mut recent = Vec::new();
+        let mut names = EntityNames::default();
         for row in self
             .fetch(&recent_versions_sql(user_id, RECENT_VERSIONS))
             .await?
@@ -563,7 +637,8 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 .map_err(|e| logged(self.cx.host, &e))?;
             let (record, _) =
                 read_version(&record, &links).map_err(|e| logged(self.cx.host, &e))?;
-            recent.push(self.row(&record, &types, app));
+            let author = self.author(&record.author.entity, &mut names).await?;
+            recent.push(self.row(&record, &types, &author, app));
         }
         let records = counts.iter().map(|count| count.live).sum();
         Ok(html(
@@ -625,10 +700,11 @@ impl<H: Host> Console<'_, '_, '_, H> {
             crate::service::respond::page_of(&list, self.versions_of(&statement, 0).await?);
         page.next_href = start
             .map(|start| self.href(&format!("/browse?{}", form.query(Some(&start.to_param())))));
-        page.rows = records
-            .iter()
-            .map(|(record, _)| self.row(record, &types, None))
-            .collect();
+        let mut names = EntityNames::default();
+        for (record, _) in &records {
+            let author = self.author(&record.author.entity, &mut names).await?;
+            page.rows.push(self.row(record, &types, &author, None));
+        }
         Ok(html(200, render(&page)))
     }
 
@@ -659,8 +735,9 @@ impl<H: Host> Console<'_, '_, '_, H> {
         record: &Record,
         entries: &[IndexEntry],
         types: &Types,
+        names: &mut EntityNames,
     ) -> Result<VersionView, Reply<H::Stream>> {
-        let mut entity_names: HashMap<Entity, (String, String)> = HashMap::new();
+        let author = self.author(&record.author.entity, names).await?;
         let mut links = Vec::new();
         for link in content_links(entries) {
             let href = match link.kind {
@@ -668,30 +745,14 @@ impl<H: Host> Console<'_, '_, '_, H> {
                     let Ok(entity) = link.entity.parse::<Entity>() else {
                         continue;
                     };
-                    if !entity_names.contains_key(&entity)
-                        && entity_names.len() < MAX_NAMED_ENTITIES
-                    {
-                        let found = self
-                            .versions_of(&entity_record_sql(self.user.id, &entity), 0)
-                            .await?
-                            .into_iter()
-                            .next();
-                        if let Some((found, _)) = found {
-                            let name = found
-                                .content_text("/profile/name")
-                                .map_or_else(|| entity.to_string(), str::to_owned);
-                            let href = self.record_href(&found.author.entity, &found.id);
-                            entity_names.insert(entity.clone(), (name, href));
-                        }
-                    }
-                    match entity_names.get(&entity) {
+                    match self.entity_name(&entity, names).await? {
                         Some((name, href)) => {
                             links.push(LinkShown {
                                 link: console::LinkView {
                                     label: format!("{name} ({entity})"),
                                     ..link
                                 },
-                                href: Some(href.clone()),
+                                href: Some(href),
                             });
                             continue;
                         }
@@ -729,9 +790,11 @@ impl<H: Host> Console<'_, '_, '_, H> {
             title: format!("{type_name} {}", record.id),
             type_name,
             type_href,
-            author: record.author.entity.to_string(),
+            author: author.field(),
+            author_href: author.href.clone(),
             id: record.id.to_string(),
             source: record.source.as_str().to_owned(),
+            source_words: source_words(record.source, &author),
             created_at: record.created_at.to_string(),
             received_at: date_text(record.version.received_at),
             hash: record.version.hash.to_string(),
@@ -756,7 +819,9 @@ impl<H: Host> Console<'_, '_, '_, H> {
     ) -> Page<H::Stream> {
         let (record, entries) = self.latest(path).await?;
         let types = self.load_types().await?;
-        let view = self.view(&record, &entries, &types).await?;
+        let mut names = EntityNames::default();
+        let view = self.view(&record, &entries, &types, &mut names).await?;
+        let author = self.author(&record.author.entity, &mut names).await?;
         let mut versions = self
             .versions_of(
                 &versions_sql(
@@ -783,18 +848,21 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 current: version.version.hash == record.version.hash,
             })
             .collect();
-        let live = !record.is_tombstone();
+        let offer = Offer::for_record(&record, &self.user.entity);
+        let whose = (!author.own && author.entity != SYSTEM_ENTITY).then(|| author.possessive());
         Ok(html(
             200,
             render(&RecordPage {
                 frame,
-                view,
                 versions,
                 more_versions,
-                edit_href: live.then(|| format!("{base}/edit")),
-                delete_action: live.then(|| format!("{base}/delete")),
+                edit_href: offer.edit.then(|| format!("{base}/edit")),
+                delete_action: (!offer.deletions.is_empty()).then(|| format!("{base}/delete")),
+                deletions: offer.deletions,
+                whose,
                 parent_hash: record.version.hash.to_string(),
                 notice,
+                view,
             }),
         ))
     }
@@ -835,7 +903,9 @@ impl<H: Host> Console<'_, '_, '_, H> {
             None => None,
         };
         let types = self.load_types().await?;
-        let view = self.view(&record, &entries, &types).await?;
+        let view = self
+            .view(&record, &entries, &types, &mut EntityNames::default())
+            .await?;
         // Bounded work whatever the two versions hold (console::diff).
         let diff = parent.as_ref().map(|parent| {
             diff_lines(
@@ -871,7 +941,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 Err(message(
                     failure.problem.status(),
                     Some(&self.user.name),
-                    failure.problem.kind.title(),
+                    title_for_owner(failure.problem.kind),
                     failure.problem.detail.as_deref().unwrap_or(""),
                 ))
             }
@@ -899,11 +969,13 @@ impl<H: Host> Console<'_, '_, '_, H> {
     async fn edit_form(&self, frame: Frame<'_>, path: &RecordPath) -> Page<H::Stream> {
         let (record, _) = self.latest(path).await?;
         let types = self.load_types().await?;
+        let what = types.name(&record.type_link);
+        self.check_authorship(Attempt::Edit, path, &what).await?;
         Ok(html(
             200,
             render(&EditPage {
                 frame,
-                record_title: Some(format!("{} {}", types.name(&record.type_link), record.id)),
+                record_title: Some(format!("{what} {}", record.id)),
                 action: format!("{}/edit", self.record_href(&path.entity, &path.record_id)),
                 back_href: self.record_href(&path.entity, &path.record_id),
                 json: pretty(&editable_json(&record)),
@@ -915,14 +987,70 @@ impl<H: Host> Console<'_, '_, '_, H> {
         ))
     }
 
+    /// The page that refuses `attempt` on the record at `path` (of type
+    /// `what`) before any write, when the record is another's and the
+    /// attempt is not a local deletion.
+    async fn check_authorship(
+        &self,
+        attempt: Attempt,
+        path: &RecordPath,
+        what: &str,
+    ) -> Result<(), Reply<H::Stream>> {
+        let author = self
+            .author(&path.entity, &mut EntityNames::default())
+            .await?;
+        match refuse_before_writing(attempt, &author, what) {
+            Some(refusal) => Err(self.refusal_page(403, path, &refusal)),
+            None => Ok(()),
+        }
+    }
+
+    /// A refusal's page, with the way back to the record.
+    fn refusal_page(&self, status: u16, path: &RecordPath, refusal: &Refusal) -> Reply<H::Stream> {
+        let record_href = self.record_href(&path.entity, &path.record_id);
+        html(
+            status,
+            render(&MessagePage {
+                user: Some(&self.user.name),
+                title: &refusal.title,
+                message: &refusal.text,
+                next: Some((&record_href, "Back to the record")),
+            }),
+        )
+    }
+
+    /// Why the write transition refused `attempt`, in words for the owner,
+    /// when its problem's title would speak to an app (the
+    /// `auth/403-forbidden` family); `None` for the other refusals.
+    async fn owner_refusal(
+        &self,
+        attempt: Attempt,
+        refused: &WriteRefused,
+        path: &RecordPath,
+        what: &str,
+    ) -> Result<Option<Refusal>, Reply<H::Stream>> {
+        let Some(error) = &refused.error else {
+            return Ok(None);
+        };
+        let author = self
+            .author(&path.entity, &mut EntityNames::default())
+            .await?;
+        Ok(refusal_of_write(attempt, error, &author, what))
+    }
+
     /// Runs the owner's write; the stored version, or why it was refused.
     async fn write(
         &self,
         request: Result<WriteRequest, Problem>,
-    ) -> Result<Result<Record, Problem>, Reply<H::Stream>> {
+    ) -> Result<Result<Record, WriteRefused>, Reply<H::Stream>> {
         let request = match request {
             Ok(request) => request,
-            Err(problem) => return Ok(Err(problem)),
+            Err(problem) => {
+                return Ok(Err(WriteRefused {
+                    problem,
+                    error: None,
+                }));
+            }
         };
         let job = Job::Writes {
             user: self.user.clone(),
@@ -937,7 +1065,13 @@ impl<H: Host> Console<'_, '_, '_, H> {
         match self.cx.host.run(job).await {
             Ok(Ok(Done::Written(written))) => Ok(Ok(written.answer.record)),
             Ok(Ok(_)) => Err(logged(self.cx.host, &"a console write stored no version")),
-            Ok(Err(refused)) => Ok(Err(Problem::from(&refused))),
+            Ok(Err(refused)) => Ok(Err(WriteRefused {
+                problem: Problem::from(&refused),
+                error: match refused {
+                    Refused::Write(error) => Some(error),
+                    Refused::Registration(_) => None,
+                },
+            })),
             Err(failure) => Err(write_failed(self.cx.host, &self.user.name, &failure)),
         }
     }
@@ -967,7 +1101,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 ),
                 None,
             )),
-            Err(problem) => {
+            Err(refused) => {
                 let types = self.load_types().await?;
                 Ok(html(
                     422,
@@ -980,16 +1114,21 @@ impl<H: Host> Console<'_, '_, '_, H> {
                         parent_hash: String::new(),
                         types: types.version_choices(),
                         chosen_type: chosen.to_owned(),
-                        error: Some(edit_error(&problem, None)),
+                        error: Some(edit_error(&refused.problem, None)),
                     }),
                 ))
             }
         }
     }
 
+    /// Saves the edit form. Another's record is refused before any write
+    /// (only its author writes versions that reach others).
     async fn update(&self, frame: Frame<'_>, path: &RecordPath, form: &Form) -> Page<H::Stream> {
         let typed = form.get("json").unwrap_or_default();
         let parent = form.get("parent_hash").unwrap_or_default();
+        let (record, _) = self.latest(path).await?;
+        let what = self.load_types().await?.name(&record.type_link);
+        self.check_authorship(Attempt::Edit, path, &what).await?;
         let key = RecordKey::new(path.entity.clone(), path.record_id);
         let request = self.request(update_body(typed, parent), |body| {
             WriteRequest::put(key, body)
@@ -997,59 +1136,95 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let record_href = self.record_href(&path.entity, &path.record_id);
         match self.write(request).await? {
             Ok(_) => Ok(see_other(&format!("{record_href}?done=saved"), None)),
-            Err(problem) => {
-                let types = self.load_types().await?;
+            Err(refused) => {
+                // A refusal in the owner's words keeps the form, so that
+                // what was typed can be corrected (a field of the owner's
+                // profile the server keeps).
+                let for_owner = self
+                    .owner_refusal(Attempt::Edit, &refused, path, &what)
+                    .await?;
+                let problem = refused.problem;
                 let stale = matches!(
                     problem.kind,
                     ProblemType::VersionConflict | ProblemType::RecordDeleted
                 );
+                let status = match (&for_owner, stale) {
+                    (Some(_), _) => problem.status(),
+                    (None, true) => 409,
+                    (None, false) => 422,
+                };
+                let error = match for_owner {
+                    Some(refusal) => EditError {
+                        title: refusal.title,
+                        detail: Some(refusal.text),
+                        latest_href: None,
+                    },
+                    None => edit_error(&problem, stale.then_some(record_href.as_str())),
+                };
                 Ok(html(
-                    if stale { 409 } else { 422 },
+                    status,
                     render(&EditPage {
                         frame,
-                        record_title: Some(format!(
-                            "{} {}",
-                            types.name_of_record(path, self).await?,
-                            path.record_id
-                        )),
+                        record_title: Some(format!("{what} {}", path.record_id)),
                         action: format!("{record_href}/edit"),
                         back_href: record_href.clone(),
                         json: typed.to_owned(),
                         parent_hash: parent.to_owned(),
                         types: Vec::new(),
                         chosen_type: String::new(),
-                        error: Some(edit_error(&problem, stale.then_some(record_href.as_str()))),
+                        error: Some(error),
                     }),
                 ))
             }
         }
     }
 
+    /// Deletes a record with the form's action. Of another's record, only
+    /// the copy here may be deleted (`local`); the rest is refused before
+    /// any write.
     async fn delete(&self, path: &RecordPath, form: &Form) -> Page<H::Stream> {
         let action = form.get("action").unwrap_or("delete");
         let parent = form.get("parent_hash").unwrap_or_default();
+        let attempt = Attempt::deletion(action);
+        let (record, _) = self.latest(path).await?;
+        let what = self.load_types().await?.name(&record.type_link);
+        if let Some(attempt) = attempt {
+            self.check_authorship(attempt, path, &what).await?;
+        }
         let key = RecordKey::new(path.entity.clone(), path.record_id);
         let request = self.request(Ok(delete_body(action, parent)), |body| {
             WriteRequest::delete(key, body)
         });
         match self.write(request).await? {
             Ok(_) => Ok(see_other(
-                &format!("{}?done=deleted", self.record_href(&path.entity, &path.record_id)),
+                &format!(
+                    "{}?done=deleted",
+                    self.record_href(&path.entity, &path.record_id)
+                ),
                 None,
             )),
-            Err(problem) => Err(message(
-                problem.status(),
-                Some(&self.user.name),
-                if problem.kind == ProblemType::VersionConflict {
-                    "The record changed meanwhile"
-                } else {
-                    problem.kind.title()
-                },
-                &match problem.kind {
-                    ProblemType::VersionConflict => "Nothing was deleted: the record has a newer version than the page you deleted it from. Open it again and decide on what it holds now.".to_owned(),
-                    _ => problem.detail.unwrap_or_default(),
-                },
-            )),
+            Err(refused) => {
+                if let Some(attempt) = attempt
+                    && let Some(refusal) =
+                        self.owner_refusal(attempt, &refused, path, &what).await?
+                {
+                    return Err(self.refusal_page(refused.problem.status(), path, &refusal));
+                }
+                let problem = refused.problem;
+                Err(message(
+                    problem.status(),
+                    Some(&self.user.name),
+                    if problem.kind == ProblemType::VersionConflict {
+                        "The record changed meanwhile"
+                    } else {
+                        title_for_owner(problem.kind)
+                    },
+                    &match problem.kind {
+                        ProblemType::VersionConflict => "Nothing was deleted: the record has a newer version than the page you deleted it from. Open it again and decide on what it holds now.".to_owned(),
+                        _ => problem.detail.unwrap_or_default(),
+                    },
+                ))
+            }
         }
     }
 
@@ -1264,7 +1439,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                         "Nothing was changed",
                         &format!(
                             "{}. Reload the page and try again.",
-                            Problem::from(&refused).kind.title()
+                            title_for_owner(Problem::from(&refused).kind)
                         ),
                     ));
                 }
@@ -1332,25 +1507,6 @@ impl<H: Host> Console<'_, '_, '_, H> {
     }
 }
 
-impl Types {
-    /// The type name of the record at `path` (its id when it is gone).
-    async fn name_of_record<H: Host>(
-        &self,
-        path: &RecordPath,
-        console: &Console<'_, '_, '_, H>,
-    ) -> Result<String, Reply<H::Stream>> {
-        Ok(console
-            .versions_of(
-                &latest_version_sql(console.user.id, &path.entity, &path.record_id),
-                0,
-            )
-            .await?
-            .first()
-            .map(|(record, _)| self.name(&record.type_link))
-            .unwrap_or_else(|| "Record".to_owned()))
-    }
-}
-
 fn edit_error(problem: &Problem, latest_href: Option<&str>) -> EditError {
     match (problem.kind, latest_href) {
         (ProblemType::VersionConflict, Some(href)) => EditError {
@@ -1364,7 +1520,7 @@ fn edit_error(problem: &Problem, latest_href: Option<&str>) -> EditError {
             latest_href: Some(href.to_owned()),
         },
         _ => EditError {
-            title: problem.kind.title().to_owned(),
+            title: title_for_owner(problem.kind).to_owned(),
             detail: problem.detail.clone(),
             latest_href: None,
         },
@@ -1397,6 +1553,7 @@ fn message<S>(status: u16, user: Option<&str>, title: &str, text: &str) -> Reply
             user,
             title,
             message: text,
+            next: None,
         }),
     )
 }
