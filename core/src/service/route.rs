@@ -78,6 +78,10 @@ pub struct BlobPath {
     pub file_name: FileName,
 }
 
+/// The route name of `POST /api/{user}/notifications`, whose answers
+/// carry a [`NotificationReceipt`](super::observe::NotificationReceipt).
+pub(crate) const NOTIFICATIONS_ROUTE: &str = "notifications";
+
 /// One endpoint, with the values its path carries. `user` is the `{user}`
 /// path segment, not yet looked up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,7 +210,7 @@ impl Endpoint {
             (Endpoint::RecordBlob { .. }, _) => "record.blob",
             (Endpoint::NewBlob { .. }, _) => "blobs.upload",
             (Endpoint::Events { .. }, _) => "events",
-            (Endpoint::NewNotification { .. }, _) => "notifications",
+            (Endpoint::NewNotification { .. }, _) => NOTIFICATIONS_ROUTE,
             (Endpoint::ServerInfo { .. }, _) => "server_info",
         }
     }

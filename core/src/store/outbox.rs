@@ -173,6 +173,56 @@ pub fn outbox_sql(limit: i64) -> Statement {
     b.finish(sql)
 }
 
+/// The outbox by state, for the metrics and the health answer
+/// (`crate::service::outbox_summary`): `state, notifications, oldest
+/// queued_at, recipients`, a row per state that has notifications;
+/// `state` is `pending` (never tried), `retrying` (failed, due again) or
+/// `failed` (given up). One scan of the outbox's rows.
+pub fn outbox_summary_sql() -> Statement {
+    Binder::default().finish(
+        "SELECT state, COUNT(*), MIN(queued_at), COUNT(DISTINCT recipient) FROM \
+         (SELECT CASE WHEN failed_at IS NOT NULL THEN 'failed' \
+         WHEN attempts > 0 THEN 'retrying' ELSE 'pending' END AS state, queued_at, recipient \
+         FROM outbox) GROUP BY state"
+            .to_owned(),
+    )
+}
+
+/// Makes the notifications that wait past `now_ms` due then, of every
+/// user or of `user`, for every recipient or for `recipient` (`folio
+/// outbox send-now`, the console's "retry now"); with `failed_too`, those
+/// given up as well, with a fresh day of retries (as [`retry_failed_sql`]).
+/// A notification waiting for a retry keeps its count of attempts: if it
+/// fails again, it waits as long as it would have.
+pub fn send_now_sql(
+    now_ms: i64,
+    user: Option<i64>,
+    recipient: Option<&Entity>,
+    failed_too: bool,
+) -> Statement {
+    let mut b = Binder::default();
+    let now = b.bind(now_ms);
+    let mut filter = String::new();
+    if let Some(user) = user {
+        filter.push_str(&format!(" AND user_id = {}", b.bind(user)));
+    }
+    if let Some(recipient) = recipient {
+        filter.push_str(&format!(" AND recipient = {}", b.bind(recipient.as_str())));
+    }
+    let which = match failed_too {
+        true => format!("(failed_at IS NOT NULL OR due_at > {now})"),
+        false => format!("failed_at IS NULL AND due_at > {now}"),
+    };
+    // The right-hand sides read the row as it was: a failed row starts over.
+    let sql = format!(
+        "UPDATE outbox SET due_at = {now}, \
+         attempts = CASE WHEN failed_at IS NULL THEN attempts ELSE 0 END, \
+         queued_at = CASE WHEN failed_at IS NULL THEN queued_at ELSE {now} END, \
+         failed_at = NULL WHERE {which}{filter}"
+    );
+    b.finish(sql)
+}
+
 /// Whether the user has a notification for `recipient` waiting for a
 /// retry later than `soon_ms`: one row, or none.
 pub fn waiting_for_sql(user_id: i64, recipient: &Entity, soon_ms: i64) -> Statement {
