@@ -12,10 +12,9 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use folio_client::TrustOptions;
 use folio_conformance::client::{Call, Http};
 use folio_conformance::signer::AppKey;
 use folio_conformance::sse::EventStream;
