@@ -26,6 +26,8 @@ mod auth;
 mod blobs;
 #[path = "service/consent.rs"]
 mod consent;
+#[path = "service/console_outbox.rs"]
+mod console_outbox;
 #[path = "service/events.rs"]
 mod events;
 #[path = "service/federation.rs"]

@@ -400,6 +400,8 @@ fn console_page_of(segments: &[&str]) -> Option<ConsolePage> {
         ["apps"] => ConsolePage::Apps,
         ["apps", id, "revoke"] => ConsolePage::RevokeApp(parse(id)?),
         ["apps", id, "forget"] => ConsolePage::ForgetApp(parse(id)?),
+        ["outbox"] => ConsolePage::Outbox,
+        ["outbox", "send-now"] => ConsolePage::SendNow,
         ["account"] => ConsolePage::Account,
         ["account", "password"] => ConsolePage::ChangePassword,
         ["account", "sessions"] => ConsolePage::EndSessions,
@@ -447,6 +449,10 @@ pub enum ConsolePage {
     ChangePassword,
     /// `console/account/sessions`: a `POST` signs out of every session.
     EndSessions,
+    /// `console/outbox`: the notifications waiting for other servers.
+    Outbox,
+    /// `console/outbox/send-now`: a `POST` makes one recipient's due now.
+    SendNow,
     /// Any other path under `console/`: the console's own not-found page.
     Unknown,
 }

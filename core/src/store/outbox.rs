@@ -158,6 +158,16 @@ pub fn next_due_sql(user: Option<i64>, in_flight: &[(i64, Entity)]) -> Statement
 /// `folio outbox`): at most `limit`. Its `due_at` is when it will be sent:
 /// its recipient's latest retry when that is later ([`next_due_sql`]).
 pub fn outbox_sql(limit: i64) -> Statement {
+    outbox_rows_sql(None, limit)
+}
+
+/// [`outbox_sql`] of one user's notifications alone (the console's Outbox
+/// page).
+pub fn user_outbox_sql(user_id: i64, limit: i64) -> Statement {
+    outbox_rows_sql(Some(user_id), limit)
+}
+
+fn outbox_rows_sql(user: Option<i64>, limit: i64) -> Statement {
     let mut b = Binder::default();
     let columns = OUTBOX_COLUMNS.replace(
         "o.due_at,",
@@ -165,8 +175,12 @@ pub fn outbox_sql(limit: i64) -> Statement {
          WHERE b.user_id = o.user_id AND b.recipient = o.recipient AND b.failed_at IS NULL \
          AND b.attempts > 0), o.due_at)),",
     );
+    let of_user = match user {
+        Some(user) => format!(" WHERE o.user_id = {}", b.bind(user)),
+        None => String::new(),
+    };
     let sql = format!(
-        "SELECT {columns}, u.name FROM outbox o JOIN users u ON u.id = o.user_id \
+        "SELECT {columns}, u.name FROM outbox o JOIN users u ON u.id = o.user_id{of_user} \
          ORDER BY o.id LIMIT {}",
         b.bind(limit)
     );
