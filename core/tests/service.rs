@@ -34,6 +34,8 @@ mod events;
 mod federation;
 #[path = "service/identity.rs"]
 mod identity;
+#[path = "service/observe.rs"]
+mod observe;
 #[path = "service/outbox.rs"]
 mod outbox;
 #[path = "service/records.rs"]

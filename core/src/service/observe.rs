@@ -235,3 +235,47 @@ pub async fn outbox_summary<H: Host>(host: &H, now: RecordDate) -> Result<Outbox
     }
     Ok(summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::federation::RefusedVersion;
+
+    #[test]
+    fn each_problem_is_one_outcome_and_refused_versions_keep_their_codes() {
+        for (problem, outcome) in [
+            (
+                ProblemType::QuotaExceeded,
+                NotificationOutcome::QuotaExceeded,
+            ),
+            (ProblemType::RateLimited, NotificationOutcome::RateLimited),
+            (ProblemType::Internal, NotificationOutcome::Failed),
+            (ProblemType::InvalidSignature, NotificationOutcome::Refused),
+            (ProblemType::VersionConflict, NotificationOutcome::Refused),
+        ] {
+            let receipt = NotificationReceipt::failed(problem, None);
+            assert_eq!(receipt.outcome, outcome, "{problem:?}");
+            assert_eq!((receipt.stored, receipt.refused.len()), (0, 0));
+        }
+        let refused = |code: &str| RefusedVersion {
+            record_id: "0123456789abcdef0123456789abcdef".parse().unwrap(),
+            version_hash: "ab".repeat(32).parse().unwrap(),
+            status: 409,
+            code: code.to_owned(),
+            detail: String::new(),
+        };
+        let answer = NotificationAnswer {
+            received: 2,
+            refused: vec![refused("version_conflict"), refused("made_up")],
+        };
+        let receipt = NotificationReceipt::answered(&answer);
+        assert_eq!(receipt.outcome, NotificationOutcome::Accepted);
+        assert_eq!(receipt.stored, 2);
+        assert_eq!(receipt.refused, ["version_conflict", "other"]);
+        let whole = NotificationReceipt::failed(ProblemType::VersionConflict, Some(&answer));
+        assert_eq!(
+            (whole.outcome, whole.stored, whole.refused.len()),
+            (NotificationOutcome::Refused, 0, 2)
+        );
+    }
+}
