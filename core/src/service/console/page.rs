@@ -377,7 +377,7 @@ pub struct OutboxRow {
 pub struct OutboxPeer {
     /// The recipient's entity.
     pub recipient: String,
-    /// An id for the page's anchors and labels.
+    /// Its place on the page, for the page's anchors and labels.
     pub anchor: String,
     /// Why the latest attempt failed, if one did.
     pub last_error: Option<String>,

@@ -43,7 +43,7 @@ pub(super) async fn outbox_page<H: Host>(
             Some(at) => at,
             None => {
                 peers.push(OutboxPeer {
-                    anchor: recipient.replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
+                    anchor: peers.len().to_string(),
                     recipient,
                     last_error: None,
                     rows: Vec::new(),
