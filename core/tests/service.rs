@@ -26,20 +26,21 @@ mod auth;
 mod blobs;
 #[path = "service/consent.rs"]
 mod consent;
-#[path = "service/console_outbox.rs"]
-mod console_outbox;
 #[path = "service/events.rs"]
 mod events;
 #[path = "service/federation.rs"]
 mod federation;
 #[path = "service/identity.rs"]
 mod identity;
-#[path = "service/observe.rs"]
-mod observe;
 #[path = "service/outbox.rs"]
 mod outbox;
 #[path = "service/records.rs"]
 mod records;
+// Federation's signals for operators (issue 42, item 10).
+#[path = "service/console_outbox.rs"]
+mod console_outbox;
+#[path = "service/observe.rs"]
+mod observe;
 
 use fake_host::FakeHost;
 use folio_core::auth::access::{Access, AppGrant};
