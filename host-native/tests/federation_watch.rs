@@ -357,8 +357,9 @@ async fn the_outbox_and_notifications_show_in_metrics_health_and_the_cli() {
         assert!(Instant::now() < deadline, "send-now sent nothing");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Within the delivery loop's idle wake (5 s), not its old 30 s.
     assert!(
-        asked.elapsed() < Duration::from_secs(8),
+        asked.elapsed() < Duration::from_secs(12),
         "sent {:?} after send-now",
         asked.elapsed()
     );
