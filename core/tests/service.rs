@@ -36,6 +36,11 @@ mod identity;
 mod outbox;
 #[path = "service/records.rs"]
 mod records;
+// Federation's signals for operators (issue 42, item 10).
+#[path = "service/console_outbox.rs"]
+mod console_outbox;
+#[path = "service/observe.rs"]
+mod observe;
 
 use fake_host::FakeHost;
 use folio_core::auth::access::{Access, AppGrant};

@@ -109,6 +109,14 @@ enum OutboxCommand {
     },
     /// Make every failed notification due again, with another day of retries.
     Retry,
+    /// Make the notifications waiting for a retry due now (a running
+    /// server sends them within 5 seconds); failed ones stay failed (see
+    /// `retry`).
+    SendNow {
+        /// Only those for this entity.
+        #[arg(long, value_name = "ENTITY")]
+        recipient: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -273,6 +281,20 @@ fn outbox(data_dir: &Path, command: Option<OutboxCommand>) -> CliResult {
         OutboxCommand::Retry => {
             let retried = outbox::retry_failed(&conn, clock::Clock.now())?;
             println!("{retried} failed notification(s) are due again.");
+        }
+        OutboxCommand::SendNow { recipient } => {
+            let recipient = recipient
+                .map(|entity| {
+                    entity
+                        .parse::<folio_core::model::Entity>()
+                        .map_err(|error| format!("--recipient {entity}: {error}"))
+                })
+                .transpose()?;
+            let due = outbox::send_now(&conn, clock::Clock.now(), recipient.as_ref())?;
+            println!(
+                "{due} notification(s) are due now; a running server sends them within {} seconds.",
+                outbox::IDLE_WAKE.as_secs()
+            );
         }
     }
     Ok(())

@@ -11,10 +11,13 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use folio_core::problem::ProblemType;
+use folio_core::service::{
+    DeliveryReport, NotificationOutcome, NotificationReceipt, OutboxState, OutboxSummary,
+};
 use folio_core::{Rate, Reply};
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// Every metric of the process.
@@ -135,7 +138,17 @@ pub struct Metrics {
     database_bytes: IntGauge,
     wal_bytes: IntGauge,
     blob_bytes: IntGauge,
+    outbox_notifications: IntGaugeVec,
+    outbox_oldest_seconds: IntGaugeVec,
+    outbox_failing_peers: IntGauge,
+    deliveries: IntCounterVec,
+    notifications_received: IntCounterVec,
+    received_versions: IntCounterVec,
 }
+
+/// The label values of `folio_deliveries_total`: what a delivery did to
+/// each notification ([`DeliveryReport`]).
+const DELIVERY_OUTCOMES: [&str; 3] = ["delivered", "retried", "failed"];
 
 impl Metrics {
     fn new() -> Self {
@@ -228,11 +241,84 @@ impl Metrics {
             database_bytes: gauge("folio_database_bytes", "Size of the database file."),
             wal_bytes: gauge("folio_wal_bytes", "Size of the database's write-ahead log."),
             blob_bytes: gauge("folio_blob_bytes", "Bytes of the blobs stored."),
+            outbox_notifications: register(
+                &registry,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "folio_outbox_notifications",
+                        "Notifications in the outbox, by state (pending, retrying, failed).",
+                    ),
+                    &["state"],
+                ),
+            ),
+            outbox_oldest_seconds: register(
+                &registry,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "folio_outbox_oldest_age_seconds",
+                        "Age of the oldest notification in the outbox, by state; 0 when none.",
+                    ),
+                    &["state"],
+                ),
+            ),
+            outbox_failing_peers: gauge(
+                "folio_outbox_failing_peers",
+                "Recipients whose latest delivery failed and who wait for a retry.",
+            ),
+            deliveries: register(
+                &registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "folio_deliveries_total",
+                        "Notifications the outbox sent, by outcome (delivered, retried, failed).",
+                    ),
+                    &["outcome"],
+                ),
+            ),
+            notifications_received: register(
+                &registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "folio_notifications_received_total",
+                        "Notifications other servers sent, by outcome (accepted, refused, \
+                         quota_exceeded, rate_limited, failed).",
+                    ),
+                    &["outcome"],
+                ),
+            ),
+            received_versions: register(
+                &registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "folio_notified_versions_total",
+                        "Versions in the notifications other servers sent: stored, or the \
+                         problem code each was refused with.",
+                    ),
+                    &["outcome"],
+                ),
+            ),
             registry,
         };
         for limit in Limit::ALL {
             metrics.refused.with_label_values(&[limit.label()]);
         }
+        for state in OutboxState::ALL {
+            metrics
+                .outbox_notifications
+                .with_label_values(&[state.label()]);
+            metrics
+                .outbox_oldest_seconds
+                .with_label_values(&[state.label()]);
+        }
+        for outcome in DELIVERY_OUTCOMES {
+            metrics.deliveries.with_label_values(&[outcome]);
+        }
+        for outcome in NotificationOutcome::ALL {
+            metrics
+                .notifications_received
+                .with_label_values(&[outcome.label()]);
+        }
+        metrics.received_versions.with_label_values(&["stored"]);
         metrics
     }
 
@@ -254,6 +340,39 @@ impl Metrics {
                 }
             }
             None => {}
+        }
+        if let Some(receipt) = &reply.notification {
+            self.notification_received(receipt);
+        }
+    }
+
+    /// A notification another server sent, and what it did.
+    fn notification_received(&self, receipt: &NotificationReceipt) {
+        self.notifications_received
+            .with_label_values(&[receipt.outcome.label()])
+            .inc();
+        if receipt.stored > 0 {
+            self.received_versions
+                .with_label_values(&["stored"])
+                .inc_by(u64::try_from(receipt.stored).unwrap_or(u64::MAX));
+        }
+        for code in &receipt.refused {
+            self.received_versions.with_label_values(&[code]).inc();
+        }
+    }
+
+    /// What one delivery of the outbox did.
+    pub fn delivery(&self, report: &DeliveryReport) {
+        for (outcome, count) in
+            DELIVERY_OUTCOMES
+                .into_iter()
+                .zip([report.delivered, report.retried, report.failed])
+        {
+            if count > 0 {
+                self.deliveries
+                    .with_label_values(&[outcome])
+                    .inc_by(u64::try_from(count).unwrap_or(u64::MAX));
+            }
         }
     }
 
@@ -296,11 +415,26 @@ impl Metrics {
         self.streams_lagged.get()
     }
 
-    /// The text exposition, with the store's sizes as of now.
-    pub fn render(&self, sizes: StoreSizes) -> String {
+    /// The text exposition, with the store's sizes and the outbox as of
+    /// now (the outbox's gauges keep their last values when it could not
+    /// be read).
+    pub fn render(&self, sizes: StoreSizes, outbox: Option<&OutboxSummary>) -> String {
         self.database_bytes.set(sizes.database);
         self.wal_bytes.set(sizes.wal);
         self.blob_bytes.set(sizes.blobs);
+        if let Some(outbox) = outbox {
+            let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+            for state in OutboxState::ALL {
+                let count = outbox.of(state);
+                self.outbox_notifications
+                    .with_label_values(&[state.label()])
+                    .set(gauge(count.notifications));
+                self.outbox_oldest_seconds
+                    .with_label_values(&[state.label()])
+                    .set(gauge(count.oldest_age_ms / 1000));
+            }
+            self.outbox_failing_peers.set(gauge(outbox.failing_peers()));
+        }
         let mut text = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut text)

@@ -1,5 +1,6 @@
-//! Metrics in Prometheus's text format ([`METRICS`]), and a readiness
-//! answer, on a listener of their own (`--metrics-listen`, off by default).
+//! Metrics in Prometheus's text format ([`METRICS`]), a readiness answer,
+//! and federation's health, on a listener of their own (`--metrics-listen`,
+//! off by default).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -23,18 +24,20 @@ fn file_size(path: &Path) -> i64 {
     std::fs::metadata(path).map_or(0, |meta| i64::try_from(meta.len()).unwrap_or(i64::MAX))
 }
 
-/// Serves `GET /metrics` and `GET /ready` on `address` until shutdown.
+/// Serves `GET /metrics`, `GET /ready` and `GET /health/federation` on
+/// `address` until shutdown.
 pub async fn serve(
     address: SocketAddr,
     app: Arc<App>,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(address).await?;
     let local = listener.local_addr()?;
-    tracing::info!(target: LOG_TARGET, address = %local, "serving metrics (/metrics) and readiness (/ready) over plain HTTP");
+    tracing::info!(target: LOG_TARGET, address = %local, "serving metrics (/metrics), readiness (/ready) and federation's health (/health/federation) over plain HTTP");
     let mut stop = app.shutdown.clone();
     let router = Router::new()
         .route("/metrics", get(metrics))
         .route("/ready", get(ready))
+        .route("/health/federation", get(federation_health))
         .with_state(app);
     Ok(tokio::spawn(async move {
         let _ = axum::serve(listener, router)
@@ -58,8 +61,37 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         wal: file_size(&wal),
         blobs,
     };
-    let text = METRICS.render(sizes);
+    let outbox = folio_core::service::outbox_summary(&*app, app.clock.now())
+        .await
+        .inspect_err(|error| {
+            tracing::warn!(target: LOG_TARGET, %error, "could not read the outbox for the metrics");
+        })
+        .ok();
+    let text = METRICS.render(sizes, outbox.as_ref());
     ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response()
+}
+
+/// Federation's health, in JSON: the outbox by state (notifications, the
+/// oldest one's age in seconds, recipients) and the peers failing now.
+/// Always `200` when the outbox could be read: a peer that is down is the
+/// peer's trouble, never this server's unreadiness (`503` only when the
+/// store does not answer).
+async fn federation_health(State(app): State<Arc<App>>) -> Response {
+    match folio_core::service::outbox_summary(&*app, app.clock.now()).await {
+        Ok(summary) => (
+            [(header::CONTENT_TYPE, "application/json")],
+            summary.to_json().to_string(),
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::warn!(target: LOG_TARGET, %error, "federation health: the outbox could not be read");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store does not answer\n",
+            )
+                .into_response()
+        }
+    }
 }
 
 /// `200 ready` while the server serves and its store answers a read;

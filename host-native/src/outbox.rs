@@ -5,7 +5,7 @@
 //! an outcome does to the rows, when a failure is tried again); this loop
 //! only runs it. It plans when a write queued notifications, when a
 //! delivery ends, when the next one is due, and at least every
-//! [`IDLE_WAKE`] in case another process (`folio outbox retry`) changed
+//! [`IDLE_WAKE`] in case another process (`folio outbox retry`, `send-now`) changed
 //! the outbox; it starts each planned delivery (one user, one recipient)
 //! as a task of its own under core's deadline, so a slow recipient delays
 //! nobody else's, and never starts a delivery whose key is still in
@@ -17,15 +17,17 @@ use std::time::Duration;
 
 use folio_core::Fresh;
 use folio_core::service::{
-    DELIVERY_DEADLINE_MS, Delivery, DeliveryKey, DeliveryReport, MAX_DELIVERIES_AT_ONCE, next_due,
-    plan_deliveries,
+    DELIVERY_DEADLINE_MS, Delivery, DeliveryKey, DeliveryReport, MAX_DELIVERIES_AT_ONCE,
+    OutboxState, next_due, plan_deliveries,
 };
 use tokio::task::{Id, JoinSet};
 
 use crate::app::App;
 
-/// The longest the loop sleeps with nothing due.
-const IDLE_WAKE: Duration = Duration::from_secs(30);
+/// The longest the loop sleeps with nothing due: how soon it sees what
+/// another process (`folio outbox send-now`, `retry`) made due. Each wake
+/// reads two indexed statements of the outbox.
+pub const IDLE_WAKE: Duration = Duration::from_secs(5);
 /// The wait after the outbox could not be read.
 const READ_FAILED_WAIT: Duration = Duration::from_secs(5);
 
@@ -63,7 +65,7 @@ fn reap(
 ) {
     let id = match ended {
         Ok((id, report)) => {
-            log(&report);
+            report_delivery(&report);
             id
         }
         Err(error) => {
@@ -121,7 +123,9 @@ async fn run(app: Arc<App>, delivery: Delivery) -> DeliveryReport {
     }
 }
 
-fn log(report: &DeliveryReport) {
+/// Counts what a delivery did, and logs it.
+fn report_delivery(report: &DeliveryReport) {
+    crate::metrics::METRICS.delivery(report);
     if report.delivered + report.retried + report.failed > 0 {
         tracing::info!(
             delivered = report.delivered,
@@ -138,12 +142,20 @@ fn log(report: &DeliveryReport) {
 /// The rows `folio outbox` lists at most.
 const LISTED_ROWS: i64 = 10_000;
 
-/// Prints the pending and failed notifications: a line each, or JSON.
+/// The columns of `folio outbox`'s human output, tab-separated.
+const LIST_HEADER: &str = "STATE\tUSER\tRECORD -> RECIPIENT\tDUE\tATTEMPTS\tLAST ERROR";
+
+/// Prints the notifications waiting and given up: a header and a line
+/// each, or a JSON object each. A notification is `pending` (never tried),
+/// `retrying` (failed, due again at its `due_at`) or `failed` (given up).
 pub fn list(conn: &rusqlite::Connection, json: bool) -> Result<(), crate::db::DbError> {
     use folio_core::RowExt;
     let rows = crate::db::fetch(conn, &folio_core::store::outbox_sql(LISTED_ROWS))?;
     if rows.is_empty() && !json {
         println!("The outbox is empty: every notification was delivered.");
+    }
+    if !rows.is_empty() && !json {
+        println!("{LIST_HEADER}");
     }
     for row in &rows {
         let millis = |column| row.optional_integer(column).ok().flatten();
@@ -151,37 +163,57 @@ pub fn list(conn: &rusqlite::Connection, json: bool) -> Result<(), crate::db::Db
             ms.and_then(|ms| folio_core::model::RecordDate::from_unix_millis(ms).ok())
                 .map(|date| date.to_string())
         };
-        let state = match millis(9) {
-            Some(_) => "failed",
-            None => "pending",
+        let attempts = millis(7).unwrap_or(0);
+        let state = match (millis(9), attempts) {
+            (Some(_), _) => OutboxState::Failed,
+            (None, 0) => OutboxState::Pending,
+            (None, _) => OutboxState::Retrying,
         };
         let entry = serde_json::json!({
             "user": row.text(10).unwrap_or_default(),
             "recipient": row.text(2).unwrap_or_default(),
             "record_id": row.text(3).unwrap_or_default(),
             "version_hash": row.text(4).unwrap_or_default(),
-            "state": state,
+            "state": state.label(),
             "queued_at": date(millis(5)),
             "due_at": date(millis(6)),
-            "attempts": millis(7).unwrap_or(0),
+            "attempts": attempts,
             "last_error": row.optional_text(8).ok().flatten(),
             "failed_at": date(millis(9)),
         });
         if json {
             println!("{entry}");
         } else {
+            // A failed notification is due never (until `retry`).
+            let due = match state {
+                OutboxState::Failed => "-",
+                _ => entry["due_at"].as_str().unwrap_or_default(),
+            };
             println!(
-                "{state}\t{}\t{} -> {}\t{}\tattempts {}\t{}",
+                "{}\t{}\t{} -> {}\t{due}\t{attempts}\t{}",
+                state.label(),
                 entry["user"].as_str().unwrap_or_default(),
                 entry["record_id"].as_str().unwrap_or_default(),
                 entry["recipient"].as_str().unwrap_or_default(),
-                entry["due_at"].as_str().unwrap_or_default(),
-                entry["attempts"],
                 entry["last_error"].as_str().unwrap_or("-"),
             );
         }
     }
     Ok(())
+}
+
+/// Makes the notifications waiting for a retry (of every recipient, or of
+/// `recipient`) due now; how many. A running server sends them at its next
+/// plan, within [`IDLE_WAKE`].
+pub fn send_now(
+    conn: &rusqlite::Connection,
+    now: folio_core::model::RecordDate,
+    recipient: Option<&folio_core::model::Entity>,
+) -> Result<usize, crate::db::DbError> {
+    crate::db::execute(
+        conn,
+        &folio_core::store::send_now_sql(now.unix_millis(), None, recipient, false),
+    )
 }
 
 /// Makes every failed notification due again; how many.

@@ -12,68 +12,20 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use folio_client::TrustOptions;
 use folio_conformance::client::{Call, Http};
 use folio_conformance::signer::AppKey;
 use folio_conformance::sse::EventStream;
 use folio_core::schema::builtin::BuiltinType;
 use reqwest::Url;
 use serde_json::{Value, json};
+use support::tls::TestCa;
 use support::{App, Server, WRANGLER_ENV, add_app, folio, free_port, repo_root, run_tool, scratch};
 
 /// How long a notification may take to arrive in this test.
 const DELIVERY: Duration = Duration::from_secs(30);
-
-/// A test CA, and certificates it signs.
-struct TestCa {
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-    pem: PathBuf,
-}
-
-impl TestCa {
-    fn new(dir: &Path) -> TestCa {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "Folio federation test CA");
-        let key = rcgen::KeyPair::generate().expect("a CA key");
-        let cert = params.self_signed(&key).expect("the CA certificate");
-        let pem = dir.join("ca.pem");
-        std::fs::write(&pem, cert.pem()).expect("ca.pem");
-        TestCa {
-            issuer: rcgen::Issuer::new(params, key),
-            pem,
-        }
-    }
-
-    /// An HTTP client that trusts the CA.
-    fn client(&self) -> Http {
-        let trust = TrustOptions {
-            ca_cert: Some(self.pem.display().to_string()),
-            insecure: false,
-        };
-        Http::new(&trust).expect("an HTTP client")
-    }
-
-    /// A certificate for `names`, written as `{stem}.pem` and `{stem}.key`.
-    fn certificate(&self, dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf) {
-        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-        let params = rcgen::CertificateParams::new(names).expect("params");
-        let key = rcgen::KeyPair::generate().expect("a key");
-        let cert = params.signed_by(&key, &self.issuer).expect("a certificate");
-        let (cert_path, key_path) = (
-            dir.join(format!("{stem}.pem")),
-            dir.join(format!("{stem}.key")),
-        );
-        std::fs::write(&cert_path, cert.pem()).expect("cert");
-        std::fs::write(&key_path, key.serialize_pem()).expect("key");
-        (cert_path, key_path)
-    }
-}
 
 /// One side: a server, its user and an app with full access.
 struct Side {

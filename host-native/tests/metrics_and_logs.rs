@@ -130,6 +130,43 @@ async fn every_metric_moves_with_its_event_and_the_json_log_parses() {
             0.0
         );
     }
+    // Federation's metrics are there from the start, at 0 (a test with
+    // two servers, `federation_watch.rs`, moves them).
+    for state in ["pending", "retrying", "failed"] {
+        for metric in [
+            "folio_outbox_notifications",
+            "folio_outbox_oldest_age_seconds",
+        ] {
+            assert_eq!(start.get(&format!("{metric}{{state=\"{state}\"}}")), 0.0);
+        }
+    }
+    assert_eq!(start.get("folio_outbox_failing_peers{}"), 0.0);
+    for outcome in ["delivered", "retried", "failed"] {
+        assert_eq!(
+            start.get(&format!("folio_deliveries_total{{outcome=\"{outcome}\"}}")),
+            0.0
+        );
+    }
+    for outcome in [
+        "accepted",
+        "refused",
+        "quota_exceeded",
+        "rate_limited",
+        "failed",
+    ] {
+        assert_eq!(
+            start.get(&format!(
+                "folio_notifications_received_total{{outcome=\"{outcome}\"}}"
+            )),
+            0.0
+        );
+    }
+    let health = reqwest::get(format!("{metrics}/health/federation"))
+        .await
+        .expect("/health/federation answers");
+    assert_eq!(health.status(), 200);
+    let health: Value = health.json().await.expect("JSON");
+    assert_eq!(health["failing_peers"], 0, "{health}");
 
     // A write: a request of its route, a group commit, the store's sizes.
     let ty = ctx.note_type().await.expect("a type");

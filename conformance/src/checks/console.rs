@@ -72,6 +72,11 @@ pub fn checks() -> Vec<Check> {
             signed_out_session_is_dead,
             Needs::Password
         ),
+        check!(
+            "console/outbox-page-and-retry-now",
+            outbox_page,
+            Needs::Password
+        ),
     ]
 }
 
@@ -580,6 +585,43 @@ async fn filter_error(ctx: &Ctx) -> CheckResult {
         page.find("input", &[("name", "filter"), ("aria-invalid", "true")])
             .is_some(),
         "the filter field is not marked invalid"
+    );
+    Ok(())
+}
+
+/// The Outbox page (issue 42, item 10): in the menu, with the page
+/// headers; its "Retry now" form takes the session's token (403 without
+/// it) and with it leads back to the page, which says that sending
+/// started. The recipient named has nothing waiting: nothing changes.
+async fn outbox_page(ctx: &Ctx) -> CheckResult {
+    let mut browser = signed_in(ctx).await?;
+    let outbox = own(ctx, "/outbox")?;
+    let response = browser.get(&outbox).await?;
+    ensure_headers(&response, "the outbox page")?;
+    let page = html(&response, 200)?;
+    ensure!(
+        page.find("a", &[("href", outbox.path()), ("aria-current", "page")])
+            .is_some(),
+        "the menu has no current Outbox entry: {}",
+        page.text().chars().take(300).collect::<String>()
+    );
+    let token = csrf(&page)?;
+    let send_now = own(ctx, "/outbox/send-now")?;
+    let recipient = ("recipient", "nobody.example");
+    let response = browser
+        .post_form(&send_now, &[("csrf", "0123abcd"), recipient])
+        .await?;
+    html(&response, 403).map_err(|e| format!("retry now with a wrong token: {e}"))?;
+    let response = browser
+        .post_form(&send_now, &[("csrf", &token), recipient])
+        .await?;
+    let location = see_other(&response, &send_now).map_err(|e| format!("retry now: {e}"))?;
+    ensure_eq!(location.path(), outbox.path(), "where retry now leads");
+    let page = html(&browser.get(&location).await?, 200)?;
+    ensure!(
+        page.text().contains("Sending now"),
+        "the outbox page after retry now does not say so: {}",
+        page.text().chars().take(300).collect::<String>()
     );
     Ok(())
 }

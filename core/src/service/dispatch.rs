@@ -14,7 +14,9 @@ use crate::store::{entity_record_sql, read_version};
 
 use store::version_row;
 
+use super::observe::NotificationReceipt;
 use super::request::UNROUTED;
+use super::route::NOTIFICATIONS_ROUTE;
 use super::{Context, Failure, Host, Outcome, Reply, ReplyBody, Request, endpoints, store};
 
 /// Answers one request; `body` is its body, unread.
@@ -42,6 +44,12 @@ pub async fn handle<H: Host>(host: &H, request: Request<'_>, body: H::Body) -> R
             let mut reply = Reply::problem(&failure.problem, &settings.docs_url);
             for (name, value) in failure.headers {
                 reply.set(name, value);
+            }
+            if route == NOTIFICATIONS_ROUTE && request.method == "POST" {
+                reply.notification =
+                    Some(failure.notification.unwrap_or_else(|| {
+                        NotificationReceipt::failed(failure.problem.kind, None)
+                    }));
             }
             reply
         }

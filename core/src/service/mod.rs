@@ -73,6 +73,7 @@ mod auth;
 mod dispatch;
 mod endpoints;
 mod host;
+mod observe;
 mod outbox;
 mod rates;
 mod request;
@@ -85,6 +86,10 @@ pub use host::{
     WriteFailure,
 };
 pub use host::{UNVERIFIED_DISCOVERIES_PER_ADDRESS_PER_MINUTE, UNVERIFIED_DISCOVERIES_PER_MINUTE};
+pub use observe::{
+    NotificationOutcome, NotificationReceipt, OutboxCount, OutboxState, OutboxSummary,
+    outbox_summary,
+};
 pub use outbox::{
     DELIVERY_DEADLINE_MS, DELIVERY_PLAN_ROWS, Delivery, DeliveryKey, DeliveryReport,
     MAX_DELIVERIES_AT_ONCE, next_due, plan_deliveries,

@@ -10,6 +10,7 @@ use crate::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use crate::service::fresh::Fresh;
 use crate::service::route::Method;
 
+use super::observe::NotificationReceipt;
 use super::{Host, Limited, Rate, STORAGE_FULL_RETRY_AFTER_SECS, store};
 
 /// A request as the host received it, without its body.
@@ -71,6 +72,9 @@ pub struct Reply<S> {
     pub headers: Vec<(&'static str, String)>,
     /// The body.
     pub body: ReplyBody<S>,
+    /// What a notification another server sent did, on the answers of
+    /// `POST /api/{user}/notifications` only: for the host's metrics.
+    pub notification: Option<NotificationReceipt>,
 }
 
 impl<S> Reply<S> {
@@ -81,6 +85,7 @@ impl<S> Reply<S> {
             problem: None,
             headers: Vec::new(),
             body,
+            notification: None,
         }
     }
 
@@ -150,6 +155,9 @@ pub(super) struct Failure {
     /// What went wrong inside the server (`server/500-internal`): logged
     /// once, by [`handle`], and never sent.
     pub(in crate::service) internal: Option<String>,
+    /// What the refused notification's versions each did, when it is one
+    /// whose every version was refused ([`Reply::notification`]).
+    pub(in crate::service) notification: Option<NotificationReceipt>,
 }
 
 impl From<Problem> for Failure {
@@ -158,6 +166,7 @@ impl From<Problem> for Failure {
             problem,
             headers: Vec::new(),
             internal: None,
+            notification: None,
         }
     }
 }
@@ -197,6 +206,19 @@ impl Failure {
         self
     }
 
+    /// The failure of a notification whose every version was refused, as
+    /// `answer` lists them: for the host's metrics.
+    pub(crate) fn with_refused_notification(
+        mut self,
+        answer: crate::service::federation::NotificationAnswer,
+    ) -> Self {
+        self.notification = Some(NotificationReceipt::failed(
+            self.problem.kind,
+            Some(&answer),
+        ));
+        self
+    }
+
     /// The host's storage is full: `server/503-unavailable` with a
     /// `Retry-After`, and `error` in the host's log.
     pub(crate) fn storage_full(error: impl fmt::Display) -> Self {
@@ -206,6 +228,7 @@ impl Failure {
             problem,
             headers: vec![("retry-after", STORAGE_FULL_RETRY_AFTER_SECS.to_string())],
             internal: Some(format!("storage full: {error}")),
+            notification: None,
         }
     }
 }

@@ -78,6 +78,10 @@ pub struct BlobPath {
     pub file_name: FileName,
 }
 
+/// The route name of `POST /api/{user}/notifications`, whose answers
+/// carry a [`NotificationReceipt`](super::observe::NotificationReceipt).
+pub(crate) const NOTIFICATIONS_ROUTE: &str = "notifications";
+
 /// One endpoint, with the values its path carries. `user` is the `{user}`
 /// path segment, not yet looked up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,7 +210,7 @@ impl Endpoint {
             (Endpoint::RecordBlob { .. }, _) => "record.blob",
             (Endpoint::NewBlob { .. }, _) => "blobs.upload",
             (Endpoint::Events { .. }, _) => "events",
-            (Endpoint::NewNotification { .. }, _) => "notifications",
+            (Endpoint::NewNotification { .. }, _) => NOTIFICATIONS_ROUTE,
             (Endpoint::ServerInfo { .. }, _) => "server_info",
         }
     }
@@ -396,6 +400,8 @@ fn console_page_of(segments: &[&str]) -> Option<ConsolePage> {
         ["apps"] => ConsolePage::Apps,
         ["apps", id, "revoke"] => ConsolePage::RevokeApp(parse(id)?),
         ["apps", id, "forget"] => ConsolePage::ForgetApp(parse(id)?),
+        ["outbox"] => ConsolePage::Outbox,
+        ["outbox", "send-now"] => ConsolePage::SendNow,
         ["account"] => ConsolePage::Account,
         ["account", "password"] => ConsolePage::ChangePassword,
         ["account", "sessions"] => ConsolePage::EndSessions,
@@ -443,6 +449,10 @@ pub enum ConsolePage {
     ChangePassword,
     /// `console/account/sessions`: a `POST` signs out of every session.
     EndSessions,
+    /// `console/outbox`: the notifications waiting for other servers.
+    Outbox,
+    /// `console/outbox/send-now`: a `POST` makes one recipient's due now.
+    SendNow,
     /// Any other path under `console/`: the console's own not-found page.
     Unknown,
 }

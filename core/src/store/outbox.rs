@@ -158,6 +158,16 @@ pub fn next_due_sql(user: Option<i64>, in_flight: &[(i64, Entity)]) -> Statement
 /// `folio outbox`): at most `limit`. Its `due_at` is when it will be sent:
 /// its recipient's latest retry when that is later ([`next_due_sql`]).
 pub fn outbox_sql(limit: i64) -> Statement {
+    outbox_rows_sql(None, limit)
+}
+
+/// [`outbox_sql`] of one user's notifications alone (the console's Outbox
+/// page).
+pub fn user_outbox_sql(user_id: i64, limit: i64) -> Statement {
+    outbox_rows_sql(Some(user_id), limit)
+}
+
+fn outbox_rows_sql(user: Option<i64>, limit: i64) -> Statement {
     let mut b = Binder::default();
     let columns = OUTBOX_COLUMNS.replace(
         "o.due_at,",
@@ -165,10 +175,64 @@ pub fn outbox_sql(limit: i64) -> Statement {
          WHERE b.user_id = o.user_id AND b.recipient = o.recipient AND b.failed_at IS NULL \
          AND b.attempts > 0), o.due_at)),",
     );
+    let of_user = match user {
+        Some(user) => format!(" WHERE o.user_id = {}", b.bind(user)),
+        None => String::new(),
+    };
     let sql = format!(
-        "SELECT {columns}, u.name FROM outbox o JOIN users u ON u.id = o.user_id \
+        "SELECT {columns}, u.name FROM outbox o JOIN users u ON u.id = o.user_id{of_user} \
          ORDER BY o.id LIMIT {}",
         b.bind(limit)
+    );
+    b.finish(sql)
+}
+
+/// The outbox by state, for the metrics and the health answer
+/// (`crate::service::outbox_summary`): `state, notifications, oldest
+/// queued_at, recipients`, a row per state that has notifications;
+/// `state` is `pending` (never tried), `retrying` (failed, due again) or
+/// `failed` (given up). One scan of the outbox's rows.
+pub fn outbox_summary_sql() -> Statement {
+    Binder::default().finish(
+        "SELECT state, COUNT(*), MIN(queued_at), COUNT(DISTINCT recipient) FROM \
+         (SELECT CASE WHEN failed_at IS NOT NULL THEN 'failed' \
+         WHEN attempts > 0 THEN 'retrying' ELSE 'pending' END AS state, queued_at, recipient \
+         FROM outbox) GROUP BY state"
+            .to_owned(),
+    )
+}
+
+/// Makes the notifications that wait past `now_ms` due then, of every
+/// user or of `user`, for every recipient or for `recipient` (`folio
+/// outbox send-now`, the console's "retry now"); with `failed_too`, those
+/// given up as well, with a fresh day of retries (as [`retry_failed_sql`]).
+/// A notification waiting for a retry keeps its count of attempts: if it
+/// fails again, it waits as long as it would have.
+pub fn send_now_sql(
+    now_ms: i64,
+    user: Option<i64>,
+    recipient: Option<&Entity>,
+    failed_too: bool,
+) -> Statement {
+    let mut b = Binder::default();
+    let now = b.bind(now_ms);
+    let mut filter = String::new();
+    if let Some(user) = user {
+        filter.push_str(&format!(" AND user_id = {}", b.bind(user)));
+    }
+    if let Some(recipient) = recipient {
+        filter.push_str(&format!(" AND recipient = {}", b.bind(recipient.as_str())));
+    }
+    let which = match failed_too {
+        true => format!("(failed_at IS NOT NULL OR due_at > {now})"),
+        false => format!("failed_at IS NULL AND due_at > {now}"),
+    };
+    // The right-hand sides read the row as it was: a failed row starts over.
+    let sql = format!(
+        "UPDATE outbox SET due_at = {now}, \
+         attempts = CASE WHEN failed_at IS NULL THEN attempts ELSE 0 END, \
+         queued_at = CASE WHEN failed_at IS NULL THEN queued_at ELSE {now} END, \
+         failed_at = NULL WHERE {which}{filter}"
     );
     b.finish(sql)
 }

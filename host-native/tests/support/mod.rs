@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -96,6 +96,7 @@ pub fn notice(done: Option<&str>) -> Option<&'static str> {
             "The app was forgotten: it can no longer use your records, and must register again to ask."
         }
         "password" => "Your password was changed. Every other session was signed out.",
+        "sent" => "Sending now: what waited for that server goes within seconds if it answers.",
         _ => return None,
     })
 }

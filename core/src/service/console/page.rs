@@ -32,6 +32,8 @@ pub enum Section {
     Apps,
     /// The account page: the password.
     Account,
+    /// The outbox: notifications waiting for other servers.
+    Outbox,
 }
 
 impl Frame<'_> {
@@ -364,6 +366,48 @@ pub struct AccountPage<'a> {
     pub notice: Option<&'a str>,
     /// Why the last password change was refused, if it was.
     pub error: Option<&'a str>,
+}
+
+/// A notification of the outbox page.
+#[derive(Debug, Clone)]
+pub struct OutboxRow {
+    /// The record's id.
+    pub id: String,
+    /// The record's console page.
+    pub href: String,
+    /// `pending`, `retrying` or `failed`.
+    pub state: &'static str,
+    /// When it is sent; `None` for one given up.
+    pub due_at: Option<String>,
+    /// The attempts that failed.
+    pub attempts: i64,
+}
+
+/// The notifications waiting for one recipient.
+#[derive(Debug, Clone)]
+pub struct OutboxPeer {
+    /// The recipient's entity.
+    pub recipient: String,
+    /// Its place on the page, for the page's anchors and labels.
+    pub anchor: String,
+    /// Why the latest attempt failed, if one did.
+    pub last_error: Option<String>,
+    /// The notifications, oldest first.
+    pub rows: Vec<OutboxRow>,
+}
+
+/// The outbox page: what waits to be sent to other servers, and why.
+#[derive(Template)]
+#[template(path = "console/outbox.html")]
+pub struct OutboxPage<'a> {
+    /// The page's frame.
+    pub frame: Frame<'a>,
+    /// Each recipient with notifications waiting or given up.
+    pub peers: Vec<OutboxPeer>,
+    /// Whether there were more notifications than the page shows.
+    pub truncated: bool,
+    /// What the last action did, if the page follows one.
+    pub notice: Option<&'a str>,
 }
 
 /// The console's sign-in page.

@@ -42,6 +42,8 @@ use crate::service::jobs::{Done, Job, RecordWrite, Refused};
 use crate::service::store::{RowExt, version_row};
 use crate::service::{Context, Host, Note, Reply, ReplyBody, User, WriteFailure};
 
+mod outbox;
+
 /// A page, or the page that says why not.
 type Page<S> = Result<Reply<S>, Reply<S>>;
 
@@ -193,6 +195,10 @@ async fn answer<H: Host>(
         (ConsolePage::Apps, None) => console.apps(frame(Section::Apps), notice).await,
         (ConsolePage::RevokeApp(app), Some(_)) => console.revoke(&app, false).await,
         (ConsolePage::ForgetApp(app), Some(_)) => console.revoke(&app, true).await,
+        (ConsolePage::Outbox, None) => {
+            outbox::outbox_page(cx, user, frame(Section::Outbox), notice).await
+        }
+        (ConsolePage::SendNow, Some(form)) => outbox::send_now(cx, user, &form, now).await,
         (ConsolePage::Account, None) => Ok(html(
             200,
             render(&AccountPage {

@@ -37,6 +37,7 @@ use crate::write::{RecordKey, Unresolved, WriteError, WriteRequest};
 use sha2::{Digest, Sha256};
 
 use crate::service::jobs::{Job, RecordWrite, Refused, received_bytes};
+use crate::service::observe::NotificationReceipt;
 use crate::service::route::RecordPath;
 use crate::service::store::{RowExt, version_row};
 use crate::service::{Caller, Context, Failure, Host, Outcome, Rate, Reply, User, WriteFailure};
@@ -967,8 +968,12 @@ pub(in crate::service) async fn new_notification<H: Host>(
         .map_err(Trouble::into_failure)?;
     match first_refusal {
         // Nothing was taken: the problem, as a single version's would be.
-        Some(failure) if answer.received == 0 => Err(failure),
-        _ => Ok(Reply::json(200, answer.to_json())),
+        Some(failure) if answer.received == 0 => Err(failure.with_refused_notification(answer)),
+        _ => {
+            let mut reply = Reply::json(200, answer.to_json());
+            reply.notification = Some(NotificationReceipt::answered(&answer));
+            Ok(reply)
+        }
     }
 }
 
