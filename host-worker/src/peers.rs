@@ -83,12 +83,22 @@ async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnsw
         None => url,
     };
     init.with_headers(headers);
-    let outgoing = Request::new_with_init(destination.as_str(), &init)
-        .map_err(|e| PeerFailure::BadUrl(e.to_string()))?;
-    let mut response = Fetch::Request(outgoing)
-        .send()
-        .await
-        .map_err(|e| sending_failure(e.to_string(), host))?;
+    let send = async || {
+        let outgoing = Request::new_with_init(destination.as_str(), &init)
+            .map_err(|e| PeerFailure::BadUrl(e.to_string()))?;
+        Fetch::Request(outgoing)
+            .send()
+            .await
+            .map_err(|e| sending_failure(e.to_string(), host.clone()))
+    };
+    // A request that only reads is sent once more when it got no answer:
+    // the connection the edge reused may have been closed by the other
+    // side meanwhile ("Network connection lost"). A POST is not: the
+    // delivery that sent it tries again on its own schedule.
+    let mut response = match send().await {
+        Err(PeerFailure::Unreachable(_)) if request.method != PeerMethod::Post => send().await?,
+        sent => sent?,
+    };
     let mut body = AnswerBody::new(request.max_answer_bytes);
     // An answer to a HEAD has no body, whatever its Content-Length says.
     let declared = response
