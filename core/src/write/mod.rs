@@ -95,8 +95,10 @@ pub enum Step {
 /// A decided write.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Commit {
-    /// An idempotent replay: the request produces a version the store
-    /// already holds. Store nothing; answer with this stored version.
+    /// Nothing to store; answer with this stored version. An idempotent
+    /// replay (the request produces a version the store already holds), or
+    /// a version received for a record the user deleted here, which stays
+    /// deleted ([`Record::is_deleted_here_by`]).
     Replay(Box<Record>),
     /// Store these versions in one transaction, the written one first, then
     /// each tombstone its deletion cascaded to; answer with the written one.
