@@ -271,6 +271,17 @@ impl Ctx {
         }))
     }
 
+    /// Starts the suite's hostile peer when the target has one, so that the
+    /// server under test reaches a network that answers: a server on the
+    /// edge in development reaches every other server through that peer's
+    /// relay, and before it listens every name looks unreachable there.
+    pub async fn network_up(&self) -> Result<(), String> {
+        match self.target.hostile_peer {
+            Some(_) => self.hostile_peer().await.map(drop),
+            None => Ok(()),
+        }
+    }
+
     /// The target's hostile peer, started on first use and kept running
     /// for the rest of the run.
     pub async fn hostile_peer(&self) -> Result<&HostilePeer, String> {

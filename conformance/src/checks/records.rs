@@ -492,7 +492,11 @@ async fn create_dangling_link(ctx: &Ctx) -> CheckResult {
     ensure_invalid_link(&post(ctx, &body).await?, "$['content']['ref']")
 }
 
+/// A link to an entity whose name resolves to nothing is
+/// `record/400-invalid-link` (not `503 link_unreachable`: the name does
+/// not exist, which is not a server that cannot be reached now).
 async fn create_unknown_entity(ctx: &Ctx) -> CheckResult {
+    ctx.network_up().await?;
     let entity = format!("unknown-{}.example", &record_id()[..8]);
     let body = json!({"type": ctx.note_type().await?, "content": {"title": "t", "person": {"entity": entity}}});
     ensure_invalid_link(&post(ctx, &body).await?, "$['content']['person']")
