@@ -1,0 +1,546 @@
+//! The convergence rule of issue 42, as a property: after any sequence of
+//! actions by Alice and Bob on two servers (`network.rs`: core's fake host
+//! and a fake network between two of them, simulated time), once both
+//! servers are up and both outboxes are empty, every record both may read
+//! is the same on both sides, but for the differences the protocol intends
+//! and documents, and nothing is stuck.
+//!
+//! Actions, in random interleavings: create a note (private, shared with
+//! the other, or public; mentioning the other or not; answering a note, an
+//! existential link, so that deleting it cascades), edit one (which shares,
+//! unshares, mentions and drops a mention), delete it, delete another's note
+//! on this server only, run one due delivery of a server's outbox, let time
+//! pass, take a server down and bring it back, restart it, move it to a new
+//! base URL. At the end both servers are up and their outboxes are run,
+//! the clock moved to each next due time, until nothing is pending (at most
+//! [`SETTLE_ROUNDS`] rounds).
+//!
+//! The rule, for each note R that X wrote and the other user Y (H: X's
+//! version of R now; C: Y's copy, if any; "concerns": Y is a reader of the
+//! version, or it is one Y may read that mentions Y or answers Y's note,
+//! as `docs/federation.md` §4 picks whom to notify):
+//! - if H concerns Y, C is H, or a deletion here that Y chose (a local
+//!   deletion, or a cascade of one of Y's deletions over X's reply);
+//! - else C is absent, H, or a deletion here (Y chose it, or Y's server
+//!   wrote it because Y's access ended, or a cascade), or it is the
+//!   documented gap of `docs/federation.md` §8: C is a live version of X's
+//!   chain that Y may read but that does not concern Y, and no later
+//!   version does either (nothing after it was owed to Y).
+//!
+//! And both outboxes end empty: nothing pending, nothing given up.
+//!
+//! Cases: [`DEFAULT_CASES`] per run (`cargo test -p folio-core`), or
+//! `FOLIO_CONVERGENCE_CASES`.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use folio_core::Fresh;
+use folio_core::service::federation::RetryPolicy;
+use folio_core::service::{next_due, plan_deliveries};
+use proptest::prelude::*;
+use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
+use serde_json::{Value, json};
+
+use crate::network::Network;
+
+/// Cases per run when `FOLIO_CONVERGENCE_CASES` is not set.
+const DEFAULT_CASES: u32 = 1000;
+/// Actions per case, at most.
+const MAX_ACTIONS: usize = 24;
+/// Outbox rounds at the end, at most, before an outbox that is not empty
+/// counts as stuck.
+const SETTLE_ROUNDS: usize = 40;
+/// Deliveries one plan holds, at most (the native host's `MAX_DELIVERIES_AT_ONCE`).
+const MAX_PLANNED: usize = 256;
+
+const USERS: [(&str, &str); 2] = [("alice", "alice.example"), ("bob", "bob.example")];
+
+/// Who may read a note's version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Its author only.
+    Private,
+    /// Its author and the other user.
+    Shared,
+    Public,
+}
+
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// `by` writes a note; `answers` picks the note it answers among the
+    /// live notes `by`'s store holds.
+    Create {
+        by: usize,
+        audience: Audience,
+        mention: bool,
+        answers: Option<u8>,
+    },
+    /// `by` edits one of their live notes (`pick`).
+    Edit {
+        by: usize,
+        pick: u8,
+        audience: Audience,
+        mention: bool,
+    },
+    /// `by` deletes one of their live notes.
+    Delete { by: usize, pick: u8 },
+    /// `by` deletes the other's live note on their server only.
+    DeleteHere { by: usize, pick: u8 },
+    /// Server `server` runs one of its due deliveries.
+    Deliver { server: usize, pick: u8 },
+    /// Time passes.
+    Wait { millis: u32 },
+    Down { server: usize },
+    Up { server: usize },
+    Restart { server: usize },
+    Move { server: usize },
+}
+
+fn audience() -> impl Strategy<Value = Audience> {
+    prop_oneof![
+        Just(Audience::Private),
+        Just(Audience::Shared),
+        Just(Audience::Public)
+    ]
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    let user = 0..2usize;
+    prop_oneof![
+        4 => (user.clone(), audience(), any::<bool>(), prop::option::weighted(0.3, any::<u8>()))
+            .prop_map(|(by, audience, mention, answers)| Action::Create { by, audience, mention, answers }),
+        4 => (user.clone(), any::<u8>(), audience(), any::<bool>())
+            .prop_map(|(by, pick, audience, mention)| Action::Edit { by, pick, audience, mention }),
+        2 => (user.clone(), any::<u8>()).prop_map(|(by, pick)| Action::Delete { by, pick }),
+        1 => (user.clone(), any::<u8>()).prop_map(|(by, pick)| Action::DeleteHere { by, pick }),
+        5 => (user.clone(), any::<u8>()).prop_map(|(server, pick)| Action::Deliver { server, pick }),
+        2 => (0u32..120_000).prop_map(|millis| Action::Wait { millis }),
+        1 => user.clone().prop_map(|server| Action::Down { server }),
+        1 => user.clone().prop_map(|server| Action::Up { server }),
+        1 => user.clone().prop_map(|server| Action::Restart { server }),
+        1 => user.prop_map(|server| Action::Move { server }),
+    ]
+}
+
+/// A note as one store holds it: its author, id, and current version.
+#[derive(Debug, Clone)]
+struct Held {
+    author: String,
+    id: String,
+    version: Value,
+}
+
+impl Held {
+    fn live(&self) -> bool {
+        self.version.get("no_content").is_none()
+    }
+}
+
+/// One run of a sequence of actions.
+struct Run {
+    network: Rc<Network>,
+    /// The notes each user chose to delete on their server only: (user, author, id).
+    deleted_here: HashSet<(usize, String, String)>,
+    writes: u32,
+}
+
+impl Run {
+    fn new() -> Self {
+        Run {
+            network: Network::new(&USERS),
+            deleted_here: HashSet::new(),
+            writes: 0,
+        }
+    }
+
+    fn other(user: usize) -> usize {
+        1 - user
+    }
+
+    /// The notes `user`'s store holds, in the order of their rows.
+    fn notes(&self, user: usize) -> Vec<Held> {
+        let network = &self.network;
+        let types: Vec<String> = (network.servers.iter())
+            .map(|server| format!("'{}'", server.note_type.id))
+            .collect();
+        let host = network.servers[user].host.borrow();
+        let rows = host.texts(&format!(
+            "SELECT v.record FROM records r JOIN versions v \
+             ON v.user_id = r.user_id AND v.hash = r.version_hash \
+             WHERE r.type_record_id IN ({}) ORDER BY r.row",
+            types.join(", ")
+        ));
+        rows.iter()
+            .map(|row| {
+                let version: Value = serde_json::from_str(row).expect("a stored record");
+                Held {
+                    author: version["author"]["entity"].as_str().unwrap().to_owned(),
+                    id: version["id"].as_str().unwrap().to_owned(),
+                    version,
+                }
+            })
+            .collect()
+    }
+
+    /// Every version of `author`'s note `id` that `user`'s store holds, by hash.
+    fn versions(&self, user: usize, author: &str, id: &str) -> HashMap<String, Value> {
+        let host = self.network.servers[user].host.borrow();
+        let rows = host.texts(&format!(
+            "SELECT record FROM versions WHERE author = '{author}' AND record_id = '{id}'"
+        ));
+        rows.iter()
+            .map(|row| {
+                let version: Value = serde_json::from_str(row).expect("a stored version");
+                let hash = version["version"]["hash"].as_str().unwrap().to_owned();
+                (hash, version)
+            })
+            .collect()
+    }
+
+    fn pick(notes: Vec<Held>, pick: u8) -> Option<Held> {
+        match notes.len() {
+            0 => None,
+            n => Some(notes[pick as usize % n].clone()),
+        }
+    }
+
+    fn body(&self, by: usize, audience: Audience, mention: bool, parent: Option<&Value>) -> Value {
+        let (me, other) = (USERS[by].1, USERS[Self::other(by)].1);
+        let permissions = match audience {
+            Audience::Private => json!({}),
+            Audience::Shared => json!({"read": [{"entity": me}, {"entity": other}]}),
+            Audience::Public => json!({"read": "public"}),
+        };
+        let mut content = json!({"text": format!("note {}", self.writes)});
+        if mention {
+            content["mention"] = json!({"entity": other});
+        }
+        if let Some(parent) = parent {
+            content["parent"] = parent.clone();
+        }
+        json!({"permissions": permissions, "content": content})
+    }
+
+    /// Sends a write of `by`'s app; checks it was taken, unless the other
+    /// server is down (a link to its entity may need it: issue 42's
+    /// defect 5, not this test's).
+    fn write(&mut self, by: usize, method: &str, path: &str, body: &Value) -> Option<Value> {
+        self.writes += 1;
+        let reply = self.network.app_request(by, method, path, Some(body));
+        let text = String::from_utf8_lossy(crate::kit::bytes(&reply)).into_owned();
+        match reply.status {
+            200 | 201 => Some(serde_json::from_str(&text).expect("a JSON answer")),
+            _ if self.network.is_down(Self::other(by)) => None,
+            status => panic!("{method} {path} {body} answered {status}: {text}"),
+        }
+    }
+
+    fn act(&mut self, action: &Action) {
+        let network = Rc::clone(&self.network);
+        network.advance(1_000);
+        match *action {
+            Action::Create { by, audience, mention, answers } if !network.is_down(by) => {
+                let parent = answers.and_then(|pick| {
+                    let live = self.notes(by).into_iter().filter(Held::live).collect();
+                    Self::pick(live, pick)
+                });
+                let parent = parent.map(|held| json!({"entity": held.author, "record_id": held.id}));
+                let mut body = self.body(by, audience, mention, parent.as_ref());
+                body["type"] = crate::link(&network.servers[by].note_type);
+                let path = network.servers[by].records();
+                self.write(by, "POST", &path, &body);
+            }
+            Action::Edit { by, pick, audience, mention } if !network.is_down(by) => {
+                let own = self.own_live(by);
+                if let Some(held) = Self::pick(own, pick) {
+                    let parent = held.version["content"].get("parent").cloned();
+                    let body = self.body(by, audience, mention, parent.as_ref());
+                    let path = format!("{}/{}/{}", network.servers[by].records(), held.author, held.id);
+                    self.write(by, "PUT", &path, &body);
+                }
+            }
+            Action::Delete { by, pick } if !network.is_down(by) => {
+                if let Some(held) = Self::pick(self.own_live(by), pick) {
+                    let path = format!("{}/{}/{}", network.servers[by].records(), held.author, held.id);
+                    self.write(by, "DELETE", &path, &json!({}));
+                }
+            }
+            Action::DeleteHere { by, pick } if !network.is_down(by) => {
+                let others: Vec<Held> = (self.notes(by).into_iter())
+                    .filter(|held| held.live() && held.author != USERS[by].1)
+                    .collect();
+                if let Some(held) = Self::pick(others, pick) {
+                    let path = format!("{}/{}/{}", network.servers[by].records(), held.author, held.id);
+                    let body = json!({"no_content": {"action": "local"}});
+                    if self.write(by, "DELETE", &path, &body).is_some() {
+                        self.deleted_here.insert((by, held.author, held.id));
+                    }
+                }
+            }
+            Action::Deliver { server, pick } if !network.is_down(server) => {
+                self.deliver(server, Some(pick));
+            }
+            Action::Wait { millis } => network.advance(i64::from(millis)),
+            Action::Down { server } => network.set_down(server, true),
+            Action::Up { server } => {
+                if network.is_down(server) {
+                    network.set_down(server, false);
+                    network.restart(server);
+                }
+            }
+            Action::Restart { server } => network.restart(server),
+            Action::Move { server } => network.move_server(server),
+            // An action of a user whose server is down: nothing happens.
+            _ => {}
+        }
+    }
+
+    fn own_live(&self, by: usize) -> Vec<Held> {
+        (self.notes(by).into_iter())
+            .filter(|held| held.live() && held.author == USERS[by].1)
+            .collect()
+    }
+
+    /// Runs the deliveries due on `server`: the `pick`th of them, or all
+    /// in the order planned. Answers how many ran.
+    fn deliver(&self, server: usize, pick: Option<u8>) -> usize {
+        let network = &self.network;
+        let now = network.now();
+        let host = network.servers[server].host.borrow();
+        let planned = pollster::block_on(plan_deliveries(&*host, now, None, &[], MAX_PLANNED))
+            .expect("a plan");
+        let chosen: Vec<_> = match pick {
+            Some(_) if planned.is_empty() => Vec::new(),
+            Some(pick) => vec![&planned[pick as usize % planned.len()]],
+            None => planned.iter().collect(),
+        };
+        for delivery in &chosen {
+            let (_, seed) = network.draw();
+            let fresh = Fresh::from_seed(seed);
+            pollster::block_on(delivery.run(&*host, now, &fresh, &RetryPolicy::default()));
+        }
+        chosen.len()
+    }
+
+    /// Outbox rows of `server`: pending, and given up.
+    fn outbox(&self, server: usize) -> (i64, i64) {
+        let host = self.network.servers[server].host.borrow();
+        (
+            host.count("SELECT COUNT(*) FROM outbox WHERE failed_at IS NULL"),
+            host.count("SELECT COUNT(*) FROM outbox WHERE failed_at IS NOT NULL"),
+        )
+    }
+
+    /// Brings every server up and runs their outboxes until nothing is
+    /// pending, moving the clock to the next due time between rounds.
+    fn settle(&self) {
+        let network = &self.network;
+        for server in 0..network.servers.len() {
+            if network.is_down(server) {
+                network.set_down(server, false);
+                network.restart(server);
+            }
+        }
+        for _ in 0..SETTLE_ROUNDS {
+            for server in 0..network.servers.len() {
+                self.deliver(server, None);
+            }
+            let pending: i64 = (0..network.servers.len()).map(|s| self.outbox(s).0).sum();
+            if pending == 0 {
+                return;
+            }
+            let next = (network.servers.iter())
+                .filter_map(|server| {
+                    let host = server.host.borrow();
+                    pollster::block_on(next_due(&*host, None, &[])).expect("the next due")
+                })
+                .min()
+                .expect("a pending notification is due some time");
+            let now = network.now().unix_millis();
+            network.advance((next - now).max(1));
+        }
+    }
+
+    /// Checks the rule; answers what breaks it.
+    fn check(&self) -> Result<(), String> {
+        let mut broken = Vec::new();
+        for server in 0..self.network.servers.len() {
+            let (pending, failed) = self.outbox(server);
+            if pending + failed > 0 {
+                let host = self.network.servers[server].host.borrow();
+                let rows = host.texts(
+                    "SELECT recipient || ' ' || record_id || ' ' || version_hash || ' attempts=' \
+                     || attempts || ' failed=' || IFNULL(failed_at, '-') || ' ' \
+                     || IFNULL(last_error, '') FROM outbox",
+                );
+                broken.push(format!(
+                    "{}'s outbox is not empty after {SETTLE_ROUNDS} rounds: {rows:#?}",
+                    USERS[server].0
+                ));
+            }
+        }
+        for (x, (_, author)) in USERS.iter().enumerate() {
+            let y = Self::other(x);
+            let reader = USERS[y].1;
+            let theirs: HashMap<(String, String), Held> = (self.notes(y).into_iter())
+                .map(|held| ((held.author.clone(), held.id.clone()), held))
+                .collect();
+            let y_deleted: HashSet<String> = (self.notes(y).into_iter())
+                .filter(|held| !held.live())
+                .map(|held| format!("{}/{}", held.author, held.id))
+                .collect();
+            for held in self.notes(x).into_iter().filter(|h| h.author == *author) {
+                let head = &held.version;
+                if head["version"]["author"]["entity"] != *author {
+                    broken.push(format!("{author}'s note {} ends in another's version: {head}", held.id));
+                }
+                let copy = theirs.get(&(held.author.clone(), held.id.clone()));
+                let chain = self.versions(x, author, &held.id);
+                let verdict = judge(
+                    head,
+                    copy.map(|c| &c.version),
+                    &chain,
+                    reader,
+                    self.deleted_here.contains(&(y, held.author.clone(), held.id.clone())),
+                    &y_deleted,
+                );
+                if let Err(why) = verdict {
+                    broken.push(format!(
+                        "{author}'s note {} on {reader}'s server: {why}\n  {author}'s: {head}\n  {reader}'s: {}",
+                        held.id,
+                        copy.map_or("none".to_owned(), |c| c.version.to_string())
+                    ));
+                }
+            }
+        }
+        match broken.is_empty() {
+            true => Ok(()),
+            false => Err(broken.join("\n")),
+        }
+    }
+}
+
+fn live(version: &Value) -> bool {
+    version.get("no_content").is_none()
+}
+
+fn hash(version: &Value) -> &str {
+    version["version"]["hash"].as_str().unwrap_or_default()
+}
+
+/// Whether `reader` may read `version`.
+fn readable(version: &Value, reader: &str) -> bool {
+    live(version)
+        && match &version["permissions"]["read"] {
+            Value::String(public) => public == "public",
+            Value::Array(readers) => readers.iter().any(|r| r["entity"] == reader),
+            _ => false,
+        }
+}
+
+/// Whether `version` is owed to `reader` (`docs/federation.md` §4): they
+/// are a reader, or may read it and it mentions them or answers theirs.
+fn concerns(version: &Value, reader: &str) -> bool {
+    let listed = match &version["permissions"]["read"] {
+        Value::Array(readers) => readers.iter().any(|r| r["entity"] == reader),
+        _ => false,
+    };
+    let content = &version["content"];
+    let links = content["mention"]["entity"] == reader || content["parent"]["entity"] == reader;
+    live(version) && (listed || (readable(version, reader) && links))
+}
+
+/// The rule for one note: `head` its author's version, `copy` the reader's.
+fn judge(
+    head: &Value,
+    copy: Option<&Value>,
+    chain: &HashMap<String, Value>,
+    reader: &str,
+    chosen: bool,
+    deleted_at_reader: &HashSet<String>,
+) -> Result<(), String> {
+    let owed = concerns(head, reader);
+    let Some(copy) = copy else {
+        return match owed {
+            true => Err("missing: the reader may read it and was owed it".into()),
+            false => Ok(()),
+        };
+    };
+    if hash(copy) == hash(head) {
+        return Ok(());
+    }
+    let deleted_here = !live(copy)
+        && copy["version"]["author"]["entity"] == reader
+        && matches!(copy["no_content"]["action"].as_str(), Some("local" | "leave"));
+    if deleted_here {
+        let parent = (chain.values())
+            .find_map(|v| v["content"]["parent"].as_object())
+            .map(|p| format!("{}/{}", p["entity"].as_str().unwrap_or(""), p["record_id"].as_str().unwrap_or("")));
+        let cascade = parent.is_some_and(|p| deleted_at_reader.contains(&p));
+        return match chosen || cascade || !owed {
+            true => Ok(()),
+            false => Err("deleted on the reader's server, neither chosen nor a cascade, though owed".into()),
+        };
+    }
+    if owed {
+        return Err("stale: the reader was owed the author's version".into());
+    }
+    if !live(copy) {
+        return Err("a tombstone the author's chain does not end with".into());
+    }
+    // The documented gap (§8): a live version of the chain the reader may
+    // read, not owed to them, and nothing after it owed either.
+    if !chain.contains_key(hash(copy)) {
+        return Err("a version the author's chain does not hold".into());
+    }
+    if !readable(copy, reader) || concerns(copy, reader) {
+        return Err("stale, and not the documented gap (§8)".into());
+    }
+    let mut at = head;
+    while hash(at) != hash(copy) {
+        if concerns(at, reader) {
+            return Err("stale: a later version was owed to the reader".into());
+        }
+        let parent = at["version"]["parent_hash"].as_str().unwrap_or_default();
+        at = chain.get(parent).ok_or("the reader's version is not before the author's")?;
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("FOLIO_CONVERGENCE_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(DEFAULT_CASES)
+}
+
+#[test]
+fn two_servers_converge_after_any_actions() {
+    let config = ProptestConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let started = std::time::Instant::now();
+    let result = runner.run(
+        &prop::collection::vec(action(), 1..=MAX_ACTIONS),
+        |actions| {
+            let mut run = Run::new();
+            for action in &actions {
+                run.act(action);
+            }
+            run.settle();
+            run.check().map_err(TestCaseError::fail)
+        },
+    );
+    eprintln!(
+        "convergence: {} cases in {:.1} s",
+        cases(),
+        started.elapsed().as_secs_f64()
+    );
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+}
