@@ -21,7 +21,7 @@ use folio_core::auth::{MEMORY_ONLY_AHEAD_MS, ServerKey};
 use folio_core::model::{Record, RecordDate};
 use folio_core::service::discovery::entity_record_update;
 use folio_core::service::federation::{PeerAnswer, PeerFailure, PeerMethod, PeerRequest};
-use folio_core::service::{ReplyBody, Reply};
+use folio_core::service::{Reply, ReplyBody};
 use folio_core::write::{RecordKey, WriteRequest};
 use serde_json::{Value, json};
 
@@ -62,6 +62,12 @@ struct State {
     moves: Vec<u32>,
     /// Drawn for each request: its nonce and its seed.
     requests: u64,
+    /// Per server: whether the answer to the next request it is sent is lost.
+    lose_next: Vec<bool>,
+    /// Answers lost so far.
+    lost: u64,
+    /// Requests that found no server up, or lost their answer, so far.
+    unreachable: u64,
 }
 
 /// Servers joined by a fake network, on one simulated clock.
@@ -95,13 +101,8 @@ impl Network {
         let servers: Vec<Server> = (users.iter().enumerate())
             .map(|(i, &(user, entity))| {
                 let key = ServerKey::from_seed([0x30 + i as u8; 32]);
-                let host = FakeHost::serving(
-                    config.clone(),
-                    user,
-                    entity,
-                    &base_url(i, 0),
-                    Some(&key),
-                );
+                let host =
+                    FakeHost::serving(config.clone(), user, entity, &base_url(i, 0), Some(&key));
                 let app = host.add_app(app_id(), authorization_id(), APP_KEY_SEED, None);
                 let note_type = host.owner_post(note_type_body());
                 Server {
@@ -124,12 +125,17 @@ impl Network {
                 base_hosts: (0..n).map(|i| base_host(i, 0)).collect(),
                 moves: vec![0; n],
                 requests: 0,
+                lose_next: vec![false; n],
+                lost: 0,
+                unreachable: 0,
             }),
         });
         for (from, server) in network.servers.iter().enumerate() {
             let weak: Weak<Network> = Rc::downgrade(&network);
             server.host.borrow().connect(Rc::new(move |request| {
-                let network = weak.upgrade().expect("the network outlives its hosts' requests");
+                let network = weak
+                    .upgrade()
+                    .expect("the network outlives its hosts' requests");
                 network.carry(from, request)
             }));
         }
@@ -164,6 +170,23 @@ impl Network {
     /// Takes server `server` down (`true`) or brings it back up.
     pub fn set_down(&self, server: usize, down: bool) {
         self.state.borrow_mut().down[server] = down;
+    }
+
+    /// The answer to the next request server `server` is sent is lost:
+    /// the server handles it, and its sender sees it unreachable, as when
+    /// a connection breaks after the request went through.
+    pub fn lose_next_answer(&self, server: usize) {
+        self.state.borrow_mut().lose_next[server] = true;
+    }
+
+    /// How many requests so far found no server up or lost their answer.
+    pub fn unreachable_so_far(&self) -> u64 {
+        self.state.borrow().unreachable
+    }
+
+    /// How many answers were lost.
+    pub fn lost_answers(&self) -> u64 {
+        self.state.borrow().lost
     }
 
     /// Restarts server `server`: its store stays, its rate buckets and
@@ -249,6 +272,14 @@ impl Network {
     /// Carries a request server `from` sends: to the server whose entity or
     /// base URL its host names, if that server is up.
     fn carry(&self, from: usize, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
+        let carried = self.carry_to(from, request);
+        if let Err(PeerFailure::Unreachable(_)) = &carried {
+            self.state.borrow_mut().unreachable += 1;
+        }
+        carried
+    }
+
+    fn carry_to(&self, from: usize, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
         let url = url::Url::parse(&request.url)
             .map_err(|error| PeerFailure::BadUrl(format!("{}: {error}", request.url)))?;
         let name = url.host_str().unwrap_or_default().to_owned();
@@ -295,6 +326,16 @@ impl Network {
             ReplyBody::Bytes(bytes) => bytes,
             ReplyBody::Stream(_) => panic!("a peer request answered with a stream"),
         };
+        {
+            let mut state = self.state.borrow_mut();
+            if std::mem::take(&mut state.lose_next[to]) {
+                state.lost += 1;
+                return Err(PeerFailure::Unreachable(format!(
+                    "the answer of {} was lost",
+                    request.url
+                )));
+            }
+        }
         if body.len() > request.max_answer_bytes {
             return Err(PeerFailure::TooLarge {
                 max: request.max_answer_bytes,
@@ -328,7 +369,9 @@ fn entity_record(host: &FakeHost, entity: &str) -> Record {
             "SELECT v.record FROM records r JOIN versions v \
              ON v.user_id = r.user_id AND v.hash = r.version_hash \
              WHERE r.author = '{entity}' AND r.type_record_id = '{}' AND r.deleted = 0",
-            folio_core::schema::builtin::BuiltinType::Entity.link().record_id
+            folio_core::schema::builtin::BuiltinType::Entity
+                .link()
+                .record_id
         ))
         .pop()
         .expect("the user's Entity record");

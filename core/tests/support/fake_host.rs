@@ -15,8 +15,8 @@
 
 use std::cell::{Cell, RefCell};
 
-use folio_core::auth::access::Access;
 use folio_core::auth::ServerKey;
+use folio_core::auth::access::Access;
 use folio_core::auth::apps::{
     Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
 };
@@ -35,8 +35,7 @@ use folio_core::service::store::{CommitError, Row, RowExt};
 use folio_core::service::{User, WriteFailure};
 use folio_core::store::{
     MIGRATIONS, SqlValue, Statement, WriteOrigin, insert_app_sql, insert_server_key_sql,
-    insert_user_sql, seed_statements,
-    user_by_name_sql, users_sql,
+    insert_user_sql, seed_statements, user_by_name_sql, users_sql,
 };
 use folio_core::write::WriteRequest;
 use rusqlite::Connection;
