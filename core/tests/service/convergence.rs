@@ -924,3 +924,41 @@ fn servers_that_moved_meet_for_the_first_time() {
         "{tally:?}"
     );
 }
+
+/// The fifth: Bob shares a note with Alice, makes it public (Alice is
+/// sent that version: she could read the one it replaces), then private
+/// (sent to nobody: the public version concerned nobody), then shares it
+/// with her again. Alice's server held the public version, could not
+/// fetch the private one between, and refused the shared version for
+/// good (404): her copy stayed at the public version.
+#[test]
+fn a_copy_whose_access_ended_unannounced_is_shared_again() {
+    let actions = [
+        Action::Create {
+            by: 1,
+            audience: Audience::Shared,
+            mention: false,
+            answers: None,
+        },
+        Action::Edit {
+            by: 1,
+            pick: 0,
+            audience: Audience::Public,
+            mention: false,
+        },
+        Action::Edit {
+            by: 1,
+            pick: 0,
+            audience: Audience::Private,
+            mention: false,
+        },
+        Action::Edit {
+            by: 1,
+            pick: 0,
+            audience: Audience::Shared,
+            mention: false,
+        },
+    ];
+    let tally = check_case(actions.to_vec());
+    assert_eq!(tally.same, 1, "{tally:?}");
+}

@@ -125,6 +125,21 @@ pub struct SqlStore {
     memo: Memo,
 }
 
+/// Core's `seed_statements` for user `id`, made once per thread and user
+/// id: a pure function of the id, and slow enough in a debug build (tens
+/// of milliseconds) to dominate a test that makes many fakes.
+fn seeds(id: i64) -> Vec<Statement> {
+    thread_local! {
+        static SEEDS: RefCell<std::collections::HashMap<i64, Vec<Statement>>> =
+            RefCell::default();
+    }
+    SEEDS.with(|seeds| {
+        (seeds.borrow_mut().entry(id))
+            .or_insert_with(|| seed_statements(id))
+            .clone()
+    })
+}
+
 /// Runs `statement`, answering its rows as core reads them.
 fn query(db: &Connection, statement: &Statement) -> Result<Vec<Row>, DbError> {
     let mut prepared = db.prepare_cached(&statement.sql)?;
@@ -266,7 +281,7 @@ impl FakeHost {
         )
         .expect("a user");
         let id = rows[0].integer(0).expect("the user's id");
-        for statement in seed_statements(id) {
+        for statement in seeds(id) {
             query(&db, &statement).expect("a built-in type");
         }
         if let Some(key) = server_key {
@@ -562,7 +577,7 @@ impl FakeHost {
         )
         .expect("a user");
         let id = rows[0].integer(0).expect("the user's id");
-        for statement in seed_statements(id) {
+        for statement in seeds(id) {
             query(&self.store.db, &statement).expect("a built-in type");
         }
         let user = User {

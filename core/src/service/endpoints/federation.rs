@@ -650,6 +650,17 @@ impl<H: Host> Federation<'_, H> {
             Some(deleted) if deleted.is_deleted_here_by(&self.user.entity) => {
                 self.shared_again(&author, &record, deleted).await?
             }
+            // A live copy, and versions since that the user may not read:
+            // their access ended meanwhile, unannounced (the version that
+            // ended it concerned nobody here, as after a public version),
+            // and this version shares the record again. The copy goes as
+            // if they had been told, and this version replaces it.
+            Some(live)
+                if !live.is_tombstone() && self.shared_again(&author, &record, live).await? =>
+            {
+                self.access_ended(&link.entity, &link.record_id).await?;
+                true
+            }
             _ => false,
         };
         self.store_chain(&author, record, source, 0, shared_again)
@@ -727,11 +738,12 @@ impl<H: Host> Federation<'_, H> {
         }
     }
 
-    /// Whether `record`, a version the user may read of a record they
-    /// deleted here (`deleted`), was shared with them again: its parent is
-    /// one the author's server does not show them. A parent the deletion
-    /// replaced or the store holds was readable: the record only went on,
-    /// and stays deleted here. Costs at most one request to the author.
+    /// Whether `record`, a version the user may read of a record whose
+    /// latest version here is `deleted` (their deletion here, or a live
+    /// copy), was shared with them again: its parent is one the author's
+    /// server does not show them. A parent the deletion replaced or the
+    /// store holds was readable: the record only went on (and one deleted
+    /// here stays deleted). Costs at most one request to the author.
     async fn shared_again(
         &self,
         author: &Author,
