@@ -411,11 +411,9 @@ impl Run {
                 }
                 network.set_down(server, true);
             }
-            Action::Up { server } => {
-                if network.is_down(server) {
-                    network.set_down(server, false);
-                    network.restart(server);
-                }
+            Action::Up { server } if network.is_down(server) => {
+                network.set_down(server, false);
+                network.restart(server);
             }
             Action::Restart { server } => {
                 self.counts.restarts += 1;
@@ -426,7 +424,8 @@ impl Run {
                 network.move_server(server);
             }
             Action::LoseAnswer { server } => network.lose_next_answer(server),
-            // An action of a user whose server is down: nothing happens.
+            // An action of a user whose server is down, or bringing up a
+            // server that is up: nothing happens.
             _ => {}
         }
     }
@@ -501,7 +500,7 @@ impl Run {
     /// Checks the rule; answers what breaks it.
     fn check(&self) -> Result<(), String> {
         let mut broken = Vec::new();
-        for server in 0..self.network.servers.len() {
+        for (server, (user, _)) in USERS.iter().enumerate() {
             let (pending, failed) = self.outbox(server);
             if pending + failed > 0 {
                 let host = self.network.servers[server].host.borrow();
@@ -511,8 +510,7 @@ impl Run {
                      || IFNULL(last_error, '') FROM outbox",
                 );
                 broken.push(format!(
-                    "{}'s outbox is not empty after {SETTLE_ROUNDS} rounds: {rows:#?}",
-                    USERS[server].0
+                    "{user}'s outbox is not empty after {SETTLE_ROUNDS} rounds: {rows:#?}"
                 ));
             }
         }
