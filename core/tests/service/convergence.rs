@@ -142,7 +142,7 @@ fn audience() -> impl Strategy<Value = Audience> {
 fn action() -> impl Strategy<Value = Action> {
     let user = 0..2usize;
     prop_oneof![
-        4 => (user.clone(), audience(), any::<bool>(), prop::option::weighted(0.3, any::<u8>()))
+        4 => (user.clone(), audience(), any::<bool>(), prop::option::weighted(0.5, any::<u8>()))
             .prop_map(|(by, audience, mention, answers)| Action::Create { by, audience, mention, answers }),
         4 => (user.clone(), any::<u8>(), audience(), any::<bool>())
             .prop_map(|(by, pick, audience, mention)| Action::Edit { by, pick, audience, mention }),
@@ -196,6 +196,7 @@ struct Counts {
     moves: u64,
     same: std::cell::Cell<u64>,
     deleted_here_at_end: std::cell::Cell<u64>,
+    cascades_at_end: std::cell::Cell<u64>,
     gaps: std::cell::Cell<u64>,
     known_defect: std::cell::Cell<u64>,
 }
@@ -545,7 +546,13 @@ impl Run {
                 );
                 let counted = match verdict {
                     Ok(Verdict::Same) => Some(&self.counts.same),
-                    Ok(Verdict::DeletedHere) => Some(&self.counts.deleted_here_at_end),
+                    Ok(Verdict::DeletedHere { cascade }) => {
+                        let counts = &self.counts;
+                        if cascade {
+                            counts.cascades_at_end.set(counts.cascades_at_end.get() + 1);
+                        }
+                        Some(&counts.deleted_here_at_end)
+                    }
                     Ok(Verdict::Gap) => Some(&self.counts.gaps),
                     Ok(Verdict::KnownDefect) => Some(&self.counts.known_defect),
                     Ok(Verdict::NotHeld) | Err(_) => None,
@@ -607,7 +614,10 @@ enum Verdict {
     /// None, and none owed.
     NotHeld,
     /// Deleted on the reader's server only: chosen, a cascade, or access ended.
-    DeletedHere,
+    DeletedHere {
+        /// By a cascade of the reader's deletion of the note it answers.
+        cascade: bool,
+    },
     /// The documented gap (`docs/federation.md` §8).
     Gap,
     /// The defect reported, not fixed, that [`reshared_after_readable`]
@@ -693,7 +703,7 @@ fn judge(
             });
         let cascade = parent.is_some_and(|p| deleted_at_reader.contains(&p));
         return match chosen || cascade || !owed {
-            true => Ok(Verdict::DeletedHere),
+            true => Ok(Verdict::DeletedHere { cascade }),
             false if reshared_after_readable(head, copy, chain, reader) => Ok(Verdict::KnownDefect),
             false => Err(
                 "deleted on the reader's server, neither chosen nor a cascade, though owed".into(),
@@ -776,6 +786,8 @@ struct Tally {
     same: u64,
     /// Notes the other server holds deleted here (chosen, access ended, cascade).
     deleted_here_at_end: u64,
+    /// Of those, by a cascade.
+    cascades_at_end: u64,
     /// Notes the other server holds stale, the documented gap (§8).
     gaps: u64,
     /// Notes the other server holds deleted for the reported defect
@@ -798,6 +810,7 @@ impl Tally {
         self.lost_answers += other.lost_answers;
         self.same += other.same;
         self.deleted_here_at_end += other.deleted_here_at_end;
+        self.cascades_at_end += other.cascades_at_end;
         self.gaps += other.gaps;
         self.known_defect += other.known_defect;
     }
@@ -817,6 +830,7 @@ impl Tally {
         self.lost_answers += run.network.lost_answers();
         self.same += counts.same.get();
         self.deleted_here_at_end += counts.deleted_here_at_end.get();
+        self.cascades_at_end += counts.cascades_at_end.get();
         self.gaps += counts.gaps.get();
         self.known_defect += counts.known_defect.get();
     }
@@ -920,6 +934,7 @@ fn two_servers_converge_after_any_actions() {
         ("lost answers", tally.lost_answers),
         ("copies the same", tally.same),
         ("copies deleted here", tally.deleted_here_at_end),
+        ("copies deleted here by a cascade", tally.cascades_at_end),
     ] {
         assert!(count > 0, "no {what} in {cases} cases: {tally:?}");
     }
