@@ -1136,3 +1136,32 @@ fn a_copy_reshared_after_a_readable_version_comes_back() {
     let tally = check_case(actions.to_vec());
     assert_eq!((tally.same, tally.known_defect), (1, 0), "{tally:?}");
 }
+
+/// The sixth: as the fifth, but a public version follows the private one
+/// before Alice shares the note with Bob again (neither sent to him).
+/// Bob's server held the first public version; the chain back from the
+/// shared version reached the private one, which it could not fetch, and
+/// the shared version was refused for good (404).
+#[test]
+fn a_copy_whose_access_ended_unannounced_further_back_is_shared_again() {
+    let edit = |audience| Action::Edit {
+        by: 0,
+        pick: 0,
+        audience,
+        mention: false,
+    };
+    let actions = [
+        Action::Create {
+            by: 0,
+            audience: Audience::Shared,
+            mention: false,
+            answers: None,
+        },
+        edit(Audience::Public),
+        edit(Audience::Private),
+        edit(Audience::Public),
+        edit(Audience::Shared),
+    ];
+    let tally = check_case(actions.to_vec());
+    assert_eq!(tally.same, 1, "{tally:?}");
+}

@@ -349,7 +349,8 @@ impl<H: Host> Federation<'_, H> {
             .enumerate()
             .map(|(i, record)| {
                 let mut request = WriteRequest::receive(record, source, chain_start && i == 0);
-                if i == last && shared_again {
+                // The oldest version replaces the deletion; the rest follow it.
+                if i == 0 && shared_again {
                     request = request.shared_again();
                 }
                 RecordWrite {
@@ -650,17 +651,6 @@ impl<H: Host> Federation<'_, H> {
             Some(deleted) if deleted.is_deleted_here_by(&self.user.entity) => {
                 self.shared_again(&author, &record, deleted).await?
             }
-            // A live copy, and versions since that the user may not read:
-            // their access ended meanwhile, unannounced (the version that
-            // ended it concerned nobody here, as after a public version),
-            // and this version shares the record again. The copy goes as
-            // if they had been told, and this version replaces it.
-            Some(live)
-                if !live.is_tombstone() && self.shared_again(&author, &record, live).await? =>
-            {
-                self.access_ended(&link.entity, &link.record_id).await?;
-                true
-            }
             _ => false,
         };
         self.store_chain(&author, record, source, 0, shared_again)
@@ -738,12 +728,11 @@ impl<H: Host> Federation<'_, H> {
         }
     }
 
-    /// Whether `record`, a version the user may read of a record whose
-    /// latest version here is `deleted` (their deletion here, or a live
-    /// copy), was shared with them again: its parent is one the author's
-    /// server does not show them. A parent the deletion replaced or the
-    /// store holds was readable: the record only went on (and one deleted
-    /// here stays deleted). Costs at most one request to the author.
+    /// Whether `record`, a version the user may read of a record they
+    /// deleted here (`deleted`), was shared with them again: its parent is
+    /// one the author's server does not show them. A parent the deletion
+    /// replaced or the store holds was readable: the record only went on,
+    /// and stays deleted here. Costs at most one request to the author.
     async fn shared_again(
         &self,
         author: &Author,
@@ -780,16 +769,18 @@ impl<H: Host> Federation<'_, H> {
     /// user may read: one shared with the user after versions that were
     /// not is stored from there. `shared_again` marks `record` as the
     /// version that shares a record the user lost access to again
-    /// ([`WriteRequest::shared_again`]).
+    /// ([`WriteRequest::shared_again`]). A live copy the chain cannot reach
+    /// (versions between it and `record` the user may not read) is deleted
+    /// here, as access that ended, and the versions fetched replace it.
     async fn store_chain(
         &self,
         author: &Author,
         record: Record,
         source: RecordSource,
         depth: usize,
-        shared_again: bool,
+        mut shared_again: bool,
     ) -> Result<(), Trouble> {
-        let id = record.id;
+        let (entity, id) = (record.author.entity.clone(), record.id);
         let mut chain = vec![record];
         let mut chain_start = false;
         let mut resolutions = 0;
@@ -818,6 +809,17 @@ impl<H: Host> Federation<'_, H> {
                         // chain starts here, if the store holds none.
                         Err(Trouble::Peer(PeerError::NotFound { .. })) if !chain_start => {
                             chain_start = true;
+                        }
+                        // It holds an older copy, and versions since are not
+                        // shown to the user: their access ended meanwhile,
+                        // unannounced (the version that ended it followed
+                        // one that concerned nobody here, such as a public
+                        // one), and the record was shared with them again.
+                        // The copy goes as if they had been told, and the
+                        // versions fetched replace it.
+                        Err(Trouble::Peer(PeerError::NotFound { .. })) if !shared_again => {
+                            self.access_ended(&entity, &id).await?;
+                            shared_again = true;
                         }
                         Err(trouble) => return Err(trouble),
                     }
