@@ -26,12 +26,16 @@ mod auth;
 mod blobs;
 #[path = "service/consent.rs"]
 mod consent;
+#[path = "service/convergence.rs"]
+mod convergence;
 #[path = "service/events.rs"]
 mod events;
 #[path = "service/federation.rs"]
 mod federation;
 #[path = "service/identity.rs"]
 mod identity;
+#[path = "service/network.rs"]
+mod network;
 #[path = "service/outbox.rs"]
 mod outbox;
 #[path = "service/records.rs"]

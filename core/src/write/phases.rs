@@ -568,8 +568,13 @@ impl Env {
             Ok(validated) => validated.links,
             Err(violation) => return fail(WriteError::SchemaViolation(violation)),
         };
+        // A version of a record the store holds continues what the user
+        // was sent before: its author's server owes it to the readers of
+        // the version it replaces (`NewVersion::former_audience`), named in
+        // it or not (`docs/federation.md` §4).
         if receive.notified
             && receive.source == RecordSource::NotificationUnknown
+            && latest.is_none()
             && !recipients(&record.author.entity, record, &links).contains(&self.context.user)
         {
             return fail(WriteError::Unsolicited);

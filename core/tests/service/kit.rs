@@ -348,6 +348,13 @@ impl Counters {
         }
     }
 
+    /// Forgets what a restarted server forgets: its rate buckets, and the
+    /// nonces it saw (its replay guard fenced at `now`, its new boot).
+    pub fn restart(&self, limits: &Limits, now: RecordDate) {
+        *self.rates.borrow_mut() = RateLimits::new(limits);
+        *self.replay.borrow_mut() = ReplayGuard::new(now);
+    }
+
     pub fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
         let result = match self.unreachable.get() {
             true => Err(Limited::counter_unreachable()),
@@ -510,7 +517,20 @@ pub struct Fake<S> {
     pub log: RefCell<Log>,
     blobs: RefCell<HashMap<BlobHash, Vec<u8>>>,
     session_key: SessionKey,
+    /// Where `Peers::send` goes: none (the default) reaches no other server.
+    network: RefCell<Option<Route>>,
 }
+
+/// How a fake reaches other servers: its requests, answered (a fake
+/// network of fake hosts, `convergence/network.rs`).
+pub type Route = Rc<
+    dyn Fn(
+        folio_core::service::federation::PeerRequest,
+    ) -> Result<
+        folio_core::service::federation::PeerAnswer,
+        folio_core::service::federation::PeerFailure,
+    >,
+>;
 
 impl<S: Backend> Fake<S> {
     /// A fake configured by `config` over `store`.
@@ -522,7 +542,13 @@ impl<S: Backend> Fake<S> {
             log: RefCell::default(),
             blobs: RefCell::default(),
             session_key: SessionKey::from_bytes([0x4b; 32]),
+            network: RefCell::default(),
         }
+    }
+
+    /// From now on `Peers::send` goes through `route`.
+    pub fn connect(&self, route: Route) {
+        *self.network.borrow_mut() = Some(route);
     }
 
     pub fn session_key(&self) -> &SessionKey {
@@ -977,7 +1003,8 @@ pub fn header<'r, S>(reply: &'r Reply<S>, name: &str) -> &'r str {
         .unwrap_or_else(|| panic!("no `{name}` header in {:?}", reply.headers))
 }
 
-/// The fake host reaches no other server; it logs what it was asked.
+/// The fake host reaches no other server unless it was connected to a
+/// network ([`Fake::connect`]); it logs what it was asked.
 impl<S: Backend> folio_core::service::Peers for Fake<S> {
     async fn send(
         &self,
@@ -990,6 +1017,10 @@ impl<S: Backend> folio_core::service::Peers for Fake<S> {
             .borrow_mut()
             .peer_requests
             .push(request.url.clone());
+        let route = self.network.borrow().clone();
+        if let Some(route) = route {
+            return route(request);
+        }
         Err(folio_core::service::federation::PeerFailure::Unreachable(
             format!("the fake host reaches no other server ({})", request.url),
         ))

@@ -15,12 +15,13 @@
 
 use std::cell::{Cell, RefCell};
 
+use folio_core::auth::ServerKey;
 use folio_core::auth::access::Access;
 use folio_core::auth::apps::{
     Scope, ServerKeys, app_record_body, authorization_record_body, credentials_record_body,
 };
 use folio_core::model::{Entity, Record, RecordDate, RecordId, UserName};
-use folio_core::problem::{Problem, ProblemType};
+use folio_core::problem::{Problem, ProblemType, default_docs_url};
 use folio_core::schema::builtin::BuiltinType;
 use folio_core::service::consent::verify_password;
 use folio_core::service::discovery::entity_content;
@@ -33,8 +34,8 @@ use folio_core::service::standing::Epoch;
 use folio_core::service::store::{CommitError, Row, RowExt};
 use folio_core::service::{User, WriteFailure};
 use folio_core::store::{
-    MIGRATIONS, SqlValue, Statement, WriteOrigin, insert_app_sql, insert_user_sql, seed_statements,
-    user_by_name_sql, users_sql,
+    MIGRATIONS, SqlValue, Statement, WriteOrigin, insert_app_sql, insert_server_key_sql,
+    insert_user_sql, seed_statements, user_by_name_sql, users_sql,
 };
 use folio_core::write::WriteRequest;
 use rusqlite::Connection;
@@ -42,7 +43,7 @@ use rusqlite::types::ValueRef;
 use serde_json::{Value, json};
 
 use crate::kit::{
-    BOOT, Backend, Config, ENTITY, Fake, PASSWORD_HASH, SCHEDULER_NOW, Signer, USER, date,
+    BASE_URL, BOOT, Backend, Config, ENTITY, Fake, PASSWORD_HASH, SCHEDULER_NOW, Signer, USER, date,
 };
 use crate::sqlite::bind;
 
@@ -122,6 +123,21 @@ pub struct SqlStore {
     /// Versions and types remembered between prepared jobs, as the
     /// native host keeps them.
     memo: Memo,
+}
+
+/// Core's `seed_statements` for user `id`, made once per thread and user
+/// id: a pure function of the id, and slow enough in a debug build (tens
+/// of milliseconds) to dominate a test that makes many fakes.
+fn seeds(id: i64) -> Vec<Statement> {
+    thread_local! {
+        static SEEDS: RefCell<std::collections::HashMap<i64, Vec<Statement>>> =
+            RefCell::default();
+    }
+    SEEDS.with(|seeds| {
+        (seeds.borrow_mut().entry(id))
+            .or_insert_with(|| seed_statements(id))
+            .clone()
+    })
 }
 
 /// Runs `statement`, answering its rows as core reads them.
@@ -238,22 +254,39 @@ impl FakeHost {
     }
 
     pub fn with(config: Config) -> Self {
+        FakeHost::serving(config, USER, ENTITY, BASE_URL, None)
+    }
+
+    /// A fake whose one user is `name` at `entity`, on a server at
+    /// `base_url`, as `folio user add` makes one: with `server_key` (its
+    /// row, and its public key in the user's Entity record) when given.
+    pub fn serving(
+        config: Config,
+        name: &str,
+        entity: &str,
+        base_url: &str,
+        server_key: Option<&ServerKey>,
+    ) -> Self {
         let db = Connection::open_in_memory().expect("an in-memory database");
         db.execute_batch("PRAGMA foreign_keys = ON;")
             .expect("foreign keys");
         for migration in MIGRATIONS {
             db.execute_batch(migration.sql).expect("a migration");
         }
-        let entity: Entity = ENTITY.parse().expect("an entity");
+        let entity: Entity = entity.parse().expect("an entity");
         let provision_now = date(BOOT);
         let rows = query(
             &db,
-            &insert_user_sql(USER, &entity, PASSWORD_HASH, provision_now),
+            &insert_user_sql(name, &entity, PASSWORD_HASH, provision_now),
         )
         .expect("a user");
         let id = rows[0].integer(0).expect("the user's id");
-        for statement in seed_statements(id) {
+        for statement in seeds(id) {
             query(&db, &statement).expect("a built-in type");
+        }
+        if let Some(key) = server_key {
+            let statement = insert_server_key_sql(id, &key.seed_base64(), &key.public_base64());
+            query(&db, &statement).expect("a server key");
         }
         let store = SqlStore {
             db,
@@ -264,20 +297,23 @@ impl FakeHost {
             failing_store: Cell::new(false),
             user: User {
                 id,
-                name: USER.to_owned(),
+                name: name.to_owned(),
                 entity,
             },
             entity_record: None,
             memo: Memo::new(),
         };
         let mut host = Fake::over(&config, store);
+        host.settings.base_url = base_url.to_owned();
+        host.settings.docs_url = default_docs_url(base_url);
         let user = &host.store.user;
+        let public_key = server_key.map(ServerKey::public_base64);
         let content = entity_content(
             &user.entity,
-            USER,
+            name,
             &host.settings.base_url,
-            Some(USER),
-            None,
+            Some(name),
+            public_key.as_deref(),
         );
         host.store.entity_record = Some(host.server_post(json!({
             "type": BuiltinType::Entity.link(),
@@ -301,6 +337,12 @@ impl FakeHost {
 
     pub fn scheduler_now(&self) -> RecordDate {
         self.store.scheduler_now.get()
+    }
+
+    /// Sets the time the owner's jobs ([`owner_job`](Self::owner_job),
+    /// provisioning) run at from now on.
+    pub fn set_provision_now(&self, now: RecordDate) {
+        self.store.provision_now.set(now);
     }
 
     /// Runs the owner's `requests` as one job now, outside the log (as
@@ -535,7 +577,7 @@ impl FakeHost {
         )
         .expect("a user");
         let id = rows[0].integer(0).expect("the user's id");
-        for statement in seed_statements(id) {
+        for statement in seeds(id) {
             query(&self.store.db, &statement).expect("a built-in type");
         }
         let user = User {
@@ -573,6 +615,19 @@ impl FakeHost {
             .db
             .execute_batch(sql)
             .unwrap_or_else(|e| panic!("{e}: {sql}"));
+    }
+
+    /// The text in the first column of each row `sql` selects, outside
+    /// the log.
+    pub fn texts(&self, sql: &str) -> Vec<String> {
+        let statement = Statement {
+            sql: sql.to_owned(),
+            params: Vec::new(),
+        };
+        let rows = query(&self.store.db, &statement).unwrap_or_else(|e| panic!("{e}: {sql}"));
+        (rows.iter())
+            .map(|row| row.text(0).expect("a text column").to_owned())
+            .collect()
     }
 
     /// A count from the store, outside the log.

@@ -360,7 +360,8 @@ impl<H: Host> Federation<'_, H> {
             .enumerate()
             .map(|(i, record)| {
                 let mut request = WriteRequest::receive(record, source, chain_start && i == 0);
-                if i == last && shared_again {
+                // The oldest version replaces the deletion; the rest follow it.
+                if i == 0 && shared_again {
                     request = request.shared_again();
                 }
                 RecordWrite {
@@ -506,9 +507,18 @@ impl<H: Host> Federation<'_, H> {
             Some(hash) => remote.version_url(&remote.entity, id, hash),
             None => remote.record_url(&remote.entity, id),
         };
-        let answer = self
-            .send_signed(PeerMethod::Get, &url, None, RECORD_ANSWER_BYTES)
-            .await?;
+        // The entity's Entity record is public, and read unsigned as
+        // discovery reads it (its versions before the latest too): a signed
+        // read makes its server discover this user's entity first, which
+        // may ask the same of this server, and so on, when neither knows
+        // the other's current record yet.
+        let answer = match *id == remote.record.id {
+            true => self.send(entity_record_request(&url)).await?,
+            false => {
+                self.send_signed(PeerMethod::Get, &url, None, RECORD_ANSWER_BYTES)
+                    .await?
+            }
+        };
         let expected = Expected {
             author: &remote.entity,
             id,
@@ -620,12 +630,17 @@ impl<H: Host> Federation<'_, H> {
             .fetch(&author, &link.record_id, Some(&link.version_hash))
             .await
         {
-            // The author's server no longer shows this user the record it
-            // announced: the user's access ended (unshared, no longer
-            // mentioned). The copy here goes with it.
-            Err(Trouble::Peer(PeerError::NotFound { .. }))
-                if held.as_ref().is_some_and(|held| !held.is_tombstone()) =>
-            {
+            // The author's server does not show this user the version it
+            // announced. Either the user's access ended (unshared, no
+            // longer mentioned), and the copy here goes with it (a copy
+            // deleted here already stays as it is); or this notification
+            // came again after a later version that shared the record again
+            // was stored (a retried delivery whose answer was lost), and
+            // nothing is to be done.
+            Err(Trouble::Peer(PeerError::NotFound { .. })) if held.is_some() => {
+                if self.holds_current(&author, &link.record_id).await? {
+                    return Ok(());
+                }
                 return self.access_ended(&link.entity, &link.record_id).await;
             }
             fetched => fetched?,
@@ -651,6 +666,24 @@ impl<H: Host> Federation<'_, H> {
         };
         self.store_chain(&author, record, source, 0, shared_again)
             .await
+    }
+
+    /// Whether the store holds the version of `author`'s record `id` that
+    /// their server shows this user now (`false` when it shows none).
+    async fn holds_current(&self, author: &Author, id: &RecordId) -> Result<bool, Trouble> {
+        let current = match self.fetch(author, id, None).await {
+            Ok(current) => current,
+            Err(Trouble::Peer(PeerError::NotFound { .. })) => return Ok(false),
+            Err(trouble) => return Err(trouble),
+        };
+        let stored = version_sql(
+            self.user.id,
+            &current.author.entity,
+            id,
+            &current.version.hash,
+        );
+        let rows = self.host.fetch(&stored).await.map_err(Failure::internal)?;
+        Ok(!rows.is_empty())
     }
 
     /// The latest version of another entity's record the store holds.
@@ -747,16 +780,18 @@ impl<H: Host> Federation<'_, H> {
     /// user may read: one shared with the user after versions that were
     /// not is stored from there. `shared_again` marks `record` as the
     /// version that shares a record the user lost access to again
-    /// ([`WriteRequest::shared_again`]).
+    /// ([`WriteRequest::shared_again`]). A live copy the chain cannot reach
+    /// (versions between it and `record` the user may not read) is deleted
+    /// here, as access that ended, and the versions fetched replace it.
     async fn store_chain(
         &self,
         author: &Author,
         record: Record,
         source: RecordSource,
         depth: usize,
-        shared_again: bool,
+        mut shared_again: bool,
     ) -> Result<(), Trouble> {
-        let id = record.id;
+        let (entity, id) = (record.author.entity.clone(), record.id);
         let mut chain = vec![record];
         let mut chain_start = false;
         let mut resolutions = 0;
@@ -785,6 +820,17 @@ impl<H: Host> Federation<'_, H> {
                         // chain starts here, if the store holds none.
                         Err(Trouble::Peer(PeerError::NotFound { .. })) if !chain_start => {
                             chain_start = true;
+                        }
+                        // It holds an older copy, and versions since are not
+                        // shown to the user: their access ended meanwhile,
+                        // unannounced (the version that ended it followed
+                        // one that concerned nobody here, such as a public
+                        // one), and the record was shared with them again.
+                        // The copy goes as if they had been told, and the
+                        // versions fetched replace it.
+                        Err(Trouble::Peer(PeerError::NotFound { .. })) if !shared_again => {
+                            self.access_ended(&entity, &id).await?;
+                            shared_again = true;
                         }
                         Err(trouble) => return Err(trouble),
                     }
