@@ -384,6 +384,10 @@ impl Answer {
 /// The header a relayed request carries its own URL in.
 pub const RELAYED_URL_HEADER: &str = "x-folio-relayed-url";
 
+/// The header of the relay's own answer: `no-such-name` for a name it
+/// stands for no server of (the edge's `peers::RELAY_ANSWER_HEADER`).
+pub const RELAY_ANSWER_HEADER: &str = "x-folio-relay";
+
 /// Answers one request on `stream`; `relayed`: its URL is in
 /// [`RELAYED_URL_HEADER`], not in its request line and `Host`.
 async fn serve(
@@ -399,6 +403,17 @@ async fn serve(
             let answer = Answer::json(400, &json!({"relay": "no https x-folio-relayed-url"}));
             return write_answer(&mut stream, &request, &answer).await;
         };
+        // The relay is the network of the server under test: a name it
+        // stands for no server of does not exist there, as a resolver
+        // would say of it.
+        if !state.entities.iter().any(|entity| entity.name == host) {
+            let answer = Answer {
+                status: 502,
+                headers: vec![(RELAY_ANSWER_HEADER, "no-such-name".to_owned())],
+                body: Vec::new(),
+            };
+            return write_answer(&mut stream, &request, &answer).await;
+        }
         (request.host, request.target) = (host, target);
     }
     state

@@ -14,7 +14,10 @@
 //! sends every peer request there instead, the URL it was for in
 //! [`RELAYED_URL_HEADER`]: a test harness's relay carries it on over HTTPS
 //! to the test server that name stands for. The request is signed for its
-//! own URL, so the relay changes nothing the other side checks.
+//! own URL, so the relay changes nothing the other side checks. A name the
+//! relay stands for no server of is answered with [`RELAY_ANSWER_HEADER`]
+//! `no-such-name`, which is what the edge's resolver would say of it
+//! ([`PeerFailure::NoSuchName`]).
 
 use std::time::Duration;
 
@@ -39,6 +42,10 @@ pub struct PeerOptions {
 
 /// The header that carries a relayed request's own URL.
 pub const RELAYED_URL_HEADER: &str = "x-folio-relayed-url";
+
+/// The header of a relay's own answer: `no-such-name` when the relay
+/// stands for no server of the name asked.
+pub const RELAY_ANSWER_HEADER: &str = "x-folio-relay";
 
 /// Sends `request` and reads its answer whole, under core's rules.
 pub async fn send(options: PeerOptions, request: PeerRequest) -> Result<PeerAnswer, PeerFailure> {
@@ -99,6 +106,17 @@ async fn exchange(options: PeerOptions, request: PeerRequest) -> Result<PeerAnsw
         Err(PeerFailure::Unreachable(_)) if request.method != PeerMethod::Post => send().await?,
         sent => sent?,
     };
+    if options.relay.is_some()
+        && response
+            .headers()
+            .get(RELAY_ANSWER_HEADER)
+            .ok()
+            .flatten()
+            .as_deref()
+            == Some("no-such-name")
+    {
+        return Err(PeerFailure::NoSuchName(host));
+    }
     let mut body = AnswerBody::new(request.max_answer_bytes);
     // An answer to a HEAD has no body, whatever its Content-Length says.
     let declared = response
