@@ -126,6 +126,8 @@ fn console_rest(page: &ConsolePage) -> String {
         ConsolePage::Account => "/account".into(),
         ConsolePage::ChangePassword => "/account/password".into(),
         ConsolePage::EndSessions => "/account/sessions".into(),
+        ConsolePage::Outbox => "/outbox".into(),
+        ConsolePage::SendNow => "/outbox/send-now".into(),
         ConsolePage::Unknown => "/no-such-page".into(),
     }
 }
