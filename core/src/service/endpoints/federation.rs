@@ -145,17 +145,26 @@ pub(in crate::service) async fn serving_user<H: Host>(
     let Some(user) = users.iter().find(|user| user.entity == *entity) else {
         return Ok(None);
     };
-    let rows = host
-        .fetch(&entity_record_sql(user.id, &user.entity))
-        .await
-        .map_err(Failure::internal)?;
-    let Some(row) = rows.first() else {
+    let Some(record) = stored_record(host, &entity_record_sql(user.id, &user.entity)).await? else {
         return Ok(None);
     };
-    let (record, links) = version_row(row)?;
-    let record = read_version(&record, &links)?.0;
     let base_url = &host.settings().base_url;
     Ok(entity_served_here(&record, entity, &user.name, base_url).then(|| user.clone()))
+}
+
+/// The version `statement` reads from the store (its first row), if any.
+async fn stored_record<H: Host>(
+    host: &H,
+    statement: &Statement,
+) -> Result<Option<Record>, Failure> {
+    let rows = host.fetch(statement).await.map_err(Failure::internal)?;
+    match rows.first() {
+        None => Ok(None),
+        Some(row) => {
+            let (record, links) = version_row(row)?;
+            Ok(Some(read_version(&record, &links)?.0))
+        }
+    }
 }
 
 /// `author/id` of a record, for messages.
@@ -325,18 +334,7 @@ impl<H: Host> Federation<'_, H> {
 
     /// The Entity record the user's store holds for `entity`.
     async fn stored_entity_record(&self, entity: &Entity) -> Result<Option<Record>, Failure> {
-        let rows = self
-            .host
-            .fetch(&entity_record_sql(self.user.id, entity))
-            .await
-            .map_err(Failure::internal)?;
-        match rows.first() {
-            None => Ok(None),
-            Some(row) => {
-                let (record, links) = version_row(row)?;
-                Ok(Some(read_version(&record, &links)?.0))
-            }
-        }
+        stored_record(self.host, &entity_record_sql(self.user.id, entity)).await
     }
 
     /// Stores versions of one record received from its author's server,
@@ -553,22 +551,11 @@ impl<H: Host> Federation<'_, H> {
     /// A record of `owner`, another user of this server, read from their
     /// store as this user's entity may read it.
     async fn local_record(&self, owner: &User, statement: Statement) -> Result<Record, Trouble> {
-        let rows = self
-            .host
-            .fetch(&statement)
-            .await
-            .map_err(Failure::internal)?;
         let reader = Access::Server {
             entity: self.user.entity.clone(),
         };
-        let found = match rows.first() {
-            Some(row) => {
-                let (record, links) = version_row(row).map_err(Failure::from)?;
-                Some(read_version(&record, &links).map_err(Failure::from)?.0)
-            }
-            None => None,
-        };
-        found
+        stored_record(self.host, &statement)
+            .await?
             .filter(|record| record.author.entity == owner.entity && reader.can_read(record))
             .ok_or_else(|| {
                 Trouble::Peer(PeerError::NotFound {
@@ -689,20 +676,7 @@ impl<H: Host> Federation<'_, H> {
     /// The latest version of another entity's record the store holds.
     async fn held(&self, entity: &Entity, id: &RecordId) -> Result<Option<Record>, Trouble> {
         let statement = latest_version_sql(self.user.id, entity, id);
-        let rows = self
-            .host
-            .fetch(&statement)
-            .await
-            .map_err(Failure::internal)?;
-        match rows.first() {
-            None => Ok(None),
-            Some(row) => {
-                let (record, links) = version_row(row).map_err(Failure::from)?;
-                Ok(Some(
-                    read_version(&record, &links).map_err(Failure::from)?.0,
-                ))
-            }
-        }
+        Ok(stored_record(self.host, &statement).await?)
     }
 
     /// Deletes the store's copy of `entity`'s record `id` here only (a
