@@ -546,6 +546,40 @@ mod tests {
         std::fs::remove_file(&path).expect("removed");
     }
 
+    /// `folio user remove` and `folio backup --user` delete every row of a
+    /// store: every table with a `user_id` column is in
+    /// [`remove_stores_sql`](folio_core::store::remove_stores_sql), or a
+    /// removal leaves rows behind, or fails on a foreign key.
+    #[test]
+    fn removing_a_store_empties_every_table_that_holds_users_rows() {
+        let dir = std::env::temp_dir().join(format!("folio-remove-all-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let conn = open_writer(&dir.join("folio.db"), Durability::Normal).expect("a store");
+        let mut tables = conn
+            .prepare(
+                "SELECT m.name FROM sqlite_schema m, pragma_table_info(m.name) c \
+                 WHERE m.type = 'table' AND c.name = 'user_id' ORDER BY m.name",
+            )
+            .expect("a query");
+        let tables: Vec<String> = tables
+            .query_map([], |row| row.get(0))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("names");
+        let removal =
+            folio_core::store::remove_stores_sql(folio_core::store::StoresToRemove::Of(1));
+        let missing: Vec<&String> = tables
+            .iter()
+            .filter(|table| {
+                !removal
+                    .iter()
+                    .any(|s| s.sql.starts_with(&format!("DELETE FROM {table} ")))
+            })
+            .collect();
+        assert!(missing.is_empty(), "not emptied on removal: {missing:?}");
+        std::fs::remove_dir_all(&dir).expect("removed");
+    }
+
     /// A read that would run for hours: a count to a trillion.
     const RUNAWAY: &str = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n \
                            WHERE i < 1000000000000) SELECT count(*) FROM n";

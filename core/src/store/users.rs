@@ -408,6 +408,8 @@ pub fn remove_stores_sql(stores: StoresToRemove) -> Vec<Statement> {
     // Children before the rows they reference.
     for table in [
         "outbox",
+        "audiences",
+        "received_usage",
         "server_keys",
         "link_index",
         "records",
