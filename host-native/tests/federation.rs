@@ -1325,6 +1325,53 @@ async fn a_reader_removed_loses_the_copy_and_gets_it_back_when_shared_again() {
     bob.wait_for_empty_outbox().await;
 }
 
+/// Defect 4 of issue 42, its second case: a public post of Alice's
+/// mentions Bob (his server is sent it), she edits it to drop the mention
+/// (still sent to him: he may read it, and holds the version it replaces),
+/// then deletes it. The deletion names nobody, yet it reaches Bob: Alice's
+/// server keeps, per record, who holds a copy they may read (its
+/// audience) and tells them every later version. Before, Bob's copy stayed
+/// live for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_whose_mention_was_dropped_is_deleted_for_the_reader_too() {
+    let Pair { alice, bob } = Pair::start("federation-mention-dropped", |_| None);
+    let note_type = alice
+        .create(json!({
+            "type": BuiltinType::Type.link(),
+            "content": {"name": "note", "schema": {"type": "object", "properties": {
+                "content": {"type": "object", "properties": {
+                    "text": {"type": "string"},
+                    "mention": {"type": "entity_link", "optional": true}
+                }}
+            }}},
+        }))
+        .await;
+    let post = alice
+        .create(json!({
+            "type": version_link(&note_type),
+            "permissions": {"read": "public"},
+            "content": {"text": "hello Bob", "mention": {"entity": bob.entity}},
+        }))
+        .await;
+    bob.wait_for(&post).await;
+    let id = post["id"].as_str().unwrap().to_owned();
+    let key = alice.key();
+    let put = Call::put(alice.url(&format!("/records/{}/{id}", alice.entity)))
+        .json(&json!({"permissions": {"read": "public"}, "content": {"text": "hello all"}}))
+        .signed(&key);
+    let edited = alice.send(put).await["record"].clone();
+    bob.wait_for(&edited).await;
+
+    let deleted = alice.delete(&post, json!({})).await;
+    alice.wait_for_empty_outbox().await;
+    let copy = bob.get(alice.entity, &id).await.expect("Bob's copy");
+    assert_eq!(
+        copy["version"]["hash"], deleted["version"]["hash"],
+        "Bob's copy ends with Alice's deletion: {copy}"
+    );
+    bob.wait_for_empty_outbox().await;
+}
+
 /// Defect 2 of issue 42: Alice's server moves to another address (its base
 /// URL changes; her entity and keys stay), and the old address is gone.
 /// Bob's server still holds her Entity record with the old endpoints: when

@@ -65,6 +65,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "received",
         sql: include_str!("sql/0009_received.sql"),
     },
+    Migration {
+        version: 10,
+        name: "audiences",
+        sql: include_str!("sql/0010_audiences.sql"),
+    },
 ];
 
 impl Migration {

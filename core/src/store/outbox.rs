@@ -1,9 +1,11 @@
 //! The statements of federation: users' server keys and the outbox of
-//! notifications (schema 8, `docs/federation.md`), and what other servers
-//! stored in each user's store (schema 9).
+//! notifications (schema 8, `docs/federation.md`), what other servers
+//! stored in each user's store (schema 9), and who keeps a copy of each of
+//! the user's records (schema 10).
 
 use super::{Binder, Statement};
 use crate::model::{Entity, RecordId, RecordSource, VersionHash};
+use crate::service::federation::notify::Audience;
 
 /// `versions, bytes` that servers sent the user with `source`
 /// (`notification` or `notification_unknown`): no row when none.
@@ -73,6 +75,72 @@ pub fn queue_notification_sql(
         b.bind(hash.to_string()),
     );
     b.finish(sql)
+}
+
+/// The statements that keep the audience of the user's record `record_id`
+/// ([`Audience`]) as its version `hash` is stored, after the version's own
+/// notifications to `recipients` were queued: the version is queued for
+/// every entity of the audience too (the outbox takes each once), the
+/// audience narrows to who may read the version (`after`), and the
+/// recipients who may join it. Run them in the version's transaction, in
+/// order. Each binds a list as one JSON array, however long it is (D1
+/// binds at most 100 values a statement).
+pub fn audience_statements(
+    user_id: i64,
+    record_id: &RecordId,
+    hash: &VersionHash,
+    queued_at_ms: i64,
+    recipients: &[Entity],
+    after: &Audience,
+) -> Vec<Statement> {
+    let record_id = record_id.to_string();
+    let mut statements = Vec::with_capacity(3);
+
+    let mut b = Binder::default();
+    let now = b.bind(queued_at_ms);
+    let sql = format!(
+        "INSERT OR IGNORE INTO outbox (user_id, recipient, record_id, version_hash, queued_at, \
+         due_at) SELECT user_id, entity, record_id, {}, {now}, {now} FROM audiences \
+         WHERE user_id = {} AND record_id = {}",
+        b.bind(hash.to_string()),
+        b.bind(user_id),
+        b.bind(record_id.as_str()),
+    );
+    statements.push(b.finish(sql));
+
+    let json = |entities: &mut dyn Iterator<Item = &Entity>| {
+        serde_json::to_string(&entities.map(Entity::as_str).collect::<Vec<_>>())
+            .expect("strings serialize")
+    };
+    if let Audience::Only(readers) = after {
+        let mut b = Binder::default();
+        let mut sql = format!(
+            "DELETE FROM audiences WHERE user_id = {} AND record_id = {}",
+            b.bind(user_id),
+            b.bind(record_id.as_str()),
+        );
+        if !readers.is_empty() {
+            let readers = b.bind(json(&mut readers.iter()));
+            sql.push_str(&format!(
+                " AND entity NOT IN (SELECT value FROM json_each({readers}))"
+            ));
+        }
+        statements.push(b.finish(sql));
+    }
+
+    let joining: Vec<&Entity> = recipients.iter().filter(|e| after.keeps(e)).collect();
+    if !joining.is_empty() {
+        let mut b = Binder::default();
+        let sql = format!(
+            "INSERT OR IGNORE INTO audiences (user_id, record_id, entity) \
+             SELECT {}, {}, value FROM json_each({})",
+            b.bind(user_id),
+            b.bind(record_id.as_str()),
+            b.bind(json(&mut joining.into_iter())),
+        );
+        statements.push(b.finish(sql));
+    }
+    statements
 }
 
 /// The columns [`due_notifications_sql`] and [`outbox_sql`] read, in order.

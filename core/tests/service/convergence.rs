@@ -24,13 +24,9 @@
 //! - if H concerns Y, C is H, or a deletion here that Y chose (a local
 //!   deletion, or a cascade of one of Y's deletions over X's reply);
 //! - else C is absent, H, or a deletion here (Y chose it, or Y's server
-//!   wrote it because Y's access ended, or a cascade), or it is the
-//!   documented gap of `docs/federation.md` §8 (its second point): C is a live version of X's
-//!   chain that Y may read but that does not concern Y, and no later
-//!   version does either (nothing after it was owed to Y).
-//!
-//! One more difference passes, counted: the defect reported in
-//! `docs/federation.md` §8 and recognized by [`reshared_after_readable`].
+//!   wrote it because Y's access ended, or a cascade). A live copy that
+//!   is not H breaks the rule: X's server tells every later version to
+//!   whoever holds a copy they may read (the record's audience).
 //!
 //! And both outboxes end empty: nothing pending, nothing given up.
 //!
@@ -197,8 +193,6 @@ struct Counts {
     same: std::cell::Cell<u64>,
     deleted_here_at_end: std::cell::Cell<u64>,
     cascades_at_end: std::cell::Cell<u64>,
-    gaps: std::cell::Cell<u64>,
-    known_defect: std::cell::Cell<u64>,
 }
 
 impl Run {
@@ -553,8 +547,6 @@ impl Run {
                         }
                         Some(&counts.deleted_here_at_end)
                     }
-                    Ok(Verdict::Gap) => Some(&self.counts.gaps),
-                    Ok(Verdict::KnownDefect) => Some(&self.counts.known_defect),
                     Ok(Verdict::NotHeld) | Err(_) => None,
                 };
                 if let Some(count) = counted {
@@ -618,52 +610,6 @@ enum Verdict {
         /// By a cascade of the reader's deletion of the note it answers.
         cascade: bool,
     },
-    /// The documented gap (`docs/federation.md` §8).
-    Gap,
-    /// The defect reported, not fixed, that [`reshared_after_readable`]
-    /// recognizes: counted, so that a run says how often it met it.
-    KnownDefect,
-}
-
-/// A reported defect, not fixed yet (the test
-/// `a_copy_reshared_after_a_readable_version_comes_back` shows it): the
-/// reader's server deleted its copy here when their access ended (an
-/// unshared version), the author then wrote a version the reader may read
-/// that was not sent to them (a public one that names them not) and then
-/// shared the record with them again. The version that shares it again
-/// has a readable parent, so the reader's server takes the record for one
-/// the user chose to delete, and keeps it deleted. The signature: `head`'s
-/// parent is readable by the reader, and some version between the
-/// deletion (`copy`) and `head` is not.
-fn reshared_after_readable(
-    head: &Value,
-    copy: &Value,
-    chain: &HashMap<String, Value>,
-    reader: &str,
-) -> bool {
-    let deleted_after = copy["version"]["parent_hash"].as_str().unwrap_or_default();
-    let parent_of = |version: &Value| {
-        version["version"]["parent_hash"]
-            .as_str()
-            .map(str::to_owned)
-    };
-    let Some(parent) = parent_of(head).and_then(|hash| chain.get(&hash)) else {
-        return false;
-    };
-    if !readable(parent, reader) {
-        return false;
-    }
-    let mut at = parent;
-    while hash(at) != deleted_after {
-        if !readable(at, reader) {
-            return true;
-        }
-        match parent_of(at).and_then(|hash| chain.get(&hash)) {
-            Some(before) => at = before,
-            None => return false,
-        }
-    }
-    false
 }
 
 /// The rule for one note: `head` its author's version, `copy` the reader's.
@@ -704,7 +650,6 @@ fn judge(
         let cascade = parent.is_some_and(|p| deleted_at_reader.contains(&p));
         return match chosen || cascade || !owed {
             true => Ok(Verdict::DeletedHere { cascade }),
-            false if reshared_after_readable(head, copy, chain, reader) => Ok(Verdict::KnownDefect),
             false => Err(
                 "deleted on the reader's server, neither chosen nor a cascade, though owed".into(),
             ),
@@ -713,28 +658,10 @@ fn judge(
     if owed {
         return Err("stale: the reader was owed the author's version".into());
     }
-    if !live(copy) {
-        return Err("a tombstone the author's chain does not end with".into());
+    match live(copy) {
+        true => Err("stale: a live copy of a version the author's server went on from".into()),
+        false => Err("a tombstone the author's chain does not end with".into()),
     }
-    // The documented gap (§8): a live version of the chain the reader may
-    // read, not owed to them, and nothing after it owed either.
-    if !chain.contains_key(hash(copy)) {
-        return Err("a version the author's chain does not hold".into());
-    }
-    if !readable(copy, reader) || concerns(copy, reader) {
-        return Err("stale, and not the documented gap (§8)".into());
-    }
-    let mut at = head;
-    while hash(at) != hash(copy) {
-        if concerns(at, reader) {
-            return Err("stale: a later version was owed to the reader".into());
-        }
-        let parent = at["version"]["parent_hash"].as_str().unwrap_or_default();
-        at = chain
-            .get(parent)
-            .ok_or("the reader's version is not before the author's")?;
-    }
-    Ok(Verdict::Gap)
 }
 
 /// The seed of the run's random actions: fixed, so that a run that passed
@@ -788,11 +715,6 @@ struct Tally {
     deleted_here_at_end: u64,
     /// Of those, by a cascade.
     cascades_at_end: u64,
-    /// Notes the other server holds stale, the documented gap (§8).
-    gaps: u64,
-    /// Notes the other server holds deleted for the reported defect
-    /// [`reshared_after_readable`].
-    known_defect: u64,
 }
 
 impl Tally {
@@ -811,8 +733,6 @@ impl Tally {
         self.same += other.same;
         self.deleted_here_at_end += other.deleted_here_at_end;
         self.cascades_at_end += other.cascades_at_end;
-        self.gaps += other.gaps;
-        self.known_defect += other.known_defect;
     }
 
     fn add(&mut self, run: &Run) {
@@ -831,8 +751,6 @@ impl Tally {
         self.same += counts.same.get();
         self.deleted_here_at_end += counts.deleted_here_at_end.get();
         self.cascades_at_end += counts.cascades_at_end.get();
-        self.gaps += counts.gaps.get();
-        self.known_defect += counts.known_defect.get();
     }
 }
 
@@ -1096,16 +1014,14 @@ fn a_copy_whose_access_ended_unannounced_is_shared_again() {
     assert_eq!(tally.same, 1, "{tally:?}");
 }
 
-/// A defect the property found that is reported, not fixed (see
-/// [`reshared_after_readable`]): Bob shares a note with Alice, makes it
-/// private (her server deletes its copy here: her access ended), then
-/// public (not sent to her: it names nobody), then shares it with her
-/// again. That version's parent is readable, so her server keeps the
-/// record deleted as if she had chosen to: her copy stays deleted though
-/// the note is shared with her. Telling her server's deletion from her own
-/// choice is the fix (a design decision of the receive path).
+/// A defect the property found (issue 42): Bob shares a note with Alice,
+/// makes it private (her server deletes its copy here: her access ended),
+/// then public (not sent to her: she is no longer among those who keep a
+/// copy), then shares it with her again. That version's parent is one she
+/// may read, and her server took the record for one she chose to delete,
+/// and kept it deleted. Now it walks the chain back to the versions it
+/// holds and finds the private one between: shared again.
 #[test]
-#[ignore = "issue 42: reported, not fixed (a copy deleted when access ended stays deleted when shared again after a readable version)"]
 fn a_copy_reshared_after_a_readable_version_comes_back() {
     let actions = [
         Action::Create {
@@ -1134,7 +1050,7 @@ fn a_copy_reshared_after_a_readable_version_comes_back() {
         },
     ];
     let tally = check_case(actions.to_vec());
-    assert_eq!((tally.same, tally.known_defect), (1, 0), "{tally:?}");
+    assert_eq!(tally.same, 1, "{tally:?}");
 }
 
 /// The sixth: as the fifth, but a public version follows the private one

@@ -647,7 +647,7 @@ impl<H: Host> Federation<'_, H> {
         }
         let shared_again = match &held {
             Some(deleted) if deleted.is_deleted_here_by(&self.user.entity) => {
-                self.shared_again(&author, &record, deleted).await?
+                self.shared_again(&author, &record).await?
             }
             _ => false,
         };
@@ -714,37 +714,35 @@ impl<H: Host> Federation<'_, H> {
     }
 
     /// Whether `record`, a version the user may read of a record they
-    /// deleted here (`deleted`), was shared with them again: its parent is
-    /// one the author's server does not show them. A parent the deletion
-    /// replaced or the store holds was readable: the record only went on,
-    /// and stays deleted here. Costs at most one request to the author.
-    async fn shared_again(
-        &self,
-        author: &Author,
-        record: &Record,
-        deleted: &Record,
-    ) -> Result<bool, Trouble> {
-        let Some(parent) = record.version.parent_hash else {
-            return Ok(false);
-        };
-        if deleted.version.parent_hash == Some(parent) {
-            return Ok(false);
+    /// deleted here (`deleted`), was shared with them again: between it and
+    /// the versions the store holds lies one the author's server does not
+    /// show them, so their access ended on the way, whether they were told
+    /// (their server's deletion) or not (versions they were not sent in
+    /// between, such as a public one that names nobody). A chain that goes
+    /// back to a version the store holds while staying readable only went
+    /// on, and the record stays deleted here, as the user chose. Costs a
+    /// request per version walked back, at most [`MAX_PARENTS_FETCHED`]
+    /// (past that, it stays deleted).
+    async fn shared_again(&self, author: &Author, record: &Record) -> Result<bool, Trouble> {
+        let mut parent = record.version.parent_hash;
+        for _ in 0..MAX_PARENTS_FETCHED {
+            let Some(hash) = parent else {
+                return Ok(false);
+            };
+            let stored = version_sql(self.user.id, &record.author.entity, &record.id, &hash);
+            if !(self.host.fetch(&stored).await)
+                .map_err(Failure::internal)?
+                .is_empty()
+            {
+                return Ok(false);
+            }
+            parent = match self.fetch(author, &record.id, Some(&hash)).await {
+                Ok(older) => older.version.parent_hash,
+                Err(Trouble::Peer(PeerError::NotFound { .. })) => return Ok(true),
+                Err(trouble) => return Err(trouble),
+            };
         }
-        let stored = version_sql(self.user.id, &record.author.entity, &record.id, &parent);
-        if !self
-            .host
-            .fetch(&stored)
-            .await
-            .map_err(Failure::internal)?
-            .is_empty()
-        {
-            return Ok(false);
-        }
-        match self.fetch(author, &record.id, Some(&parent)).await {
-            Ok(_) => Ok(false),
-            Err(Trouble::Peer(PeerError::NotFound { .. })) => Ok(true),
-            Err(trouble) => Err(trouble),
-        }
+        Ok(false)
     }
 
     /// Stores `record`, fetching the versions between it and the latest

@@ -55,15 +55,10 @@ pub fn audience_needs_links(record: &Record) -> bool {
 /// duplicates. Versions of other authors' records concern nobody: their
 /// author's server announces them.
 pub fn recipients(user: &Entity, record: &Record, links: &[FoundLink]) -> Vec<Entity> {
+    if !announces(user, record) {
+        return Vec::new();
+    }
     let author = &record.author.entity;
-    if author != user || record.version.author.entity != *user {
-        return Vec::new();
-    }
-    if let RecordBody::Tombstone(no_content) = &record.body
-        && no_content.action == DeletionAction::Local
-    {
-        return Vec::new();
-    }
     let permissions = &record.permissions;
     let mut entities: Vec<Entity> = match (&permissions.notify, &permissions.read) {
         (Some(notify), _) => notify.iter().map(|link| link.entity.clone()).collect(),
@@ -89,6 +84,61 @@ pub fn recipients(user: &Entity, record: &Record, links: &[FoundLink]) -> Vec<En
     entities.sort_unstable();
     entities.dedup();
     entities
+}
+
+/// Whether `record`, a version `user` wrote, is announced to anyone: a
+/// version of the user's own record, and not a deletion on this server
+/// only. Versions of other authors' records are their author's server's to
+/// announce.
+pub fn announces(user: &Entity, record: &Record) -> bool {
+    let local = matches!(
+        &record.body,
+        RecordBody::Tombstone(no_content) if no_content.action == DeletionAction::Local
+    );
+    record.author.entity == *user && record.version.author.entity == *user && !local
+}
+
+/// Who keeps a copy of one of the user's records that a version replaces,
+/// as its author's server knows it: the record's *audience*, every entity
+/// whose server was sent a version of it and may read the latest. A later
+/// version is sent to the whole audience besides its own recipients, so
+/// the version that ends someone's access (unshared, a mention dropped,
+/// deleted) reaches them, however many versions they were not sent in
+/// between (`docs/federation.md` §4). Kept per record in the store
+/// ([`crate::store::audience_statements`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Audience {
+    /// Everyone told may still read it: a public version.
+    Everyone,
+    /// Only these of those told may still read it (none for a deletion).
+    Only(Vec<Entity>),
+}
+
+impl Audience {
+    /// Who of those told of `record`, a version its author wrote, may
+    /// still read it.
+    pub fn after(record: &Record) -> Audience {
+        let permissions = &record.permissions;
+        match (&record.body, &permissions.read) {
+            (RecordBody::Tombstone(_), _) | (_, None) => Audience::Only(Vec::new()),
+            (_, Some(ReadPermission::Public)) => Audience::Everyone,
+            (_, Some(ReadPermission::Entities(read))) => {
+                let mut readers: Vec<Entity> =
+                    read.iter().map(|link| link.entity.clone()).collect();
+                readers.sort_unstable();
+                readers.dedup();
+                Audience::Only(readers)
+            }
+        }
+    }
+
+    /// Whether `entity` is among those who may still read it.
+    pub fn keeps(&self, entity: &Entity) -> bool {
+        match self {
+            Audience::Everyone => true,
+            Audience::Only(readers) => readers.binary_search(entity).is_ok(),
+        }
+    }
 }
 
 /// A notification's body.

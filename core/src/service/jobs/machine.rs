@@ -163,8 +163,8 @@ enum State {
     Committing {
         pending: Pending,
         answered: Answered,
-        /// How many notifications the commit queues.
-        notifications: usize,
+        /// Whether the commit may queue notifications.
+        notifications: bool,
         registered: Option<String>,
     },
     /// Plain statements' commit was asked.

@@ -189,9 +189,10 @@ pub struct Effects {
     /// The versions stored, in order, as the user's open streams receive
     /// them (each with its event sequence).
     pub live: Vec<LiveVersion>,
-    /// How many notifications the job queued in the outbox: the host wakes
-    /// its delivery when there are some (federation).
-    pub queued_notifications: usize,
+    /// Whether the job may have queued notifications in the outbox (its
+    /// versions' recipients, or their records' audiences, whose size only
+    /// the commit knows): the host wakes its delivery then (federation).
+    pub queues_notifications: bool,
     /// Whether the job made notifications due sooner than planned.
     pub rescheduled: bool,
     /// Whether the job may have changed an app's standing
@@ -210,7 +211,7 @@ impl Effects {
     /// Whether the host should plan its deliveries again: the job queued
     /// notifications, or made some due sooner.
     pub fn wakes_outbox(&self) -> bool {
-        self.queued_notifications > 0 || self.rescheduled
+        self.queues_notifications || self.rescheduled
     }
 
     /// Whether a version of an App Authorization is among `live`.

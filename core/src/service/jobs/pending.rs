@@ -10,11 +10,12 @@ use crate::model::{
 use crate::query::{IndexEntry, index_entries};
 use crate::service::User;
 use crate::service::events::LiveVersion;
+use crate::service::federation::notify::{Audience, announces};
 use crate::service::federation::recipients;
 use crate::service::store::{Row, RowExt};
 use crate::store::{
-    NeedRows, Replaces, Statement, WriteOrigin, count_received_sql, event_seq_sql,
-    queue_notification_sql, version_statements_replacing,
+    NeedRows, Replaces, Statement, WriteOrigin, audience_statements, count_received_sql,
+    event_seq_sql, queue_notification_sql, version_statements_replacing,
 };
 use crate::write::{Commit, Need, RecordKey, Supplied};
 
@@ -56,6 +57,10 @@ struct PendingVersion {
     /// The entities to notify of it (federation): queued in the outbox in
     /// the same commit.
     recipients: Vec<Entity>,
+    /// Who of its record's audience may read it, for a version announced
+    /// to anyone ([`announces`]): the audience hears of it too, then
+    /// narrows to them ([`audience_statements`]).
+    audience: Option<Audience>,
     /// A version another server notified: the source it came with and its
     /// size as stored, counted in the user's received usage in the same
     /// commit (the quotas of `Limits::received_from_*`).
@@ -188,6 +193,8 @@ impl Pending {
                 recipients.sort_unstable();
                 recipients.dedup();
             }
+            let audience = announces(&self.user.entity, version.record.record())
+                .then(|| Audience::after(version.record.record()));
             let received = write
                 .request
                 .received_source()
@@ -201,6 +208,7 @@ impl Pending {
                 record: version.record,
                 origin: write.origin,
                 recipients,
+                audience,
             });
         }
     }
@@ -289,8 +297,8 @@ impl Pending {
     /// What the commit stores: each version, its outbox entries and
     /// received usage, the extra statements, then the read of the store's
     /// event sequence (the commit's answer).
-    /// Also how many notifications they queue.
-    pub(super) fn commit_plan(&self) -> (Vec<Statement>, usize) {
+    /// Also whether they may queue notifications.
+    pub(super) fn commit_plan(&self) -> (Vec<Statement>, bool) {
         let user_id = self.user.id;
         let mut statements: Vec<Statement> = self
             .versions
@@ -324,7 +332,21 @@ impl Pending {
                 )
             })
         }));
-        let notifications = statements.len() - before;
+        statements.extend(self.versions.iter().flat_map(|version| {
+            let Some(audience) = &version.audience else {
+                return Vec::new();
+            };
+            let record = version.record.record();
+            audience_statements(
+                user_id,
+                &record.id,
+                &record.version.hash,
+                version.record.version_received_at().unix_millis(),
+                &version.recipients,
+                audience,
+            )
+        }));
+        let notifications = statements.len() > before;
         statements.extend(self.versions.iter().filter_map(|version| {
             let (source, bytes) = version.received?;
             Some(count_received_sql(user_id, source, bytes))
@@ -339,7 +361,7 @@ impl Pending {
     pub(super) fn committed(
         self,
         answered: Answered,
-        notifications: usize,
+        notifications: bool,
         rows: &[Row],
         registration: bool,
     ) -> Result<(Written, Effects), JobFailure> {
@@ -377,7 +399,7 @@ impl Pending {
             store: Some(self.user.id),
             changes_standing: registration || Effects::writes_an_authorization(&live),
             live,
-            queued_notifications: notifications,
+            queues_notifications: notifications,
             rescheduled: false,
         };
         Ok((Written { answer }, effects))
