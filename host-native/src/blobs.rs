@@ -85,6 +85,28 @@ impl BlobStore {
         }
     }
 
+    /// Writes bytes read whole (a blob fetched from another server) to a
+    /// temporary file, flushed, for [`BlobStore::place`].
+    pub async fn write_tmp(&self, bytes: &[u8]) -> Result<PathBuf, std::io::Error> {
+        let tmp = self
+            .root
+            .join("tmp")
+            .join(hex::encode(rand::random::<[u8; 16]>()));
+        let written = async {
+            let mut file = tokio::fs::File::create(&tmp).await?;
+            file.write_all(bytes).await?;
+            file.sync_all().await
+        }
+        .await;
+        match written {
+            Ok(()) => Ok(tmp),
+            Err(error) => {
+                let _ = tokio::fs::remove_file(&tmp).await;
+                Err(error)
+            }
+        }
+    }
+
     /// Moves a received file into place (call with [`BlobStore::lock`] held).
     pub async fn place(&self, tmp: PathBuf, hash: &str) -> Result<(), std::io::Error> {
         let path = self.path(hash);

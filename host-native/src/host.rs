@@ -310,6 +310,25 @@ impl Blobs for App {
         self.writer.run(row).await.map_err(write_failure)
     }
 
+    async fn keep_blob(
+        &self,
+        bytes: Vec<u8>,
+        hash: &BlobHash,
+        row: Job,
+    ) -> Result<JobOutcome, WriteFailure> {
+        let tmp = self
+            .blobs
+            .write_tmp(&bytes)
+            .await
+            .map_err(|error| match error.kind() {
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                    WriteFailure::StorageFull(format!("keeping a blob: {error}"))
+                }
+                _ => WriteFailure::Failed(format!("keeping a blob: {error}")),
+            })?;
+        self.place_blob(tmp, hash, row).await
+    }
+
     async fn blob_size(&self, hash: &BlobHash) -> Result<Option<u64>, HostError> {
         match tokio::fs::metadata(self.blobs.path(&hash.to_string())).await {
             Ok(metadata) => Ok(Some(metadata.len())),

@@ -1018,6 +1018,10 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
     local_deletions_settle(&alice, &bob, &types).await;
     unshared_and_shared_again(&alice, &bob).await;
     mention_dropped_then_deleted(&alice, &bob).await;
+    // A received record's blob, read from the author's server: into R2,
+    // and out of it.
+    blob_reaches_the_reader(&bob, &alice).await;
+    blob_reaches_the_reader(&alice, &bob).await;
 
     // Alice and Carol, both on the worker: Alice's object hands the
     // delivery to Carol's, which runs Carol's writes and streams.
@@ -1436,6 +1440,74 @@ async fn mention_dropped_then_deleted(alice: &Side, bob: &Side) {
         if side.server.is_some() {
             side.wait_for_empty_outbox().await;
         }
+    }
+}
+
+/// A blob a received record links is read from its author's server the
+/// first time the reader's app downloads it through their own server,
+/// checked against the link, and kept: Bob's picture in a note he shares
+/// with Alice downloads from Alice's server. An anonymous reader never
+/// makes a server read from another. Before, Alice's server answered
+/// `blob/404-not-found`: it held the note, not its blob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_received_records_blob_downloads_from_the_readers_own_server() {
+    let Pair { alice, bob } = Pair::start("federation-blob", |_| None);
+    blob_reaches_the_reader(&bob, &alice).await;
+}
+
+/// The flow of [`a_received_records_blob_downloads_from_the_readers_own_server`]:
+/// `writer` links a blob in a note shared with `reader`, whose app
+/// downloads it from the reader's server.
+async fn blob_reaches_the_reader(writer: &Side, reader: &Side) {
+    let picture: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let key = writer.key();
+    let upload = Call::post(writer.url("/blobs"))
+        .body(picture.clone(), Some("image/jpeg"))
+        .signed(&key);
+    let uploaded = writer.send(upload).await;
+    let note_type = writer
+        .create(json!({
+            "type": BuiltinType::Type.link(),
+            "content": {"name": "picture_note", "schema": {"type": "object", "properties": {
+                "content": {"type": "object", "properties": {
+                    "picture": {"type": "blob_link"}
+                }}
+            }}},
+        }))
+        .await;
+    let note = writer
+        .create(json!({
+            "type": version_link(&note_type),
+            "permissions": {"read": [{"entity": writer.entity}, {"entity": reader.entity}]},
+            "content": {"picture": {
+                "hash": uploaded["hash"], "type": "image/jpeg",
+                "name": "a picture.jpg", "size": picture.len()
+            }},
+        }))
+        .await;
+    reader.wait_for(&note).await;
+    let path = format!(
+        "/records/{}/{}/blobs/{}/a%20picture.jpg",
+        writer.entity,
+        note["id"].as_str().unwrap(),
+        uploaded["hash"].as_str().unwrap()
+    );
+
+    // Nobody signed: the reader's server does not read it from the writer's.
+    let anonymous = reader
+        .http
+        .send(&Call::get(reader.url(&path)))
+        .await
+        .expect("an answer");
+    assert_eq!(anonymous.status, 404, "{}", anonymous.excerpt());
+
+    let key = reader.key();
+    for _ in 0..2 {
+        let download = Call::get(reader.url(&path)).signed(&key);
+        let answer = reader.http.send(&download).await.expect("an answer");
+        assert_eq!(answer.status, 200, "{}", answer.excerpt());
+        assert_eq!(answer.header("content-type"), Some("image/jpeg"));
+        assert!(answer.body == picture, "the writer's bytes");
     }
 }
 

@@ -811,6 +811,23 @@ impl Blobs for UserStore {
         self.run_job(row).await
     }
 
+    async fn keep_blob(
+        &self,
+        bytes: Vec<u8>,
+        hash: &BlobHash,
+        row: Job,
+    ) -> Result<JobOutcome, WriteFailure> {
+        // Checked by R2 against the hash core checked.
+        self.bucket()
+            .map_err(write_failure)?
+            .put(hash.to_string(), Data::Bytes(bytes))
+            .sha256(hash.as_bytes().to_vec())
+            .execute()
+            .await
+            .map_err(write_failure)?;
+        self.run_job(row).await
+    }
+
     async fn blob_size(&self, hash: &BlobHash) -> worker::Result<Option<u64>> {
         Ok(self
             .bucket()?

@@ -384,6 +384,16 @@ pub trait Blobs: Bodies + Store {
         row: Job,
     ) -> Result<JobOutcome, WriteFailure>;
 
+    /// Keeps `bytes`, read from another server and checked by core to hash
+    /// to `hash`, under `hash`, then runs `row` as [`Blobs::place_blob`]
+    /// does.
+    async fn keep_blob(
+        &self,
+        bytes: Vec<u8>,
+        hash: &BlobHash,
+        row: Job,
+    ) -> Result<JobOutcome, WriteFailure>;
+
     /// The size of the blob kept under `hash`, if it is kept.
     async fn blob_size(&self, hash: &BlobHash) -> Result<Option<u64>, Self::Error>;
 

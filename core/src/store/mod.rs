@@ -41,10 +41,10 @@ pub use users::entity_received_sql;
 pub use users::{
     StoresToRemove, app_authorizations_sql, app_credentials_sql, app_key_sql, apps_sql,
     blob_held_sql, blob_size_sql, delete_blob_sql, entity_record_sql, event_seq_sql,
-    expired_blobs_sql, held_blobs_sql, insert_app_sql, insert_user_sql, insert_user_with_id_sql,
-    password_hash_sql, prune_nonces_sql, remember_nonce_sql, remembered_nonces_sql,
-    remove_stores_sql, stored_blob_bytes_sql, types_by_name_sql, upload_blob_sql, user_by_name_sql,
-    user_row_id, users_sql,
+    expired_blobs_sql, fetched_blob_sql, held_blobs_sql, insert_app_sql, insert_user_sql,
+    insert_user_with_id_sql, password_hash_sql, prune_nonces_sql, remember_nonce_sql,
+    remembered_nonces_sql, remove_stores_sql, stored_blob_bytes_sql, types_by_name_sql,
+    upload_blob_sql, user_by_name_sql, user_row_id, users_sql,
 };
 pub use version::{
     Replaces, StoredDataError, WriteOrigin, entries_json, read_links, read_record, read_version,

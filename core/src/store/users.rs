@@ -294,6 +294,22 @@ pub fn upload_blob_sql(
     b.finish(sql)
 }
 
+/// Records a blob read from another server for a record the store holds
+/// that links it: linked already, so it never expires.
+pub fn fetched_blob_sql(user_id: i64, hash: &str, size: u64, fetched_at: RecordDate) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "INSERT INTO blobs (user_id, hash, size, uploaded_at, expires_at) \
+         VALUES ({}, {}, {}, {}, NULL) \
+         ON CONFLICT (user_id, hash) DO UPDATE SET expires_at = NULL",
+        b.bind(user_id),
+        b.bind(hash),
+        b.bind(i64::try_from(size).unwrap_or(i64::MAX)),
+        b.bind(fetched_at.unix_ticks()),
+    );
+    b.finish(sql)
+}
+
 /// A blob's stored size, if the store holds it: at most one row `(size)`.
 pub fn blob_size_sql(user_id: i64, hash: &str) -> Statement {
     let mut b = Binder::default();

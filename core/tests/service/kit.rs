@@ -681,6 +681,15 @@ impl<S: Backend> Blobs for Fake<S> {
         self.store.run(row).await
     }
 
+    async fn keep_blob(
+        &self,
+        bytes: Vec<u8>,
+        hash: &BlobHash,
+        row: Job,
+    ) -> Result<JobOutcome, WriteFailure> {
+        self.place_blob(bytes, hash, row).await
+    }
+
     async fn blob_size(&self, hash: &BlobHash) -> Result<Option<u64>, S::Error> {
         Ok(self.kept_blob(hash).map(|bytes| bytes.len() as u64))
     }

@@ -1,8 +1,9 @@
 //! Blobs (PROTOCOL.md §9): uploads, and downloads through a record that
 //! links the blob.
 
+use crate::auth::access::Access;
 use crate::auth::check_body_digest;
-use crate::model::VersionHash;
+use crate::model::{BlobLink, Record, VersionHash};
 use crate::problem::{Problem, ProblemType};
 use crate::service::blob::{
     ACCEPT_RANGES, RangeAnswer, Received, UploadMeter, UploadResponse, blob_audience,
@@ -11,8 +12,10 @@ use crate::service::blob::{
 };
 use crate::service::http::blob_cache_control;
 use crate::service::route::{BlobPath, RecordPath};
-use crate::store::{read_version, upload_blob_sql, version_sql};
+use crate::store::{fetched_blob_sql, read_version, upload_blob_sql, version_sql};
 
+use crate::service::endpoints::federation::{Federation, MAX_PEER_ANSWER_BYTES, Trouble};
+use crate::service::federation::PeerError;
 use crate::service::jobs::Job;
 use crate::service::{Context, Failure, Host, Outcome, Reply, ReplyBody, UploadFailure, User};
 
@@ -42,7 +45,7 @@ pub(in crate::service) async fn download<H: Host>(
 pub(in crate::service) async fn download_as<H: Host>(
     cx: &Context<'_, '_, H>,
     user: &User,
-    access: &crate::auth::access::Access,
+    access: &Access,
     bearer_expiry: Option<crate::model::RecordDate>,
     record: &RecordPath,
     version: Option<VersionHash>,
@@ -72,11 +75,21 @@ pub(in crate::service) async fn download_as<H: Host>(
     let not_found = || Failure::from(Problem::new(ProblemType::BlobNotFound));
     let link = find_indexed_blob_link(&found, &entries, &blob.hash, blob.file_name.as_str())
         .ok_or_else(not_found)?;
-    let size = host
+    let size = match host
         .blob_size(&blob.hash)
         .await
         .map_err(Failure::internal)?
-        .ok_or_else(not_found)?;
+    {
+        Some(size) => size,
+        // Only the user and their apps make their server read from others:
+        // an anonymous reader or another server never does.
+        None if found.author.entity != user.entity
+            && matches!(access, Access::Owner { .. } | Access::App { .. }) =>
+        {
+            fetch_received_blob(cx, user, &found, &link).await?
+        }
+        None => return Err(not_found()),
+    };
     let range = parse_range(cx.request.header("range"), size);
     let (status, start, len) = match range {
         RangeAnswer::Whole => (200, 0, size),
@@ -117,6 +130,40 @@ pub(in crate::service) async fn download_as<H: Host>(
         reply.set("content-range", content_range(start, end_inclusive, size));
     }
     Ok(reply)
+}
+
+/// The blob `link` of `record`, a version another server's entity wrote,
+/// read from that server the first time it is downloaded here (a received
+/// record's blobs stay on its author's server until then), checked and
+/// kept; its size. At most [`MAX_PEER_ANSWER_BYTES`] are read. Answers
+/// `blob/404-not-found` when the author's server does not have it, and
+/// `federation/502-peer-unreachable` when it cannot be reached, so the
+/// app may try again.
+async fn fetch_received_blob<H: Host>(
+    cx: &Context<'_, '_, H>,
+    user: &User,
+    record: &Record,
+    link: &BlobLink,
+) -> Result<u64, Failure> {
+    let not_found = || Failure::from(Problem::new(ProblemType::BlobNotFound));
+    let federation = Federation::new(cx.host, user, cx.request.now, &cx.request.fresh);
+    let bytes = match federation
+        .fetch_blob(record, link, MAX_PEER_ANSWER_BYTES)
+        .await
+    {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Err(not_found()),
+        Err(Trouble::Peer(PeerError::NotFound { .. })) => return Err(not_found()),
+        Err(trouble) => return Err(trouble.into_failure()),
+    };
+    let size = bytes.len() as u64;
+    let row = fetched_blob_sql(user.id, &link.hash.to_string(), size, cx.request.now);
+    cx.host
+        .keep_blob(bytes, &link.hash, Job::Statements(vec![row]))
+        .await
+        .map_err(|e| cx.write_failure(&e))?
+        .map_err(|refused| Failure::from(Problem::from(&refused)))?;
+    Ok(size)
 }
 
 /// `POST …/blobs`: the bytes are kept under their SHA-256, which the

@@ -14,7 +14,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::auth::ServerKey;
 use crate::auth::access::Access;
-use crate::model::{Entity, Record, RecordDate, RecordId, RecordSource, VersionHash, VersionLink};
+use crate::model::{
+    BlobHash, BlobLink, Entity, Record, RecordDate, RecordId, RecordSource, VersionHash,
+    VersionLink,
+};
 use crate::problem::{Problem, ProblemType};
 use crate::schema::builtin::SYSTEM_ENTITY;
 use crate::service::discovery::entity_served_here;
@@ -465,6 +468,75 @@ impl<H: Host> Federation<'_, H> {
             Some(user) => Ok(Author::Local(user)),
             None => Ok(Author::Remote(Box::new(self.entity(entity, false).await?))),
         }
+    }
+
+    /// The bytes of the blob `link` names, as `record` (a version of
+    /// another server's entity's record) links it, read from the author's
+    /// server with the user's signature, as an app of theirs would read it
+    /// there, at most `max` bytes; checked against the link: its SHA-256,
+    /// and its size when the link gives one. `None` when the author is a
+    /// user of this server (their blobs are kept here already).
+    pub(crate) async fn fetch_blob(
+        &self,
+        record: &Record,
+        link: &BlobLink,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, Trouble> {
+        let Author::Remote(remote) = self.author(&record.author.entity).await? else {
+            return Ok(None);
+        };
+        let bytes = match self.fetch_blob_from(&remote, record, link, max).await {
+            Err(trouble) if as_if_moved(&trouble) => match self.moved(&remote).await {
+                Some(moved) => self.fetch_blob_from(&moved, record, link, max).await,
+                None => Err(trouble),
+            },
+            fetched => fetched,
+        }?;
+        Ok(Some(bytes))
+    }
+
+    /// [`fetch_blob`](Self::fetch_blob) from `remote`'s server as its
+    /// Entity record says.
+    async fn fetch_blob_from(
+        &self,
+        remote: &RemoteEntity,
+        record: &Record,
+        link: &BlobLink,
+        max: usize,
+    ) -> Result<Vec<u8>, Trouble> {
+        let url = remote
+            .version_blob_url(
+                &record.author.entity,
+                &record.id,
+                &record.version.hash,
+                &link.hash,
+                link.name.as_str(),
+            )
+            .ok_or_else(|| {
+                PeerError::Invalid(format!(
+                    "{}'s server lists no `record_version_blob` endpoint",
+                    remote.entity
+                ))
+            })?;
+        let answer = self.send_signed(PeerMethod::Get, &url, None, max).await?;
+        if answer.status != 200 {
+            return Err(PeerError::status(&url, answer.status).into());
+        }
+        let size = answer.body.len() as u64;
+        if link.size.is_some_and(|declared| declared != size) {
+            return Err(PeerError::Invalid(format!(
+                "{url} answered {size} bytes; the link says {}",
+                link.size.unwrap_or_default()
+            ))
+            .into());
+        }
+        if BlobHash::from_bytes(Sha256::digest(&answer.body).into()) != link.hash {
+            return Err(PeerError::Invalid(format!(
+                "{url} answered bytes whose SHA-256 is not the link's"
+            ))
+            .into());
+        }
+        Ok(answer.body)
     }
 
     /// `author`'s record `id` from the author's store: version `hash`, or

@@ -10,6 +10,7 @@
 //! hash to its version hash; every record later fetched through its
 //! endpoints must be authored by the entity too ([`super::fetch`]).
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use url::Url;
 
 use super::PeerError;
@@ -17,7 +18,7 @@ use super::peer::{PeerAnswer, PeerMethod, PeerRequest, SMALL_ANSWER_BYTES};
 use crate::auth::AppKey;
 use crate::auth::access::is_type;
 use crate::model::dialect::Dialect;
-use crate::model::{Entity, Record, RecordId, VersionHash};
+use crate::model::{BlobHash, Entity, Record, RecordId, VersionHash};
 use crate::schema::builtin::BuiltinType;
 
 /// The largest Entity record answer accepted.
@@ -122,6 +123,9 @@ pub struct Endpoints {
     pub record_version: String,
     /// The `new_notification` endpoint: a URL template, its `{…}` variables kept.
     pub new_notification: String,
+    /// The `record_version_blob` endpoint, if the server lists one: where a
+    /// blob a version links is read.
+    pub record_version_blob: Option<String>,
 }
 
 /// Another entity, as its Entity record describes it.
@@ -202,7 +206,13 @@ impl RemoteEntity {
             // Templates keep their `{…}` variables; check the URL with them filled.
             checked_url(&fill(
                 url,
-                &[("entity", "e"), ("record_id", "r"), ("version_hash", "h")],
+                &[
+                    ("entity", "e"),
+                    ("record_id", "r"),
+                    ("version_hash", "h"),
+                    ("blob_hash", "b"),
+                    ("file_name", "f"),
+                ],
             ))?;
             Ok(url.to_owned())
         };
@@ -212,6 +222,7 @@ impl RemoteEntity {
             record_versions: endpoint("record_versions")?,
             record_version: endpoint("record_version")?,
             new_notification: endpoint("new_notification")?,
+            record_version_blob: endpoint("record_version_blob").ok(),
         };
         let keys = content
             .get("signing_keys")
@@ -251,6 +262,42 @@ impl RemoteEntity {
                 ("version_hash", &hash),
             ],
         )
+    }
+}
+
+/// What a file name keeps unencoded in a URL's path segment: RFC 3986's
+/// unreserved characters.
+const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+impl RemoteEntity {
+    /// The URL of blob `blob` as version `hash` of record `id` of `author`
+    /// links it, if the server lists where blobs are read. The file name is
+    /// percent-encoded as a path segment.
+    pub fn version_blob_url(
+        &self,
+        author: &Entity,
+        id: &RecordId,
+        hash: &VersionHash,
+        blob: &BlobHash,
+        file_name: &str,
+    ) -> Option<String> {
+        let template = self.endpoints.record_version_blob.as_deref()?;
+        let (id, hash, blob) = (id.to_string(), hash.to_string(), blob.to_string());
+        let file_name = utf8_percent_encode(file_name, PATH_SEGMENT).to_string();
+        Some(fill(
+            template,
+            &[
+                ("entity", author.as_str()),
+                ("record_id", &id),
+                ("version_hash", &hash),
+                ("blob_hash", &blob),
+                ("file_name", &file_name),
+            ],
+        ))
     }
 }
 

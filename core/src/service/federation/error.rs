@@ -66,7 +66,7 @@ impl PeerError {
         }
     }
 
-    pub(super) fn status(url: &str, status: u16) -> Self {
+    pub(crate) fn status(url: &str, status: u16) -> Self {
         match status {
             404 | 410 => PeerError::NotFound {
                 url: url.to_owned(),
