@@ -63,14 +63,15 @@ async function ensureBindable(host, port) {
 }
 
 /**
- * `folio serve` on 127.0.0.1:443, HTTPS only, answering for `baseUrl`.
- * Resolves once it listens; `stop()` ends it; `log()` is its output so far.
+ * `folio serve` on `address`:443 (127.0.0.1 unless told), HTTPS only,
+ * answering for `baseUrl`, with `args` besides. Resolves once it listens;
+ * `stop()` ends it; `log()` is its output so far.
  */
-export async function startFolio({ bin, dataDir, baseUrl }) {
-  await ensureBindable("127.0.0.1", 443);
+export async function startFolio({ bin, dataDir, baseUrl, address = "127.0.0.1", args = [] }) {
+  await ensureBindable(address, 443);
   const child = spawn(
     bin,
-    ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:443", "--http-listen", "off", "--base-url", baseUrl],
+    ["serve", "--data-dir", dataDir, "--listen", `${address}:443`, "--http-listen", "off", "--base-url", baseUrl, ...args],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   const killOnExit = () => child.kill("SIGKILL");
@@ -90,7 +91,7 @@ export async function startFolio({ bin, dataDir, baseUrl }) {
     child.stderr.on("data", collect);
     child.on("exit", (code, signal) => {
       clearTimeout(timer);
-      reject(new Error(`folio serve exited (${code ?? signal}) before listening on 127.0.0.1:443:\n${output}`));
+      reject(new Error(`folio serve exited (${code ?? signal}) before listening on ${address}:443:\n${output}`));
     });
   });
   return {
@@ -186,11 +187,12 @@ export async function serveApp() {
 
 /**
  * Debian's Chromium, headless, with ../shared/TOOLCHAIN.md §5's flags; every
- * `*.test` host name resolves to 127.0.0.1. Playwright gives each launch a
+ * `*.test` host name resolves to 127.0.0.1 unless `hostRules` (Chromium's
+ * `--host-resolver-rules`) says otherwise. Playwright gives each launch a
  * fresh, empty --user-data-dir of its own (and each context fresh cookies
  * and storage).
  */
-export async function launchChromium() {
+export async function launchChromium({ hostRules = "MAP *.test 127.0.0.1" } = {}) {
   if (!existsSync(CHROMIUM)) {
     throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium chromium-driver)`);
   }
@@ -207,7 +209,7 @@ export async function launchChromium() {
       "--disable-sync",
       // The server's certificate is self-signed: tests only.
       "--ignore-certificate-errors",
-      "--host-resolver-rules=MAP *.test 127.0.0.1",
+      `--host-resolver-rules=${hostRules}`,
     ],
   });
 }

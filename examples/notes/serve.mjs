@@ -19,22 +19,25 @@ const TYPES = {
   ".wasm": "application/wasm",
 };
 
-/** The file a path names, inside this folder or the SDK's `src/` and `pkg/`, else null. */
-export function fileFor(path) {
-  const [root, rest] = path.startsWith("/sdk/") ? [sdk, path.slice("/sdk/".length)] : [here, path.slice(1) || "index.html"];
+/** The file a path names, inside `folder` (this one unless told) or the SDK's `src/` and `pkg/`, else null. */
+export function fileFor(path, folder = here) {
+  const [root, rest] = path.startsWith("/sdk/") ? [sdk, path.slice("/sdk/".length)] : [folder, path.slice(1) || "index.html"];
   const file = normalize(join(root, decodeURIComponent(rest)));
   const allowed = root === sdk ? [join(sdk, "src/"), join(sdk, "pkg/")] : [root];
   if (!allowed.some((dir) => file.startsWith(dir)) || !TYPES[extname(file)]) return null;
   return existsSync(file) && statSync(file).isFile() ? file : null;
 }
 
-/** Starts the server; resolves to `{origin, close}`. */
-export function serve(port = 8090, host = "127.0.0.1") {
+/**
+ * Starts the server for `folder` (this one unless told: examples/messages
+ * is served the same way); resolves to `{origin, close}`.
+ */
+export function serve(port = 8090, host = "127.0.0.1", folder = here) {
   if (!existsSync(join(sdk, "pkg/folio_core_bg.wasm"))) {
     throw new Error("the SDK's wasm core is missing: (cd clients/js && npm run build)");
   }
   const server = http.createServer((request, response) => {
-    const file = request.method === "GET" ? fileFor(new URL(request.url, "http://x").pathname) : null;
+    const file = request.method === "GET" ? fileFor(new URL(request.url, "http://x").pathname, folder) : null;
     if (!file) {
       response.writeHead(404, { "content-type": "text/plain" }).end("not found");
       return;
