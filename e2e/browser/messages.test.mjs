@@ -157,9 +157,11 @@ test("Messages: two people on two servers talk, edit, unshare, share again and d
     const reply = message(alice, "This is the place");
     await reply.waitFor();
     assert.equal(await reply.locator(".message-author").textContent(), bob.entity);
-    // Her server holds the message but not the blobs it links (they stay on
-    // Bob's server): the app says so where the image would be.
-    await reply.getByText(`Image place.jpg: on ${bob.entity}'s server, not yours`).waitFor();
+    // Her server reads the image from Bob's the first time her app asks
+    // for it, and serves it.
+    const alicesImage = reply.locator("img");
+    await alicesImage.waitFor();
+    await alice.page.waitForFunction((img) => img.complete && img.naturalWidth === 240, await alicesImage.elementHandle());
     await shots("3-reply-with-image");
 
     // Alice edits her message; Bob sees the new version.

@@ -186,12 +186,13 @@ function imageOf(record, image) {
   img.alt = image.original.name;
   img.width = Math.min(image.original_width, RENDITIONS.medium[0]);
   img.height = Math.round(img.width * image.original_height / image.original_width);
-  // Another server's message names blobs its author's server keeps; this
-  // server has only the record, and answers 404 for them.
+  // Another server's message names blobs its author's server keeps: the
+  // user's own server reads one from there the first time it is asked for
+  // it. That fails while the author's server cannot be reached.
   img.addEventListener("error", () => {
     const missing = document.createElement("span");
     missing.className = "missing-image";
-    missing.textContent = `Image ${image.original.name}: on ${record.author.entity}'s server, not yours`;
+    missing.textContent = `Image ${image.original.name} could not be loaded from ${record.author.entity}'s server`;
     img.replaceWith(missing);
   });
   const cacheKey = `${record.version.hash}/${image.medium.hash}`;
