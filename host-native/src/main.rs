@@ -120,6 +120,18 @@ enum OutboxCommand {
 }
 
 #[derive(Subcommand)]
+enum KeyCommand {
+    /// Give a user a new server key (the key this server signs requests to
+    /// other servers with as the user) and list it alone in their Entity
+    /// record; other servers pick it up by themselves (docs/federation.md §2).
+    Rotate {
+        /// Whose key.
+        #[arg(long)]
+        user: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Serve the API over HTTPS (the default command).
     Serve(Box<ServeOptions>),
@@ -135,6 +147,9 @@ enum Command {
     /// Check record types, and records against them.
     #[command(subcommand)]
     Schema(schema_command::SchemaCommand),
+    /// The server keys this server signs with for its users.
+    #[command(subcommand)]
+    Key(KeyCommand),
     /// Notifications to other entities' servers, pending and failed
     /// (docs/federation.md §4).
     Outbox {
@@ -235,6 +250,7 @@ async fn run(data_dir: PathBuf, command: Command) -> CliResult {
         Command::App(command) => command.run(&data_dir).await,
         Command::Type(command) => command.run(&data_dir).await,
         Command::Outbox { command } => outbox(&data_dir, command),
+        Command::Key(KeyCommand::Rotate { user }) => user_command::rotate_key(&data_dir, &user),
         Command::Export {
             user,
             file,

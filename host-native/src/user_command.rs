@@ -191,6 +191,25 @@ fn remove(data_dir: &Path, name: &str, yes: bool) -> CliResult {
     Ok(())
 }
 
+/// `folio key rotate --user NAME`.
+pub fn rotate_key(data_dir: &Path, name: &str) -> CliResult {
+    let data = DataDir::open(data_dir)?;
+    let settings = data.settings()?;
+    let conn = db::open_writer(&data.database(), db::Durability::Full)?;
+    let found = find_user(&conn, name, None)?;
+    let (old, new) = users::rotate_server_key(&conn, &found, &settings.base_url)?;
+    standings::note_outside_change(&data)?;
+    println!(
+        "Rotated the server key of `{name}` ({}): {} -> {new}.\n\
+         Its Entity record lists the new key alone; other servers look it up again at the first \
+         request it signs (at most once a minute each), and a notification they refuse meanwhile \
+         is sent again.",
+        found.entity,
+        old.as_deref().unwrap_or("none"),
+    );
+    Ok(())
+}
+
 /// The password of `folio user add`: stdin without its final line break,
 /// or a fresh one.
 fn read_password(from_stdin: bool) -> Result<String, Box<dyn std::error::Error>> {

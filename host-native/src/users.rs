@@ -17,10 +17,10 @@ use folio_core::model::{Entity, RecordId, RecordLink, UserName};
 use folio_core::schema::builtin::BuiltinType;
 use folio_core::service::discovery::{entity_record_body, entity_record_update};
 use folio_core::store::{
-    Statement, StoresToRemove, app_authorizations_sql, apps_sql, entity_record_sql, held_blobs_sql,
-    insert_app_sql, insert_server_key_sql, insert_user_sql, insert_user_with_id_sql,
-    latest_version_sql, read_version, remove_stores_sql, seed_statements, server_key_sql,
-    set_password_sql, types_by_name_sql, user_by_name_sql, users_sql,
+    Statement, StoresToRemove, app_authorizations_sql, apps_sql, entity_record_sql,
+    forget_server_key_sql, held_blobs_sql, insert_app_sql, insert_server_key_sql, insert_user_sql,
+    insert_user_with_id_sql, latest_version_sql, read_version, remove_stores_sql, seed_statements,
+    server_key_sql, set_password_sql, types_by_name_sql, user_by_name_sql, users_sql,
 };
 use folio_core::write::{PublishedType, RecordKey, WriteError, WriteRequest};
 use folio_core::{CommitError, Done, Job, RecordWrite, Row, RowError, RowExt};
@@ -382,6 +382,37 @@ pub async fn update_entity_records(
         }
     }
     Ok(updated)
+}
+
+/// Gives `user` a new server key and writes a new version of their Entity
+/// record that lists it alone, in one transaction: from the commit on, the
+/// server signs as the user with the new key, and other servers, whose
+/// copy of the record lists the old one, look the record up again when a
+/// signature fails to verify (`docs/federation.md` §2). Answers the old
+/// and the new public key.
+pub fn rotate_server_key(
+    conn: &Connection,
+    user: &User,
+    base_url: &str,
+) -> Result<(Option<String>, String), ProvisionError> {
+    let public_key = |conn: &Connection| -> Result<Option<String>, ProvisionError> {
+        let rows = db::fetch(conn, &server_key_sql(user.id))?;
+        Ok(match rows.first() {
+            Some(row) => Some(row.text(1)?.to_owned()),
+            None => None,
+        })
+    };
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| {
+        let old = public_key(conn)?;
+        let mut tx = Tx::new(conn);
+        commit(&mut tx, &[forget_server_key_sql(user.id)])?;
+        point_entity_record(conn, &mut tx, user, base_url)?;
+        let new = public_key(conn)?
+            .ok_or_else(|| ProvisionError::Invalid("the new server key was not stored".into()))?;
+        Ok((old, new))
+    })();
+    finish(conn, result)
 }
 
 /// Writes a new version of `user`'s Entity record through `tx` if its

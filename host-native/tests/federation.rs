@@ -1575,6 +1575,46 @@ async fn a_moved_server_is_found_again() {
     );
 }
 
+/// `folio key rotate` (issue 42's item 12): Alice's server key is rotated
+/// while her server runs. Her next message is signed with the new key;
+/// Bob's server, whose copy of her Entity record lists the old one, looks
+/// it up again and takes the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_server_key_is_picked_up_by_the_other_server() {
+    let Pair { alice, bob } = Pair::start("federation-key-rotation", |_| None);
+    let types = publish_types(&alice).await;
+    let conversation = alice.conversation_with(&types, bob.entity).await;
+    bob.wait_for(&conversation).await;
+
+    let rotated = folio(&alice.native().data, &["key", "rotate", "--user", "alice"]);
+    assert!(
+        rotated.contains("Rotated the server key of `alice`"),
+        "{rotated}"
+    );
+    let message = alice
+        .message(&types, &conversation, bob.entity, "signed with my new key")
+        .await;
+    bob.wait_for(&message).await;
+    alice.wait_for_empty_outbox().await;
+
+    // Rotated again within the minute: Bob's server may not look Alice up
+    // again yet, and answers `429` with a `Retry-After`, not `401`: Alice's
+    // server tries again later, and never gives the message up.
+    folio(&alice.native().data, &["key", "rotate", "--user", "alice"]);
+    let message = alice
+        .message(&types, &conversation, bob.entity, "and with a newer one")
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let id = message["id"].as_str().unwrap();
+    while bob.get(alice.entity, id).await.is_none() {
+        let outbox = folio(&alice.native().data, &["outbox", "list", "--json"]);
+        assert!(!outbox.contains("\"failed_at\":\""), "given up: {outbox}");
+        assert!(Instant::now() < deadline, "never delivered: {outbox}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    alice.wait_for_empty_outbox().await;
+}
+
 /// Defect 5 of issue 42: Alice names Bob for the first time while Bob's
 /// server is down. Cannot reach is not does not exist: the write is
 /// `503 link_unreachable` with a `Retry-After`, nothing is stored, and

@@ -29,9 +29,10 @@ pub use literal::LiteralSqlError;
 pub use migrations::{MIGRATIONS, Migration};
 pub use outbox::{
     OUTBOX_COLUMNS, audience_statements, bring_forward_sql, count_received_sql, delivered_sql,
-    due_notifications_sql, failed_attempt_sql, insert_server_key_sql, knows_entity_sql,
-    next_due_sql, outbox_sql, outbox_summary_sql, queue_notification_sql, received_usage_sql,
-    retry_failed_sql, send_now_sql, server_key_sql, user_outbox_sql, waiting_for_sql,
+    due_notifications_sql, failed_attempt_sql, forget_server_key_sql, insert_server_key_sql,
+    knows_entity_sql, next_due_sql, outbox_sql, outbox_summary_sql, queue_notification_sql,
+    received_usage_sql, retry_failed_sql, send_now_sql, server_key_sql, user_outbox_sql,
+    waiting_for_sql,
 };
 pub use read::{
     event_log_bounds_sql, events_sql, latest_hash_sql, latest_version_sql, linked_sql,

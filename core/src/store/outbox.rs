@@ -42,6 +42,17 @@ pub fn server_key_sql(user_id: i64) -> Statement {
     b.finish(sql)
 }
 
+/// Forgets the user's server key (`folio key rotate`: a new one is given
+/// with [`insert_server_key_sql`] in the same transaction).
+pub fn forget_server_key_sql(user_id: i64) -> Statement {
+    let mut b = Binder::default();
+    let sql = format!(
+        "DELETE FROM server_keys WHERE user_id = {}",
+        b.bind(user_id)
+    );
+    b.finish(sql)
+}
+
 /// Gives the user the server key `seed` / `public_key` (base64), unless it
 /// has one already.
 pub fn insert_server_key_sql(user_id: i64, seed: &str, public_key: &str) -> Statement {
