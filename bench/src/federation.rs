@@ -9,8 +9,11 @@
 //! [`measure`] puts a price on a delivery: Alice's server's CPU per private
 //! record (nobody notified) against its CPU per message to Bob, and the
 //! delay from Alice's answer to the event on Bob's stream. [`soak`] writes
-//! messages for a long while as the servers are killed in turn, then
-//! checks that every message reached Bob once, with the same hash.
+//! messages for a long while, with the seeded actions of `workload`
+//! beside them, as the servers are killed in turn, Alice's moves and Alice
+//! names a user of Bob's server while it is down; then checks issue 42's
+//! rule (`convergence`): every record the same on both sides but the
+//! intended differences, and both outboxes empty.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -1557,10 +1560,10 @@ struct FaultsDone {
 }
 
 /// Alice writes messages for `settings.duration`, and the seeded actions
-/// of [`workload`] run beside them, as the faults happen in turn every
+/// of `workload` run beside them, as the faults happen in turn every
 /// `settings.fault_every`; then, once both outboxes are empty, every record
 /// written must be the same on both sides but for the intended differences
-/// ([`convergence`]), Bob's listing of the conversation must show each live
+/// (`convergence`), Bob's listing of the conversation must show each live
 /// message once, Bob's database must hold one event per version received,
 /// and Bob's server must hold Alice's Entity record as it is after her move.
 pub async fn soak(settings: &Settings) -> Result<SoakResult, String> {
