@@ -1325,51 +1325,6 @@ async fn a_reader_removed_loses_the_copy_and_gets_it_back_when_shared_again() {
     bob.wait_for_empty_outbox().await;
 }
 
-/// The federation soak's divergence (`scripts/federation-soak`, issue 42):
-/// a public post of Alice's that mentions Bob reaches him; she edits it to
-/// drop the mention (Bob is sent that version, which he may still read),
-/// then deletes it. Her tombstone concerns nobody, so nobody is sent it:
-/// Bob's copy stays live, the mention-less version, while the post is
-/// deleted on Alice's server, though both outboxes are empty. Bob may read
-/// the post, so the copies should be the same (docs/federation.md §8: a
-/// server does not remember whom it sent each record to).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known defect: a public post that mentioned Bob, edited to drop the mention, then deleted, stays live on Bob's server (docs/federation.md §8)"]
-async fn known_defect_a_post_whose_mention_was_dropped_is_deleted_for_bob_too() {
-    let Pair { alice, bob } = Pair::start("federation-dropped-mention", |_| None);
-    let types = publish_types(&alice).await;
-    let post = alice
-        .create(json!({
-            "type": types[POST_TYPE],
-            "permissions": {"read": "public"},
-            "content": {
-                "text": "Bob, look",
-                "text_facets": [{"index": 0, "length": 3, "type": "mention", "mention": {"entity": bob.entity}}],
-            },
-        }))
-        .await;
-    bob.wait_for(&post).await;
-    let path = format!("/records/{}/{}", alice.entity, post["id"].as_str().unwrap());
-    let key = alice.key();
-    let call = Call::put(alice.url(&path))
-        .json(&json!({"content": {"text": "Everyone, look"}}))
-        .signed(&key);
-    let unmentioned = alice.send(call).await["record"].clone();
-    bob.wait_for(&unmentioned).await;
-
-    let deleted = alice.delete(&post, json!({})).await;
-    alice.wait_for_empty_outbox().await;
-    bob.wait_for_empty_outbox().await;
-    let copy = bob
-        .get(alice.entity, post["id"].as_str().unwrap())
-        .await
-        .expect("Bob's copy");
-    assert_eq!(
-        copy["version"]["hash"], deleted["version"]["hash"],
-        "Bob's copy of the post Alice deleted: {copy}"
-    );
-}
-
 /// Defect 2 of issue 42: Alice's server moves to another address (its base
 /// URL changes; her entity and keys stay), and the old address is gone.
 /// Bob's server still holds her Entity record with the old endpoints: when
