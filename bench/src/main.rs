@@ -84,9 +84,13 @@ enum Command {
         /// Alice's writes a second (default 100, or 20 for the soak).
         #[arg(long)]
         rate: Option<f64>,
-        /// Seconds between two faults of the soak.
-        #[arg(long, default_value_t = 90.0)]
-        fault_every: f64,
+        /// Seconds between two faults of the soak (default: a quarter of
+        /// the soak, at most 90).
+        #[arg(long)]
+        fault_every: Option<f64>,
+        /// The seed of the soak's actions (which action, on what, by whom).
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
         /// Seconds of unmeasured writes of each kind before measuring.
         #[arg(long, default_value_t = 2.0)]
         warmup: f64,
@@ -276,6 +280,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             seconds,
             rate,
             fault_every,
+            seed,
             warmup,
             concurrency,
             text_bytes,
@@ -295,7 +300,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 warmup: Duration::from_secs_f64(warmup.max(0.0)),
                 concurrency: concurrency.max(1),
                 text_bytes,
-                fault_every: Duration::from_secs_f64(fault_every.max(0.0)),
+                fault_every: Duration::from_secs_f64(
+                    fault_every.unwrap_or((seconds / 4.0).min(90.0)).max(0.0),
+                ),
+                seed,
             };
             if faults {
                 let result = folio_load::federation::soak(&settings).await?;
