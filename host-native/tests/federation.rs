@@ -1598,8 +1598,9 @@ async fn a_rotated_server_key_is_picked_up_by_the_other_server() {
     alice.wait_for_empty_outbox().await;
 
     // Rotated again within the minute: Bob's server may not look Alice up
-    // again yet, and answers `429` with a `Retry-After`, not `401`: Alice's
-    // server tries again later, and never gives the message up.
+    // again yet, and refuses the signature (`401`); Alice's server counts
+    // that as a failure time may cure, tries again later, and never gives
+    // the message up.
     folio(&alice.native().data, &["key", "rotate", "--user", "alice"]);
     let message = alice
         .message(&types, &conversation, bob.entity, "and with a newer one")

@@ -229,23 +229,14 @@ impl<H: Host> Context<'_, '_, H> {
         // Keys the stored record lists may be old: discover again, at most
         // once a minute per entity, so that forged signatures cannot make
         // this server ask the entity's server again and again.
-        // While another lookup is too recent, a signature the stored keys
-        // do not verify is answered as that rate's refusal, which the
-        // sender retries: the key may have been rotated within the minute
-        // (`folio key rotate`), and a `401` would make it give up.
-        let mut too_soon = None;
         if !discovered
             && header
                 .verify(&remote.keys, &signed, request.headers)
                 .is_err()
+            && self.rate(Rate::Rediscovery(&header.entity)).await.is_ok()
         {
-            match self.rate(Rate::Rediscovery(&header.entity)).await {
-                Ok(()) => {
-                    remote = federation.discover(&header.entity).await.map_err(unknown)?;
-                    discovered = true;
-                }
-                Err(refused) => too_soon = Some(Failure::from(refused)),
-            }
+            remote = federation.discover(&header.entity).await.map_err(unknown)?;
+            discovered = true;
         }
         if remote.keys.is_empty() {
             return Err(Problem::new(ProblemType::UnknownServer)
@@ -255,9 +246,9 @@ impl<H: Host> Context<'_, '_, H> {
                 ))
                 .into());
         }
-        if let Err(error) = header.verify(&remote.keys, &signed, request.headers) {
-            return Err(too_soon.unwrap_or_else(|| auth(&error)));
-        }
+        header
+            .verify(&remote.keys, &signed, request.headers)
+            .map_err(|e| auth(&e))?;
         let signed_content_sha256 =
             vouched(header.signed_content_sha256(request.headers), body_sha256)?;
         if discovered {

@@ -983,6 +983,7 @@ impl<H: Host> Federation<'_, H> {
                     .ok()
                     .and_then(|problem| problem.get("detail")?.as_str().map(str::to_owned));
                 Err(match detail {
+                    Some(detail) if status == 401 => PeerError::Unauthenticated { url, detail },
                     Some(detail) if (400..500).contains(&status) => {
                         PeerError::Invalid(format!("{url} refused the notification: {detail}"))
                     }

@@ -27,6 +27,15 @@ pub enum PeerError {
         /// The seconds its `Retry-After` asks this server to wait.
         retry_after_secs: u64,
     },
+    /// The peer did not take this server's signature (`401`): its copy of
+    /// the signer's Entity record may list another key, rotated since, or
+    /// a clock drifted. Time may cure it.
+    Unauthenticated {
+        /// The URL asked.
+        url: String,
+        /// The problem's detail, as the peer gave it.
+        detail: String,
+    },
     /// The record asked is not there, or not readable by who asked.
     NotFound {
         /// The URL asked.
@@ -82,7 +91,10 @@ impl PeerError {
     }
 
     /// Whether trying again later may succeed: the peer was unreachable,
-    /// timed out, or failed on its side.
+    /// timed out, or failed on its side, or it did not take this server's
+    /// signature: a `401` says that its copy of the signer's Entity record
+    /// lists another key (rotated within the minute it waits between two
+    /// lookups), or that a clock drifted, which time cures.
     pub fn is_transient(&self) -> bool {
         match self {
             PeerError::Failed(failure) => {
@@ -95,8 +107,8 @@ impl PeerError {
                         | PeerFailure::NoSuchName(_)
                 )
             }
-            PeerError::Status { status, .. } => *status == 429 || *status >= 500,
-            PeerError::RateLimited { .. } => true,
+            PeerError::Status { status, .. } => matches!(*status, 401 | 429) || *status >= 500,
+            PeerError::RateLimited { .. } | PeerError::Unauthenticated { .. } => true,
             _ => false,
         }
     }
@@ -117,7 +129,7 @@ impl PeerError {
                 ProblemType::PeerUnreachable
             }
             PeerError::RateLimited { .. } => ProblemType::RateLimited,
-            PeerError::Failed(_) => ProblemType::PeerRefused,
+            PeerError::Failed(_) | PeerError::Unauthenticated { .. } => ProblemType::PeerRefused,
             PeerError::NotFound { .. } => ProblemType::RecordNotFound,
             PeerError::Status { .. }
             | PeerError::Invalid(_)
@@ -145,6 +157,9 @@ impl fmt::Display for PeerError {
                 f,
                 "{url} limits this server's rate: retry in {retry_after_secs} s"
             ),
+            PeerError::Unauthenticated { url, detail } => {
+                write!(f, "{url} did not take this server's signature: {detail}")
+            }
             PeerError::NotFound { url } => write!(f, "{url} has no such record for this server"),
             PeerError::Invalid(reason) => f.write_str(reason),
             PeerError::WrongAuthor { expected, found } => {
