@@ -740,17 +740,23 @@ impl Drop for Wrangler {
 /// arrives as plain HTTP with its own URL in `x-folio-relayed-url`, and is
 /// sent on over HTTPS, trusting the test CA, to the address `resolve` names
 /// for its host, never following a redirect. The request was signed for
-/// its own URL, which the relay keeps.
-async fn relay(port: u16, ca: &Path, resolve: Vec<(String, std::net::SocketAddr)>) {
+/// its own URL, which the relay keeps. The names can change while it runs
+/// (a server that moves).
+type Names = std::sync::Arc<std::sync::Mutex<Vec<(String, std::net::SocketAddr)>>>;
+
+async fn relay(port: u16, ca: &Path, resolve: Names) {
     use http_body_util::BodyExt;
     let pem = std::fs::read(ca).expect("the CA");
-    let mut client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a CA"));
-    for (name, address) in resolve {
-        client = client.resolve(&name, address);
-    }
-    let client = client.build().expect("a client");
+    let client_for = move |names: &Names| {
+        let mut client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a CA"));
+        for (name, address) in names.lock().expect("the names").iter() {
+            client = client.resolve(name, *address);
+        }
+        client.build().expect("a client")
+    };
+    let client_for = std::sync::Arc::new(client_for);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .expect("the relay's port");
@@ -759,10 +765,10 @@ async fn relay(port: u16, ca: &Path, resolve: Vec<(String, std::net::SocketAddr)
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            let client = client.clone();
+            let (client_for, resolve) = (client_for.clone(), resolve.clone());
             let service = hyper::service::service_fn(
                 move |request: hyper::Request<hyper::body::Incoming>| {
-                    let client = client.clone();
+                    let client = client_for(&resolve);
                     async move {
                         let (parts, body) = request.into_parts();
                         let url = parts
@@ -850,12 +856,11 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
         format!("b.test={bob_at}"),
     ];
     let mut bob = start_native(&dir, &ca, NativeUser::BOB, port_b, &resolve_b);
-    relay(
-        port_relay,
-        &ca.pem,
-        vec![("bob.test".into(), bob_at), ("b.test".into(), bob_at)],
-    )
-    .await;
+    let names: Names = std::sync::Arc::new(std::sync::Mutex::new(vec![
+        ("bob.test".into(), bob_at),
+        ("b.test".into(), bob_at),
+    ]));
+    relay(port_relay, &ca.pem, names.clone()).await;
 
     // Alice's store in local D1: the migrations, then the user and a
     // full-access app from the CLI's SQL.
@@ -1022,6 +1027,27 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
     // and out of it.
     blob_reaches_the_reader(&bob, &alice).await;
     blob_reaches_the_reader(&alice, &bob).await;
+
+    // Issue 42's defect 2 on the edge: Bob's server moves to
+    // https://moved-b.test on another port, and b.test no longer answers.
+    // Alice's object, whose copy of Bob's Entity record names b.test,
+    // finds him again when delivering to the old address fails.
+    let conversation = alice.conversation_with(&types, bob.entity).await;
+    bob.wait_for(&conversation).await;
+    let (port_b2, dead) = (free_port(), free_port());
+    let moved_at: std::net::SocketAddr = ([127, 0, 0, 1], port_b2).into();
+    *names.lock().expect("the names") = vec![
+        ("bob.test".into(), moved_at),
+        ("moved-b.test".into(), moved_at),
+        ("b.test".into(), ([127, 0, 0, 1], dead).into()),
+    ];
+    bob.port = port_b2;
+    bob.base_url = "https://moved-b.test".into();
+    bob.restart();
+    let message = alice
+        .message(&types, &conversation, bob.entity, "to your new server")
+        .await;
+    bob.wait_for(&message).await;
 
     // Alice and Carol, both on the worker: Alice's object hands the
     // delivery to Carol's, which runs Carol's writes and streams.

@@ -941,8 +941,8 @@ impl<H: Host> Federation<'_, H> {
 
     /// POSTs a notification's `body` to `remote`'s notification endpoint:
     /// the URL and the answer. An answer `404` (the server does not know
-    /// the recipient) is an error here, so that the recipient is looked
-    /// for again ([`as_if_moved`]).
+    /// the recipient) or `5xx` is an error here, so that the recipient is
+    /// looked for again ([`as_if_moved`]).
     async fn send_notification(
         &self,
         remote: &RemoteEntity,
@@ -952,10 +952,14 @@ impl<H: Host> Federation<'_, H> {
         let answer = self
             .send_signed(PeerMethod::Post, &url, Some(body), SMALL_ANSWER_BYTES)
             .await?;
-        if answer.status == 404 {
-            return Err(PeerError::NotFound { url }.into());
+        // As if the entity had left that server: it answers that it does
+        // not know the user (`404`), or fails (`5xx`: a proxy in front of
+        // a server that is gone answers `502`).
+        match answer.status {
+            404 => Err(PeerError::NotFound { url }.into()),
+            status @ 500.. => Err(PeerError::Status { url, status }.into()),
+            _ => Ok((url, answer)),
         }
-        Ok((url, answer))
     }
 
     /// Sends `versions` of the user's records to `recipient`'s server:
