@@ -164,6 +164,23 @@ test("Messages: two people on two servers talk, edit, unshare, share again and d
     await alice.page.waitForFunction((img) => img.complete && img.naturalWidth === 240, await alicesImage.elementHandle());
     await shots("3-reply-with-image");
 
+    // Each person's console on their own server lists the conversation's
+    // records, the other person's as theirs.
+    for (const [side, other] of [[alice, bob], [bob, alice]]) {
+      const page = await side.context.newPage();
+      await page.goto(`${side.base}/${side.name}/console`);
+      if (await page.getByLabel("Password").count()) {
+        await page.getByLabel("Password").fill(side.password);
+        await page.getByRole("button", { name: "Sign in" }).click();
+      }
+      await page.getByRole("heading", { name: "Overview" }).waitFor();
+      await page.getByRole("link", { name: "Records", exact: true }).click();
+      await page.locator("tbody tr").first().waitFor();
+      assert.match(await page.textContent("main"), new RegExp(other.entity.replace(".", "\\.")));
+      await page.screenshot({ path: join(ARTIFACTS, `messages-console-${side.name}.png`), fullPage: true });
+      await page.close();
+    }
+
     // Alice edits her message; Bob sees the new version.
     await message(alice, "Lunch on Friday?").getByRole("button", { name: "Edit" }).click();
     await alice.page.getByLabel("Edit message").fill("Hi Bob! Lunch on Saturday instead?");
