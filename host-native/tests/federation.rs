@@ -152,6 +152,18 @@ impl Side {
 
     /// Waits until this side holds `version` (a record as its author's
     /// server answered it) as the record's latest; returns this side's copy.
+    /// Adds a Type record `name` whose records' content has `properties`
+    /// (a schema's), and returns it.
+    async fn add_type(&self, name: &str, properties: Value) -> Value {
+        self.create(json!({
+            "type": BuiltinType::Type.link(),
+            "content": {"name": name, "schema": {"type": "object", "properties": {
+                "content": {"type": "object", "properties": properties}
+            }}},
+        }))
+        .await
+    }
+
     /// Waits until this side's copy of `entity`'s record `id` is `what`
     /// (`test`), and returns it.
     async fn wait_until(
@@ -994,12 +1006,7 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
     // it is back.
     bob.native_mut().kill();
     let note_type = alice
-        .create(json!({
-            "type": BuiltinType::Type.link(),
-            "content": {"name": "note", "schema": {"type": "object", "properties": {
-                "content": {"type": "object", "properties": {"text": {"type": "string"}}}
-            }}},
-        }))
+        .add_type("note", json!({"text": {"type": "string"}}))
         .await;
     let first = json!({
         "type": version_link(&note_type),
@@ -1048,6 +1055,28 @@ async fn alice_on_the_worker_and_bob_native_share_records() {
         .message(&types, &conversation, bob.entity, "to your new server")
         .await;
     bob.wait_for(&message).await;
+
+    // Issue 42's defect 11 on the edge: a message written while Bob's
+    // server is down waits for its retry (30 s); once Bob's server is back
+    // and signs a request to Alice's object (his reply), the object sends
+    // what waited within seconds.
+    bob.native_mut().kill();
+    let written = Instant::now();
+    let missed = alice
+        .message(&types, &conversation, bob.entity, "while you were away")
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    bob.restart();
+    let reply = bob
+        .message(&types, &conversation, alice.entity, "back now")
+        .await;
+    alice.wait_for(&reply).await;
+    bob.wait_for(&missed).await;
+    assert!(
+        written.elapsed() < Duration::from_secs(20),
+        "Bob heard what he missed {:?} after it was written: at its retry, not when he was back",
+        written.elapsed()
+    );
 
     // Alice and Carol, both on the worker: Alice's object hands the
     // delivery to Carol's, which runs Carol's writes and streams.
@@ -1169,6 +1198,17 @@ impl Side {
     }
 }
 
+/// Waits until the outboxes of the native `sides` are empty, nothing
+/// given up (the worker's cannot be listed: what it sent shows on the
+/// other side).
+async fn settled(sides: &[&Side]) {
+    for side in sides {
+        if side.server.is_some() {
+            side.wait_for_empty_outbox().await;
+        }
+    }
+}
+
 /// Defects 1, 3 and 7 of issue 42: Bob deletes one of Alice's messages on
 /// his server only, Alice edits it, Bob replies, Alice deletes the whole
 /// conversation. Every notification is settled (both outboxes empty,
@@ -1191,11 +1231,6 @@ async fn local_deletions_settle(
     types: &std::collections::HashMap<&'static str, Value>,
 ) {
     let types = types.clone();
-    let settled = async |side: &Side| {
-        if side.server.is_some() {
-            side.wait_for_empty_outbox().await;
-        }
-    };
     let conversation = alice.conversation_with(&types, bob.entity).await;
     let mut messages = Vec::new();
     for text in ["one", "two", "three"] {
@@ -1229,7 +1264,7 @@ async fn local_deletions_settle(
         .json(&json!({"content": {"conversation": record_link(&conversation), "text": "one, edited"}}))
         .signed(&key);
     alice.send(edit).await;
-    settled(alice).await;
+    settled(&[alice]).await;
     let kept = bob.get(alice.entity, id).await.expect("Bob's copy");
     assert_eq!(
         kept["version"]["hash"], local["version"]["hash"],
@@ -1243,12 +1278,12 @@ async fn local_deletions_settle(
     alice.wait_for(&reply).await;
     let deleted = alice.delete(&conversation, json!({})).await;
     assert_eq!(deleted["no_content"]["action"], "delete");
-    settled(alice).await;
+    settled(&[alice]).await;
     // Alice's outbox cannot be listed on the worker: Bob holding her
     // tombstone is what says it was sent. Only then is Bob's own cascade,
     // and his outbox, worth waiting for.
     bob.wait_for(&deleted).await;
-    settled(bob).await;
+    settled(&[bob]).await;
 
     // Alice's server deleted Bob's reply in her store only, as Alice's
     // version; Bob's server deleted it everywhere, as Bob's.
@@ -1365,12 +1400,7 @@ async fn a_reader_removed_loses_the_copy_and_gets_it_back_when_shared_again() {
 /// what it sent shows on Bob's side).
 async fn unshared_and_shared_again(alice: &Side, bob: &Side) {
     let note_type = alice
-        .create(json!({
-            "type": BuiltinType::Type.link(),
-            "content": {"name": "note", "schema": {"type": "object", "properties": {
-                "content": {"type": "object", "properties": {"text": {"type": "string"}}}
-            }}},
-        }))
+        .add_type("note", json!({"text": {"type": "string"}}))
         .await;
     let shared = json!({"read": [{"entity": alice.entity}, {"entity": bob.entity}]});
     let note = alice
@@ -1409,11 +1439,7 @@ async fn unshared_and_shared_again(alice: &Side, bob: &Side) {
     // Deleted: the tombstone reaches Bob.
     let deleted = alice.delete(&note, json!({})).await;
     bob.wait_for(&deleted).await;
-    for side in [alice, bob] {
-        if side.server.is_some() {
-            side.wait_for_empty_outbox().await;
-        }
-    }
+    settled(&[alice, bob]).await;
 }
 
 /// Defect 4 of issue 42, its second case: a public post of Alice's
@@ -1433,15 +1459,13 @@ async fn a_post_whose_mention_was_dropped_is_deleted_for_the_reader_too() {
 /// with Alice native or on the worker.
 async fn mention_dropped_then_deleted(alice: &Side, bob: &Side) {
     let note_type = alice
-        .create(json!({
-            "type": BuiltinType::Type.link(),
-            "content": {"name": "note", "schema": {"type": "object", "properties": {
-                "content": {"type": "object", "properties": {
-                    "text": {"type": "string"},
-                    "mention": {"type": "entity_link", "optional": true}
-                }}
-            }}},
-        }))
+        .add_type(
+            "note",
+            json!({
+                "text": {"type": "string"},
+                "mention": {"type": "entity_link", "optional": true}
+            }),
+        )
         .await;
     let post = alice
         .create(json!({
@@ -1462,11 +1486,7 @@ async fn mention_dropped_then_deleted(alice: &Side, bob: &Side) {
     let deleted = alice.delete(&post, json!({})).await;
     // Bob's copy ends with Alice's deletion.
     bob.wait_for(&deleted).await;
-    for side in [alice, bob] {
-        if side.server.is_some() {
-            side.wait_for_empty_outbox().await;
-        }
-    }
+    settled(&[alice, bob]).await;
 }
 
 /// A blob a received record links is read from its author's server the
@@ -1492,14 +1512,7 @@ async fn blob_reaches_the_reader(writer: &Side, reader: &Side) {
         .signed(&key);
     let uploaded = writer.send(upload).await;
     let note_type = writer
-        .create(json!({
-            "type": BuiltinType::Type.link(),
-            "content": {"name": "picture_note", "schema": {"type": "object", "properties": {
-                "content": {"type": "object", "properties": {
-                    "picture": {"type": "blob_link"}
-                }}
-            }}},
-        }))
+        .add_type("picture_note", json!({"picture": {"type": "blob_link"}}))
         .await;
     let note = writer
         .create(json!({
