@@ -829,6 +829,27 @@ fn check_case(actions: Vec<Action>) -> Tally {
     })
 }
 
+/// A note created by user `by` for `audience`, mentioning nobody and
+/// answering nothing: the first action of most cases below.
+fn create(by: usize, audience: Audience) -> Action {
+    Action::Create {
+        by,
+        audience,
+        mention: false,
+        answers: None,
+    }
+}
+
+/// User `by`'s edit of the first note for `audience`, mentioning nobody.
+fn edit(by: usize, audience: Audience) -> Action {
+    Action::Edit {
+        by,
+        pick: 0,
+        audience,
+        mention: false,
+    }
+}
+
 #[test]
 fn two_servers_converge_after_any_actions() {
     let started = std::time::Instant::now();
@@ -866,20 +887,7 @@ fn two_servers_converge_after_any_actions() {
 /// notification given up.
 #[test]
 fn an_update_that_drops_a_stranger_reader_still_reaches_them() {
-    let actions = [
-        Action::Create {
-            by: 0,
-            audience: Audience::Shared,
-            mention: false,
-            answers: None,
-        },
-        Action::Edit {
-            by: 0,
-            pick: 0,
-            audience: Audience::Public,
-            mention: false,
-        },
-    ];
+    let actions = [create(0, Audience::Shared), edit(0, Audience::Public)];
     let tally = check_case(actions.to_vec());
     assert_eq!(tally.same, 1, "{tally:?}");
 }
@@ -892,19 +900,9 @@ fn an_update_that_drops_a_stranger_reader_still_reaches_them() {
 #[test]
 fn an_unshared_version_for_a_copy_deleted_here_is_settled() {
     let actions = [
-        Action::Create {
-            by: 0,
-            audience: Audience::Shared,
-            mention: false,
-            answers: None,
-        },
+        create(0, Audience::Shared),
         Action::Deliver { server: 0, pick: 0 },
-        Action::Edit {
-            by: 0,
-            pick: 0,
-            audience: Audience::Private,
-            mention: false,
-        },
+        edit(0, Audience::Private),
         Action::DeleteHere { by: 1, pick: 0 },
     ];
     let tally = check_case(actions.to_vec());
@@ -920,30 +918,10 @@ fn an_unshared_version_for_a_copy_deleted_here_is_settled() {
 #[test]
 fn a_notification_sent_again_keeps_a_copy_shared_again() {
     let actions = [
-        Action::Create {
-            by: 1,
-            audience: Audience::Private,
-            mention: false,
-            answers: None,
-        },
-        Action::Edit {
-            by: 1,
-            pick: 0,
-            audience: Audience::Shared,
-            mention: false,
-        },
-        Action::Edit {
-            by: 1,
-            pick: 0,
-            audience: Audience::Private,
-            mention: false,
-        },
-        Action::Edit {
-            by: 1,
-            pick: 0,
-            audience: Audience::Shared,
-            mention: false,
-        },
+        create(1, Audience::Private),
+        edit(1, Audience::Shared),
+        edit(1, Audience::Private),
+        edit(1, Audience::Shared),
         Action::LoseAnswer { server: 0 },
     ];
     let tally = check_case(actions.to_vec());
@@ -985,30 +963,10 @@ fn servers_that_moved_meet_for_the_first_time() {
 #[test]
 fn a_copy_whose_access_ended_unannounced_is_shared_again() {
     let actions = [
-        Action::Create {
-            by: 1,
-            audience: Audience::Shared,
-            mention: false,
-            answers: None,
-        },
-        Action::Edit {
-            by: 1,
-            pick: 0,
-            audience: Audience::Public,
-            mention: false,
-        },
-        Action::Edit {
-            by: 1,
-            pick: 0,
-            audience: Audience::Private,
-            mention: false,
-        },
-        Action::Edit {
-            by: 1,
-            pick: 0,
-            audience: Audience::Shared,
-            mention: false,
-        },
+        create(1, Audience::Shared),
+        edit(1, Audience::Public),
+        edit(1, Audience::Private),
+        edit(1, Audience::Shared),
     ];
     let tally = check_case(actions.to_vec());
     assert_eq!(tally.same, 1, "{tally:?}");
@@ -1024,30 +982,10 @@ fn a_copy_whose_access_ended_unannounced_is_shared_again() {
 #[test]
 fn a_copy_reshared_after_a_readable_version_comes_back() {
     let actions = [
-        Action::Create {
-            by: 1,
-            audience: Audience::Shared,
-            mention: false,
-            answers: None,
-        },
-        Action::Edit {
-            by: 1,
-            pick: 0,
-            audience: Audience::Private,
-            mention: false,
-        },
-        Action::Edit {
-            by: 1,
-            pick: 0,
-            audience: Audience::Public,
-            mention: false,
-        },
-        Action::Edit {
-            by: 1,
-            pick: 0,
-            audience: Audience::Shared,
-            mention: false,
-        },
+        create(1, Audience::Shared),
+        edit(1, Audience::Private),
+        edit(1, Audience::Public),
+        edit(1, Audience::Shared),
     ];
     let tally = check_case(actions.to_vec());
     assert_eq!(tally.same, 1, "{tally:?}");
@@ -1060,23 +998,12 @@ fn a_copy_reshared_after_a_readable_version_comes_back() {
 /// the shared version was refused for good (404).
 #[test]
 fn a_copy_whose_access_ended_unannounced_further_back_is_shared_again() {
-    let edit = |audience| Action::Edit {
-        by: 0,
-        pick: 0,
-        audience,
-        mention: false,
-    };
     let actions = [
-        Action::Create {
-            by: 0,
-            audience: Audience::Shared,
-            mention: false,
-            answers: None,
-        },
-        edit(Audience::Public),
-        edit(Audience::Private),
-        edit(Audience::Public),
-        edit(Audience::Shared),
+        create(0, Audience::Shared),
+        edit(0, Audience::Public),
+        edit(0, Audience::Private),
+        edit(0, Audience::Public),
+        edit(0, Audience::Shared),
     ];
     let tally = check_case(actions.to_vec());
     assert_eq!(tally.same, 1, "{tally:?}");
