@@ -53,10 +53,7 @@ impl BlobStore {
         body: axum::body::Body,
         mut meter: UploadMeter,
     ) -> Result<(PathBuf, Received), UploadFailure> {
-        let tmp = self
-            .root
-            .join("tmp")
-            .join(hex::encode(rand::random::<[u8; 16]>()));
+        let tmp = self.tmp_path();
         let io = |error: std::io::Error| match error.kind() {
             std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
                 UploadFailure::StorageFull(format!("blob storage: {error}"))
@@ -85,13 +82,17 @@ impl BlobStore {
         }
     }
 
+    /// A fresh temporary file's path, for bytes on their way into place.
+    fn tmp_path(&self) -> PathBuf {
+        self.root
+            .join("tmp")
+            .join(hex::encode(rand::random::<[u8; 16]>()))
+    }
+
     /// Writes bytes read whole (a blob fetched from another server) to a
     /// temporary file, flushed, for [`BlobStore::place`].
     pub async fn write_tmp(&self, bytes: &[u8]) -> Result<PathBuf, std::io::Error> {
-        let tmp = self
-            .root
-            .join("tmp")
-            .join(hex::encode(rand::random::<[u8; 16]>()));
+        let tmp = self.tmp_path();
         let written = async {
             let mut file = tokio::fs::File::create(&tmp).await?;
             file.write_all(bytes).await?;

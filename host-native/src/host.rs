@@ -276,6 +276,17 @@ impl Bodies for App {
     }
 }
 
+/// A failure of the blob store's disk while `doing` something: full (or
+/// over a quota) is `StorageFull`, anything else `Failed`.
+fn blob_storage_failure(doing: &str, error: &std::io::Error) -> WriteFailure {
+    match error.kind() {
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+            WriteFailure::StorageFull(format!("{doing}: {error}"))
+        }
+        _ => WriteFailure::Failed(format!("{doing}: {error}")),
+    }
+}
+
 impl Blobs for App {
     type Upload = std::path::PathBuf;
 
@@ -301,12 +312,7 @@ impl Blobs for App {
         self.blobs
             .place(upload, &hash.to_string())
             .await
-            .map_err(|error| match error.kind() {
-                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
-                    WriteFailure::StorageFull(format!("placing a blob: {error}"))
-                }
-                _ => WriteFailure::Failed(format!("placing a blob: {error}")),
-            })?;
+            .map_err(|error| blob_storage_failure("placing a blob", &error))?;
         self.writer.run(row).await.map_err(write_failure)
     }
 
@@ -320,12 +326,7 @@ impl Blobs for App {
             .blobs
             .write_tmp(&bytes)
             .await
-            .map_err(|error| match error.kind() {
-                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
-                    WriteFailure::StorageFull(format!("keeping a blob: {error}"))
-                }
-                _ => WriteFailure::Failed(format!("keeping a blob: {error}")),
-            })?;
+            .map_err(|error| blob_storage_failure("keeping a blob", &error))?;
         self.place_blob(tmp, hash, row).await
     }
 
