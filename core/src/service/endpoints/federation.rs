@@ -183,6 +183,28 @@ enum Author {
     Remote(Box<RemoteEntity>),
 }
 
+/// `$call` (an expression of `$server`, awaited) against `$remote`'s
+/// server; when it fails as if the entity had left that server
+/// ([`as_if_moved`]), once more against the server the entity is found at
+/// again ([`Federation::moved`]), if it is another. A macro, not a method
+/// taking a closure: the closure's future would borrow its argument, which
+/// async closures cannot yet say while keeping the future `Send`.
+macro_rules! at_server {
+    ($federation:expr, $remote:expr, |$server:ident| $call:expr) => {{
+        let $server: &RemoteEntity = $remote;
+        match $call {
+            Err(trouble) if as_if_moved(&trouble) => match $federation.moved($server).await {
+                Some(moved) => {
+                    let $server = &moved;
+                    $call
+                }
+                None => Err(trouble),
+            },
+            done => done,
+        }
+    }};
+}
+
 /// One user's server, talking to other servers at `now`.
 pub(crate) struct Federation<'a, H: Host> {
     host: &'a H,
@@ -485,13 +507,9 @@ impl<H: Host> Federation<'_, H> {
         let Author::Remote(remote) = self.author(&record.author.entity).await? else {
             return Ok(None);
         };
-        let bytes = match self.fetch_blob_from(&remote, record, link, max).await {
-            Err(trouble) if as_if_moved(&trouble) => match self.moved(&remote).await {
-                Some(moved) => self.fetch_blob_from(&moved, record, link, max).await,
-                None => Err(trouble),
-            },
-            fetched => fetched,
-        }?;
+        let bytes = at_server!(self, &*remote, |server| self
+            .fetch_blob_from(server, record, link, max)
+            .await)?;
         Ok(Some(bytes))
     }
 
@@ -557,13 +575,9 @@ impl<H: Host> Federation<'_, H> {
                 return self.local_record(owner, statement).await;
             }
         };
-        match self.fetch_from(remote, id, hash).await {
-            Err(trouble) if as_if_moved(&trouble) => match self.moved(remote).await {
-                Some(moved) => self.fetch_from(&moved, id, hash).await,
-                None => Err(trouble),
-            },
-            fetched => fetched,
-        }
+        at_server!(self, &**remote, |server| self
+            .fetch_from(server, id, hash)
+            .await)
     }
 
     /// [`fetch`](Self::fetch) from `remote`'s server as its Entity record says.
@@ -971,14 +985,9 @@ impl<H: Host> Federation<'_, H> {
     ) -> Result<NotificationAnswer, Trouble> {
         let remote = self.entity(recipient, false).await?;
         let body = Notification { versions }.to_json();
-        let answer = match self.send_notification(&remote, body.clone()).await {
-            Err(trouble) if as_if_moved(&trouble) => match self.moved(&remote).await {
-                Some(moved) => self.send_notification(&moved, body).await,
-                None => Err(trouble),
-            },
-            sent => sent,
-        };
-        let (url, answer) = answer?;
+        let (url, answer) = at_server!(self, &remote, |server| self
+            .send_notification(server, body.clone())
+            .await)?;
         match answer.status {
             200..=299 => Ok(NotificationAnswer::parse(&answer.body)),
             429 => Err(PeerError::of_answer(&url, 429, answer.header("retry-after")).into()),
