@@ -213,3 +213,18 @@ export async function launchChromium({ hostRules = "MAP *.test 127.0.0.1" } = {}
     ],
   });
 }
+
+/** A 240×120 PNG drawn by the page itself: a band of `colour` over a yellow one. */
+export async function drawnPng(page, colour) {
+  const base64 = await page.evaluate(async (colour) => {
+    const canvas = new OffscreenCanvas(240, 120);
+    const context = canvas.getContext("2d");
+    context.fillStyle = colour;
+    context.fillRect(0, 0, 240, 120);
+    context.fillStyle = "#f2b705";
+    context.fillRect(0, 80, 240, 40);
+    const bytes = new Uint8Array(await (await canvas.convertToBlob({ type: "image/png" })).arrayBuffer());
+    return btoa(String.fromCharCode(...bytes));
+  }, colour);
+  return Buffer.from(base64, "base64");
+}

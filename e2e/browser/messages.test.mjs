@@ -16,7 +16,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROOT, buildFolio, folioJson, startFolio, launchChromium } from "./harness.mjs";
+import { ROOT, buildFolio, drawnPng, folioJson, startFolio, launchChromium } from "./harness.mjs";
 import { serve } from "../../examples/messages/serve.mjs";
 
 const ARTIFACTS = join(ROOT, "target", "browser-artifacts");
@@ -81,21 +81,6 @@ after(async () => {
   }
 });
 
-/** A 240×120 PNG drawn by the page itself (two bands of colour). */
-async function drawnPng(page) {
-  const base64 = await page.evaluate(async () => {
-    const canvas = new OffscreenCanvas(240, 120);
-    const context = canvas.getContext("2d");
-    context.fillStyle = "#1b8a5a";
-    context.fillRect(0, 0, 240, 120);
-    context.fillStyle = "#f2b705";
-    context.fillRect(0, 80, 240, 40);
-    const bytes = new Uint8Array(await (await canvas.convertToBlob({ type: "image/png" })).arrayBuffer());
-    return btoa(String.fromCharCode(...bytes));
-  });
-  return Buffer.from(base64, "base64");
-}
-
 /** Screenshots of both screens after a step. */
 const shots = (step) =>
   Promise.all(sides.map((side) =>
@@ -147,7 +132,7 @@ test("Messages: two people on two servers talk, edit, unshare, share again and d
 
     // Bob answers with an image; on his screen it loads from his server.
     await bob.page.getByLabel("Message").fill("Friday works. This is the place:");
-    const png = await drawnPng(bob.page);
+    const png = await drawnPng(bob.page, "#1b8a5a");
     await bob.page.getByLabel("Image").setInputFiles({ name: "place.png", mimeType: "image/png", buffer: png });
     await bob.page.getByRole("button", { name: "Send" }).click();
     const bobsImage = message(bob, "This is the place").locator("img");

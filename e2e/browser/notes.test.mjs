@@ -8,28 +8,13 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROOT, buildFolio, folioJson, startFolio, launchChromium } from "./harness.mjs";
+import { ROOT, buildFolio, drawnPng, folioJson, startFolio, launchChromium } from "./harness.mjs";
 import { serve } from "../../examples/notes/serve.mjs";
 
 const ENTITY = "alice.test";
 const BASE = `https://${ENTITY}`;
 const ARTIFACTS = join(ROOT, "target", "browser-artifacts");
 const TIMEOUT = { timeout: 120_000 };
-
-/** A 240×120 PNG drawn by the page itself (two bands of colour). */
-async function drawnPng(page) {
-  const base64 = await page.evaluate(async () => {
-    const canvas = new OffscreenCanvas(240, 120);
-    const context = canvas.getContext("2d");
-    context.fillStyle = "#2457c5";
-    context.fillRect(0, 0, 240, 120);
-    context.fillStyle = "#f2b705";
-    context.fillRect(0, 80, 240, 40);
-    const bytes = new Uint8Array(await (await canvas.convertToBlob({ type: "image/png" })).arrayBuffer());
-    return btoa(String.fromCharCode(...bytes));
-  });
-  return Buffer.from(base64, "base64");
-}
 
 let dataDir, folio, app, browser, password;
 
@@ -91,7 +76,7 @@ test("Notes: connect, consent, add a note with an image, follow it live in a sec
     // A note with an image.
     await first.getByLabel("Title").fill("Groceries");
     await first.getByLabel("Text").fill("Apples, bread");
-    const png = await drawnPng(first);
+    const png = await drawnPng(first, "#2457c5");
     await first.getByLabel("Image").setInputFiles({ name: "bands.png", mimeType: "image/png", buffer: png });
     await first.getByRole("button", { name: "Add note" }).click();
     const note = first.locator(".note", { hasText: "Groceries" });
