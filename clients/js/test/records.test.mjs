@@ -83,6 +83,13 @@ test("problems are FolioErrors with the protocol's code", async () => {
     code: "schema_violation",
   });
   await assert.rejects(folio.records.page({ filter: filter.raw("$['author'") }), { status: 400, code: "invalid_filter" });
+  // Filters match links and tags: a text field of the type named is refused, and the error says so.
+  const onTitle = filter.and(filter.type(noteType), filter.at("content.title", filter.value.tag("first")));
+  await assert.rejects(folio.records.page({ filter: onTitle }), (error) => {
+    assert.equal(error.code, "invalid_filter");
+    assert.match(error.message, /`\$\['content'\]\['title'\]` is a string in type `note`/);
+    return true;
+  });
   const stranger = new Folio({ entity: folio.entity, endpoints: folio.endpoints });
   await assert.rejects(stranger.records.get("0".repeat(32)), { status: 404 });
 });

@@ -68,6 +68,11 @@ pub fn checks() -> Vec<Check> {
             Needs::Password
         ),
         check!(
+            "console/a-types-filter-builder-offers-its-links-and-tags-only",
+            filter_builder,
+            Needs::Password
+        ),
+        check!(
             "console/signed-out-session-is-dead-everywhere",
             signed_out_session_is_dead,
             Needs::Password
@@ -585,6 +590,81 @@ async fn filter_error(ctx: &Ctx) -> CheckResult {
         page.find("input", &[("name", "filter"), ("aria-invalid", "true")])
             .is_some(),
         "the filter field is not marked invalid"
+    );
+    Ok(())
+}
+
+/// With a type chosen, the records page offers a condition on each of its
+/// links and tags (and on no text field), writes the one picked into the
+/// filter as the grammar wants it (a tag quoted), and refuses a typed
+/// condition on a text field at its position, saying what the field is.
+async fn filter_builder(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let labelled = ctx
+        .note(&ty, json!({"title": "pinned thing", "label": "pinned"}))
+        .await?;
+    let type_link = type_value(&ty)?;
+    let mut browser = signed_in(ctx).await?;
+    let mut url = own(ctx, "/browse")?;
+    url.query_pairs_mut().append_pair("type", &type_link);
+    let page = html(&browser.get(&url).await?, 200)?;
+    let offered: Vec<&str> = page
+        .tags("option")
+        .filter_map(|option| option.attribute("value"))
+        .filter(|value| value.contains("$['content']"))
+        .collect();
+    for expected in ["tag:$['content']['label']", "link:$['content']['person']"] {
+        ensure!(
+            offered.contains(&expected),
+            "{expected} is not offered: {offered:?}"
+        );
+    }
+    ensure!(
+        !offered.iter().any(|value| value.contains("['title']")),
+        "a text field is offered: {offered:?}"
+    );
+
+    let mut picked = url.clone();
+    picked
+        .query_pairs_mut()
+        .append_pair("add_path", "tag:$['content']['label']")
+        .append_pair("add_value", "pinned");
+    let response = browser.get(&picked).await?;
+    let page = html(&response, 200)?;
+    let written = page
+        .find("input", &[("name", "filter")])
+        .and_then(|input| input.attribute("value"))
+        .unwrap_or_default();
+    ensure_eq!(
+        written,
+        "$['content']['label']=\"pinned\"",
+        "the filter written"
+    );
+    let id = str_at(&labelled, "/id")?;
+    ensure!(
+        page.text().contains(id),
+        "the labelled record is not listed: {}",
+        summary(&response)
+    );
+
+    let mut typed = url.clone();
+    typed
+        .query_pairs_mut()
+        .append_pair("filter", "$['content']['title']=\"pinned thing\"");
+    let response = browser.get(&typed).await?;
+    let page = html(&response, 400).map_err(|e| format!("GET {typed}: {e}"))?;
+    let marked = page
+        .find("mark", &[])
+        .map(|mark| page.text_inside(mark))
+        .unwrap_or_default();
+    ensure!(
+        marked.starts_with("$['content']['title']"),
+        "the refused condition is not marked: {marked:?}"
+    );
+    ensure!(
+        page.text().contains("is a string in type"),
+        "the page does not say what the field is: {}",
+        summary(&response)
     );
     Ok(())
 }

@@ -51,7 +51,92 @@ pub fn checks() -> Vec<Check> {
             filter_9_levels
         ),
         check!("list/filter-over-4-kib-invalid-filter", filter_too_long),
+        check!(
+            "list/filter-on-a-text-field-says-what-can-be-filtered",
+            filter_text_field
+        ),
+        check!(
+            "list/filter-outside-the-record-invalid-filter",
+            filter_outside_record
+        ),
+        check!(
+            "events/filter-on-a-text-field-invalid-filter",
+            events_filter_text_field
+        ),
     ]
+}
+
+/// A condition on a string field of the type the filter names can never
+/// match (filters see links and tags): refused at its position, with the
+/// field's kind and the type's filterable paths (PROTOCOL.md §7). The same
+/// field written without its path, or a tag in single quotes, is named.
+async fn filter_text_field(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    ctx.note(&ty, json!({"title": "pinned thing"})).await?;
+    let types = type_filter(&ty)?;
+    let filter = format!("{types},$['content']['title']=\"pinned thing\"");
+    let url = crate::context::with_query(ctx.records_url()?, &[("filter", &filter)]);
+    let response = ctx.send(Call::get(url).signed(&ctx.full)).await?;
+    let body = expect::problem_response(&response, INVALID_FILTER)?;
+    let detail = str_at(&body, "/detail")?;
+    let at = format!("at byte {}:", types.len() + 1);
+    for expected in [
+        at.as_str(),
+        "`$['content']['title']` is a string",
+        "`$['content']['label']` (a tag)",
+        "`$['content']['person']` (an entity link)",
+    ] {
+        ensure!(
+            detail.contains(expected),
+            "the detail names {expected:?}: {detail}"
+        );
+    }
+    for (typed, expected) in [
+        ("title = 'pinned'", "names its path from `$`"),
+        ("$['content']['label']='pinned'", "double quotes"),
+    ] {
+        let url = crate::context::with_query(ctx.records_url()?, &[("filter", typed)]);
+        let response = ctx.send(Call::get(url).signed(&ctx.full)).await?;
+        let body = expect::problem_response(&response, INVALID_FILTER)?;
+        let detail = str_at(&body, "/detail")?;
+        ensure!(detail.contains(expected), "{typed}: {detail}");
+    }
+    // A tag of the same type still filters.
+    let tagged = filtered(ctx, &ty, "$['content']['label']=\"pinned\"").await?;
+    ensure!(
+        tagged.is_empty(),
+        "no record is labelled pinned: {tagged:?}"
+    );
+    Ok(())
+}
+
+/// A path no record has (not the envelope's, not in the content) is
+/// refused whatever the type.
+async fn filter_outside_record(ctx: &Ctx) -> CheckResult {
+    let url = crate::context::with_query(ctx.records_url()?, &[("filter", "$['title']=\"x\"")]);
+    let response = ctx.send(Call::get(url).signed(&ctx.full)).await?;
+    let body = expect::problem_response(&response, INVALID_FILTER)?;
+    let detail = str_at(&body, "/detail")?;
+    ensure!(
+        detail.contains("no record has `$['title']`"),
+        "the detail names the path: {detail}"
+    );
+    Ok(())
+}
+
+/// The event stream's filters are held to the same rule as the list's.
+async fn events_filter_text_field(ctx: &Ctx) -> CheckResult {
+    let ty = ctx.note_type().await?;
+    let filter = format!("{},$['content']['title']=\"x\"", type_filter(&ty)?);
+    let url = crate::context::with_query(ctx.events_url()?, &[("filter", &filter)]);
+    let response = ctx.send(Call::get(url).signed(&ctx.full)).await?;
+    let body = expect::problem_response(&response, INVALID_FILTER)?;
+    let detail = str_at(&body, "/detail")?;
+    ensure!(
+        detail.contains("`$['content']['title']` is a string"),
+        "the detail says what the field is: {detail}"
+    );
+    Ok(())
 }
 
 /// Lists one type's records with one more condition; returns the ids, sorted.

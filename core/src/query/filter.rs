@@ -9,6 +9,7 @@
 
 use std::fmt;
 
+use super::filterable::Unfilterable;
 use super::json_string_end;
 use crate::model::{Entity, LinkPath, RecordId, VersionHash};
 use crate::problem::{Problem, ProblemType};
@@ -122,11 +123,20 @@ pub enum FilterFault {
     InvalidVersionHash,
     /// A value has more than three `+`-separated parts.
     TooManyValueParts,
+    /// A bare value holds `=`: a field's condition written without its
+    /// path from `$` (`title="x"`).
+    NameWithoutPath,
+    /// A value in single quotes: a tag is a JSON string, in double quotes.
+    SingleQuoted,
+    /// A condition no record can match: its path holds no link or tag
+    /// ([`Filter::unfilterable`]).
+    CannotMatch(Box<Unfilterable>),
 }
 
 impl fmt::Display for FilterFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            FilterFault::CannotMatch(unfilterable) => return unfilterable.fmt(f),
             FilterFault::TooLong => "a filter is at most 4096 bytes",
             FilterFault::TooManyConditions => "a filter holds at most 32 conditions",
             FilterFault::TooDeep => "a filter nests at most 8 levels of parentheses",
@@ -142,6 +152,11 @@ impl fmt::Display for FilterFault {
             FilterFault::InvalidRecordId => "a record id is 32 lowercase hex characters",
             FilterFault::InvalidVersionHash => "a version hash is 64 lowercase hex characters",
             FilterFault::TooManyValueParts => "a value has at most 3 parts",
+            FilterFault::NameWithoutPath => {
+                "a condition on a field names its path from `$`, as \
+                 `$['content']['title']=\"…\"`; a value alone is an entity, record or version link"
+            }
+            FilterFault::SingleQuoted => "a tag is written in double quotes, as a JSON string",
         })
     }
 }
@@ -154,6 +169,24 @@ impl From<&FilterError> for Problem {
 
 /// Parses one `filter` parameter (already percent-decoded).
 pub fn parse_filter(text: &str) -> Result<Filter, FilterError> {
+    Ok(parse(text)?.0)
+}
+
+/// Where in `text`, a valid filter, each condition's path starts: for
+/// pointing at a condition a later check refuses.
+pub fn condition_paths(text: &str) -> Vec<(usize, LinkPath)> {
+    parse(text).map(|(_, paths)| paths).unwrap_or_default()
+}
+
+/// Where the condition on `path` starts in `text` (0 when it is not found).
+pub fn position_of(text: &str, path: &LinkPath) -> usize {
+    condition_paths(text)
+        .into_iter()
+        .find(|(_, at)| at == path)
+        .map_or(0, |(position, _)| position)
+}
+
+fn parse(text: &str) -> Result<(Filter, Vec<(usize, LinkPath)>), FilterError> {
     if text.len() > MAX_FILTER_LEN {
         return Err(FilterError {
             position: MAX_FILTER_LEN,
@@ -164,12 +197,13 @@ pub fn parse_filter(text: &str) -> Result<Filter, FilterError> {
         text,
         at: 0,
         conditions: 0,
+        paths: Vec::new(),
     };
     let items = parser.list(0)?;
     if parser.at < text.len() {
         return Err(parser.error(FilterFault::UnbalancedParenthesis));
     }
-    Ok(group(items, 0))
+    Ok((group(items, 0), parser.paths))
 }
 
 /// A list at `depth` levels of parentheses: AND at even depths, OR at odd.
@@ -185,6 +219,8 @@ struct Parser<'t> {
     text: &'t str,
     at: usize,
     conditions: usize,
+    /// Each condition's path, and where it starts.
+    paths: Vec<(usize, LinkPath)>,
 }
 
 impl<'t> Parser<'t> {
@@ -240,7 +276,9 @@ impl<'t> Parser<'t> {
         if self.peek() != Some(b'$') {
             return self.value().map(Condition::AnyLink);
         }
+        let start = self.at;
         let path = self.path()?;
+        self.paths.push((start, path.clone()));
         match self.peek() {
             None | Some(b',' | b')') => Ok(Condition::Absent { path }),
             Some(_) => Ok(Condition::Equals {
@@ -299,8 +337,15 @@ impl<'t> Parser<'t> {
         let len = self.text[start..]
             .find([',', ')'])
             .unwrap_or(self.text.len() - start);
+        let text = &self.text[start..start + len];
+        if text.starts_with('\'') {
+            return Err(self.error(FilterFault::SingleQuoted));
+        }
+        if text.contains('=') {
+            return Err(self.error(FilterFault::NameWithoutPath));
+        }
         self.at += len;
-        let mut parts = self.text[start..start + len].split(['+', ' ']);
+        let mut parts = text.split(['+', ' ']);
         let mut offset = start;
         let mut next_part = || {
             let part = parts.next()?;

@@ -6,6 +6,7 @@
 
 mod eval;
 mod filter;
+mod filterable;
 mod index;
 mod page;
 mod params;
@@ -17,8 +18,9 @@ pub use eval::{
 };
 pub use filter::{
     Condition, Filter, FilterError, FilterFault, FilterValue, MAX_FILTER_CONDITIONS,
-    MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTERS, parse_filter,
+    MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTERS, condition_paths, parse_filter, position_of,
 };
+pub use filterable::{KnownType, MAX_NAMED_TYPES, NamedType, Unfilterable, UnfilterableReason};
 pub use index::{
     AUTHOR_PATH, IndexEntry, TYPE_PATH, VERSION_AUTHOR_PATH, blob_key, entity_key, existential_key,
     index_entries, record_key, tag_key, value_key, version_key,

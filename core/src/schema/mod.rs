@@ -10,6 +10,7 @@
 pub mod builtin;
 
 mod compile;
+mod fields;
 mod links;
 mod path;
 mod provisional;
@@ -20,6 +21,7 @@ mod validate;
 mod violation;
 
 pub use compile::{MAX_SCHEMA_DEPTH, SchemaError, SchemaFault};
+pub use fields::{FieldKind, FilterablePath, MAX_FILTERABLE_PATHS};
 pub use links::{BlobCheck, FoundLink, RecordCheck, StoreChecks, Validated, VersionCheck};
 pub use provisional::provisional_record;
 pub use record_type::{RecordType, TypeRecordError};

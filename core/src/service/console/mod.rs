@@ -19,7 +19,7 @@ pub use diff::{DiffLine, Differences, MAX_DIFF_EDITS, MAX_DIFF_LINES, diff_lines
 
 use serde_json::Value;
 
-use crate::model::{Permissions, ReadPermission, Record};
+use crate::model::{LinkPath, Permissions, ReadPermission, Record};
 use crate::query::{IndexEntry, parse_filter};
 
 /// Response headers of every console page: no script at all, styles and
@@ -173,16 +173,58 @@ pub struct FilterProblem {
     pub after: String,
 }
 
+impl FilterProblem {
+    /// `message` about `filter`, pointing at byte `position`.
+    pub fn at(filter: &str, position: usize, message: String) -> Self {
+        let at = floor_char_boundary(filter, position);
+        FilterProblem {
+            message,
+            before: filter[..at].to_owned(),
+            after: filter[at..].to_owned(),
+        }
+    }
+}
+
+/// The condition the records page's builder adds: `add_path` is a
+/// [`page::FilterChoice`]'s value (`tag:` or `link:`, then the path), and
+/// `value` is written as the path's kind needs: a tag quoted as a JSON
+/// string unless it already is, a link as typed, nothing for "no value
+/// there". `None` for a choice the page never offers.
+fn added_condition(choice: &str, value: &str) -> Option<String> {
+    let (kind, path) = choice.split_once(':')?;
+    let path: LinkPath = path.parse().ok()?;
+    let value = value.trim();
+    let value = match kind {
+        _ if value.is_empty() => String::new(),
+        "tag" if !value.starts_with('"') => serde_json::Value::from(value).to_string(),
+        "tag" | "link" => value.to_owned(),
+        _ => return None,
+    };
+    Some(format!("{}={value}", path.as_str()))
+}
+
 impl ListForm {
-    /// The form a records page's query string holds; an unknown sort is the first of [`SORTS`].
+    /// The form a records page's query string holds; an unknown sort is
+    /// the first of [`SORTS`]. A condition from the page's builder
+    /// (`add_path`, `add_value`) joins the filter's top level.
     pub fn from_query(form: &Form) -> ListForm {
         let sort = form
             .get("sort")
             .filter(|sort| SORTS.iter().any(|(value, _)| value == sort))
             .unwrap_or(SORTS[0].0);
+        let mut filter = form.get("filter").unwrap_or_default().trim().to_owned();
+        let added = form
+            .get("add_path")
+            .and_then(|choice| added_condition(choice, form.get("add_value").unwrap_or_default()));
+        if let Some(condition) = added {
+            filter = match filter.is_empty() {
+                true => condition,
+                false => format!("{filter},{condition}"),
+            };
+        }
         ListForm {
             type_link: form.get("type").unwrap_or_default().trim().to_owned(),
-            filter: form.get("filter").unwrap_or_default().trim().to_owned(),
+            filter,
             sort: sort.to_owned(),
             include_deleted: form.get("include_deleted") == Some("true"),
             page_start: form.get("page_start").map(str::to_owned),
@@ -201,12 +243,7 @@ impl ListForm {
         ];
         if !self.filter.is_empty() {
             parse_filter(&self.filter).map_err(|error| {
-                let at = floor_char_boundary(&self.filter, error.position);
-                FilterProblem {
-                    message: error.to_string(),
-                    before: self.filter[..at].to_owned(),
-                    after: self.filter[at..].to_owned(),
-                }
+                FilterProblem::at(&self.filter, error.position, error.to_string())
             })?;
         }
         // The type comes from the page's own list; a value that is no
@@ -537,6 +574,43 @@ mod tests {
             "$['author']=alice.example,("
         );
         assert!(!problem.message.is_empty());
+    }
+
+    #[test]
+    fn the_builders_condition_joins_the_filter_written_as_its_kind_needs() {
+        let with = |filter: &str, path: &str, value: &str| {
+            let query = form_urlencoded::Serializer::new(String::new())
+                .append_pair("filter", filter)
+                .append_pair("add_path", path)
+                .append_pair("add_value", value)
+                .finish();
+            ListForm::from_query(&Form::from_query(&query)).filter
+        };
+        let label = "tag:$['content']['label']";
+        assert_eq!(
+            with("", label, "pinned"),
+            "$['content']['label']=\"pinned\""
+        );
+        assert_eq!(
+            with("", label, "\"as typed\""),
+            "$['content']['label']=\"as typed\""
+        );
+        assert_eq!(
+            with(
+                "$['author']=a.example",
+                "link:$['content']['person']",
+                " bob.example "
+            ),
+            "$['author']=a.example,$['content']['person']=bob.example"
+        );
+        assert_eq!(
+            with("", "link:$['content']['ref']", ""),
+            "$['content']['ref']="
+        );
+        // A choice the page never offers adds nothing.
+        assert_eq!(with("", "sql:$['content']['x']", "y"), "");
+        assert_eq!(with("", "tag:title", "y"), "");
+        assert_eq!(with("x", "", "y"), "x");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use askama::Template;
 
 use super::authorship::DeletionChoice;
 use super::{Differences, FilterProblem, LinkView, ListForm, PermissionWords, SORTS};
+use crate::schema::{FieldKind, FilterablePath};
 
 /// What every signed-in page knows: whose console, the token of its
 /// forms, and which section of the menu it is in.
@@ -125,6 +126,36 @@ pub struct TypeChoice {
     pub name: String,
 }
 
+/// A condition the records page's builder offers: a path of the chosen
+/// type a filter can match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterChoice {
+    /// `tag:` or `link:`, then the path: how the builder writes the value.
+    pub value: String,
+    /// The path and what is there.
+    pub label: String,
+}
+
+impl FilterChoice {
+    /// The choice of one filterable path.
+    pub fn new(filterable: &FilterablePath) -> Self {
+        let path = filterable.path.as_str();
+        let form = match filterable.kind {
+            FieldKind::TagLink => "tag",
+            _ => "link",
+        };
+        let kind = filterable.kind;
+        let label = match kind.value_form() {
+            Some(written) => format!("{path}: {kind}, written {written}"),
+            None => format!("{path}: {kind} (empty value: records with none)"),
+        };
+        FilterChoice {
+            value: format!("{form}:{path}"),
+            label,
+        }
+    }
+}
+
 /// The records list page.
 #[derive(Template)]
 #[template(path = "console/records.html")]
@@ -135,6 +166,10 @@ pub struct Records<'a> {
     pub form: &'a ListForm,
     /// The types the list can be filtered to.
     pub types: Vec<TypeChoice>,
+    /// The chosen type's name, when one is chosen.
+    pub type_name: Option<String>,
+    /// The conditions the builder offers for the chosen type.
+    pub filterable: Vec<FilterChoice>,
     /// Why the filter was refused, if it was.
     pub problem: Option<FilterProblem>,
     /// The page's records.

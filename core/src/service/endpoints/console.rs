@@ -11,7 +11,7 @@ use crate::auth::access::{Access, is_type};
 use crate::auth::apps::Scope;
 use crate::model::{Entity, Permissions, Record, RecordId, VersionLink};
 use crate::problem::{Problem, ProblemType};
-use crate::query::{IndexEntry, ListQuery};
+use crate::query::{IndexEntry, ListQuery, position_of};
 use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_record_type};
 use crate::schema::{RecordType, provisional_record};
 use crate::service::consent::{AppRequest, Session};
@@ -20,15 +20,15 @@ use crate::service::console::authorship::{
     title_for_owner,
 };
 use crate::service::console::page::{
-    AccountPage, AppView, AppsPage, EditError, EditPage, Frame, LandingPage, LinkShown,
-    MessagePage, Overview, RecordPage, RecordRow, Records, Section, SignInPage, TypeChoice,
-    TypeCount, TypeView, TypesPage, VersionPage, VersionRow, VersionView, console_href,
+    AccountPage, AppView, AppsPage, EditError, EditPage, FilterChoice, Frame, LandingPage,
+    LinkShown, MessagePage, Overview, RecordPage, RecordRow, Records, Section, SignInPage,
+    TypeChoice, TypeCount, TypeView, TypesPage, VersionPage, VersionRow, VersionView, console_href,
     human_bytes, render,
 };
 use crate::service::console::{
-    self, Form, LinkKindView, ListForm, MAX_FORM_BYTES, MAX_NAMED_ENTITIES, MAX_VERSIONS_SHOWN,
-    PAGE_HEADERS, RECENT_VERSIONS, STYLE, STYLE_CACHE_CONTROL, content_links, create_body,
-    delete_body, diff_lines, editable_json, permission_words, pretty, update_body,
+    self, FilterProblem, Form, LinkKindView, ListForm, MAX_FORM_BYTES, MAX_NAMED_ENTITIES,
+    MAX_VERSIONS_SHOWN, PAGE_HEADERS, RECENT_VERSIONS, STYLE, STYLE_CACHE_CONTROL, content_links,
+    create_body, delete_body, diff_lines, editable_json, permission_words, pretty, update_body,
 };
 use crate::service::route::{BlobPath, ConsolePage, Method, RecordPath};
 use crate::store::{
@@ -374,6 +374,12 @@ impl Types {
         self.choices(|record| format!("{}+{}", record.author.entity, record.id))
     }
 
+    /// The live Type record a list's `{entity}+{record_id}` value names.
+    fn by_list_value(&self, value: &str) -> Option<&Record> {
+        self.live()
+            .find(|record| format!("{}+{}", record.author.entity, record.id) == value)
+    }
+
     /// The choices of a new record's type: `{entity}+{record_id}+{hash}`.
     fn version_choices(&self) -> Vec<TypeChoice> {
         self.choices(|record| {
@@ -409,6 +415,23 @@ impl Types {
 
 fn type_name(record: &Record) -> Option<String> {
     record.content_text("/name").map(str::to_owned)
+}
+
+/// The conditions the records page offers for a Type record: each path of
+/// its content a filter can match (PROTOCOL.md §7).
+fn filter_choices(type_record: &Record) -> Vec<FilterChoice> {
+    let Some(record_type) = type_record
+        .content()
+        .and_then(|content| RecordType::from_content(content.as_value()).ok())
+    else {
+        return Vec::new();
+    };
+    record_type
+        .schema
+        .filterable_paths()
+        .into_iter()
+        .map(|filterable| FilterChoice::new(&filterable))
+        .collect()
 }
 
 /// Why the owner's write was refused: its problem, and the write
@@ -671,10 +694,13 @@ impl<H: Host> Console<'_, '_, '_, H> {
             .map_or("", |(_, q)| q);
         let form = ListForm::from_query(&Form::from_query(query));
         let types = self.load_types().await?;
+        let chosen = types.by_list_value(&form.type_link);
         let mut page = Records {
             frame,
             form: &form,
             types: types.list_choices(),
+            type_name: chosen.and_then(type_name),
+            filterable: chosen.map(filter_choices).unwrap_or_default(),
             problem: None,
             rows: Vec::new(),
             next_href: None,
@@ -693,7 +719,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let list = match ListQuery::from_params(&params, &self.user.entity) {
             Ok(list) => list,
             Err(error) => {
-                page.problem = Some(console::FilterProblem {
+                page.problem = Some(FilterProblem {
                     message: error.to_string(),
                     before: String::new(),
                     after: String::new(),
@@ -701,6 +727,24 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 return Ok(html(400, render(&page)));
             }
         };
+        let unmatchable = match list.filters.first() {
+            Some(filter) => {
+                let found = self.cx.unmatchable(&self.user, filter).await;
+                found.map_err(|failure| {
+                    let what = failure.internal.as_deref().unwrap_or("a failed store read");
+                    logged(self.cx.host, &what)
+                })?
+            }
+            None => None,
+        };
+        if let Some(unmatchable) = unmatchable {
+            page.problem = Some(FilterProblem::at(
+                &form.filter,
+                position_of(&form.filter, &unmatchable.path),
+                unmatchable.to_string(),
+            ));
+            return Ok(html(400, render(&page)));
+        }
         let statement = list_sql(self.user.id, &list, &self.owner).statement;
         let (records, start) =
             crate::service::respond::page_of(&list, self.versions_of(&statement, 0).await?);

@@ -30,6 +30,7 @@ pub(in crate::service) async fn events<H: Host>(
     authorize_events(&caller.access).map_err(|e| Problem::from(&e))?;
     let query =
         EventsQuery::from_params(&cx.params, cx.request.now).map_err(|e| Problem::from(&e))?;
+    cx.refuse_unmatchable(user, &query.filters).await?;
     let dialect = host.settings().dialect;
     let client_id = parse_client_id(
         cx.request

@@ -9,15 +9,22 @@ use crate::auth::register::{
     verify_registration,
 };
 use crate::auth::{AuthError, Malformed};
-use crate::model::VersionHash;
+use crate::model::{Record, VersionHash};
 use crate::problem::{Problem, ProblemType};
-use crate::query::{IncludeLinks, ListQuery, VersionsQuery, proxy_to};
+use crate::query::{
+    Filter, FilterError, FilterFault, IncludeLinks, KnownType, ListQuery, NamedType, QueryError,
+    Unfilterable, VersionsQuery, position_of, proxy_to,
+};
+use crate::schema::builtin::{SYSTEM_ENTITY, builtin_records};
+use crate::schema::{RecordType, Schema};
 use crate::service::events::parse_client_id;
 use crate::service::http::check_json_content_type;
 use crate::service::limits::check_body_len;
 use crate::service::respond::{self, JsonAnswer, VersionRow};
 use crate::service::route::{Method, RecordPath};
-use crate::store::{WriteOrigin, latest_version_sql, list_sql, read_version, version_sql};
+use crate::store::{
+    WriteOrigin, latest_version_sql, list_sql, read_record, read_version, version_sql, versions_sql,
+};
 use crate::write::{RecordKey, WriteError, WriteRequest};
 
 use super::federation::{Federation, MAX_RESOLUTIONS_PER_WRITE, Trouble, proxy, write_failure};
@@ -27,6 +34,10 @@ use super::federation::{Federation, MAX_RESOLUTIONS_PER_WRITE, Trouble, proxy, w
 /// hiccup is usually over within seconds, and the SDK sends the write
 /// again after this long.
 pub(crate) const LINK_RETRY_AFTER_SECS: u64 = 5;
+
+/// The most versions of a type a filter names that are read to check its
+/// content paths; a type with more is not checked.
+const MAX_TYPE_VERSIONS_CHECKED: u32 = 64;
 
 /// `federation/503-link-unreachable` for a write `refused` for a link
 /// that could not be resolved because of `trouble`: cannot reach is not
@@ -107,6 +118,7 @@ pub(in crate::service) async fn list<H: Host>(
     if let Some(entity) = &query.proxy_to {
         return proxy(cx, user, &caller, entity, None).await;
     }
+    cx.refuse_unmatchable(user, &query.filters).await?;
     let statement = list_sql(user.id, &query, &caller.access).statement;
     let rows = cx.versions(&statement).await?;
     let answer = respond::list_page(&query, &cx.params, rows, &user.entity, &caller.access)?;
@@ -315,6 +327,116 @@ impl<H: Host> Context<'_, '_, H> {
             .await?
             .into_iter()
             .next())
+    }
+
+    /// Refuses the first filter with a condition no record can match
+    /// (`query::Filter::unfilterable`, PROTOCOL.md §7) as
+    /// `request/400-invalid-filter`, pointing at the condition and saying
+    /// what can be filtered. A filter's content paths are checked against
+    /// the types it names, read from the store only when it names a type and
+    /// a content path.
+    pub(in crate::service) async fn refuse_unmatchable(
+        &self,
+        user: &User,
+        filters: &[Filter],
+    ) -> Result<(), Failure> {
+        for (index, filter) in filters.iter().enumerate() {
+            let Some(unfilterable) = self.unmatchable(user, filter).await? else {
+                continue;
+            };
+            let text = self
+                .params
+                .iter()
+                .filter(|(name, _)| name == "filter")
+                .nth(index)
+                .map_or("", |(_, text)| text.as_str());
+            let error = QueryError::InvalidFilter {
+                index,
+                error: FilterError {
+                    position: position_of(text, &unfilterable.path),
+                    fault: FilterFault::CannotMatch(Box::new(unfilterable)),
+                },
+            };
+            return Err(Problem::from(&error).into());
+        }
+        Ok(())
+    }
+
+    /// The first condition of `filter` no record of `user`'s store can
+    /// match (`query::Filter::unfilterable`).
+    pub(in crate::service) async fn unmatchable(
+        &self,
+        user: &User,
+        filter: &Filter,
+    ) -> Result<Option<Unfilterable>, Failure> {
+        if let Some(found) = filter.unfilterable(&[]) {
+            return Ok(Some(found));
+        }
+        let Some(named) = filter.named_types().filter(|_| filter.names_content()) else {
+            return Ok(None);
+        };
+        let mut types = Vec::with_capacity(named.len());
+        for named in &named {
+            match self.named_type(user, named).await? {
+                Some(known) => types.push(known),
+                None => return Ok(None),
+            }
+        }
+        let known: Vec<KnownType<'_>> = types
+            .iter()
+            .map(|(name, schemas)| KnownType { name, schemas })
+            .collect();
+        Ok(filter.unfilterable(&known))
+    }
+
+    /// A type a filter names: its name and the schema of each version whose
+    /// records the filter can match (the one named, or every one); `None`
+    /// when the store does not hold them all (an unknown type, one with more
+    /// than [`MAX_TYPE_VERSIONS_CHECKED`] versions).
+    async fn named_type(
+        &self,
+        user: &User,
+        named: &NamedType,
+    ) -> Result<Option<(String, Vec<Schema>)>, Failure> {
+        let records: Vec<Record> = if named.entity.as_str() == SYSTEM_ENTITY {
+            builtin_records()
+                .iter()
+                .filter(|r| r.id == named.record_id)
+                .filter(|r| named.version_hash.is_none_or(|h| h == r.version.hash))
+                .cloned()
+                .collect()
+        } else {
+            let statement = match named.version_hash {
+                Some(hash) => version_sql(user.id, &named.entity, &named.record_id, &hash),
+                None => versions_sql(
+                    user.id,
+                    &named.entity,
+                    &named.record_id,
+                    None,
+                    MAX_TYPE_VERSIONS_CHECKED,
+                ),
+            };
+            let rows = self.versions(&statement).await?;
+            if rows.len() > MAX_TYPE_VERSIONS_CHECKED as usize {
+                return Ok(None);
+            }
+            rows.iter()
+                .map(|(record, _)| read_record(record))
+                .collect::<Result<_, _>>()?
+        };
+        let mut name = None;
+        let mut schemas = Vec::with_capacity(records.len());
+        for record in &records {
+            let Some(content) = record.content() else {
+                continue;
+            };
+            let Ok(record_type) = RecordType::from_content(content.as_value()) else {
+                return Ok(None);
+            };
+            name = Some(record_type.name);
+            schemas.push(record_type.schema);
+        }
+        Ok(name.map(|name| (name, schemas)))
     }
 
     /// The JSON answer of a read or write, with the linked records it includes.

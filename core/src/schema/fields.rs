@@ -1,0 +1,396 @@
+//! What a schema lets a record hold at a path of its content, and which of
+//! those paths a filter can match: filters see links and tags only, the
+//! values the link index holds (PROTOCOL.md §7). A filter on a string field
+//! can never match, so the list endpoints refuse it with these answers
+//! rather than answer "no records".
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use super::tree::{Node, NodeId, Schema};
+use crate::model::LinkPath;
+
+/// The prefix of every content path.
+const CONTENT: &str = "$['content']";
+
+/// The most paths [`Schema::filterable_paths`] lists: a person picks from
+/// them, and a recursive schema has no end of them.
+pub const MAX_FILTERABLE_PATHS: usize = 64;
+
+/// What a schema lets a record hold at one place of its content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum FieldKind {
+    /// An entity link.
+    EntityLink,
+    /// A record link.
+    RecordLink,
+    /// A version link.
+    VersionLink,
+    /// A tag link, or a blob link's `type` or `name` (indexed as tags).
+    TagLink,
+    /// A blob link.
+    BlobLink,
+    /// A string.
+    String,
+    /// An integer.
+    Int,
+    /// A number.
+    Number,
+    /// A boolean.
+    Boolean,
+    /// `null`.
+    Null,
+    /// An object with named properties.
+    Object,
+    /// An array.
+    Array,
+    /// A map (its keys are data).
+    Map,
+}
+
+impl FieldKind {
+    /// Whether the link index holds what a record has here, so that a
+    /// filter can match it.
+    pub fn is_filterable(self) -> bool {
+        matches!(
+            self,
+            FieldKind::EntityLink
+                | FieldKind::RecordLink
+                | FieldKind::VersionLink
+                | FieldKind::TagLink
+                | FieldKind::BlobLink
+        )
+    }
+
+    /// What a filter value for this kind looks like, for a person writing one.
+    pub fn value_form(self) -> Option<&'static str> {
+        Some(match self {
+            FieldKind::EntityLink => "<entity>",
+            FieldKind::RecordLink => "<entity>+<record_id>",
+            FieldKind::VersionLink => "<entity>+<record_id>+<version_hash>",
+            FieldKind::TagLink => "\"<tag>\"",
+            // A blob link is matched only by `=` with no value (no blob there).
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for FieldKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FieldKind::EntityLink => "an entity link",
+            FieldKind::RecordLink => "a record link",
+            FieldKind::VersionLink => "a version link",
+            FieldKind::TagLink => "a tag",
+            FieldKind::BlobLink => "a blob link",
+            FieldKind::String => "a string",
+            FieldKind::Int => "an integer",
+            FieldKind::Number => "a number",
+            FieldKind::Boolean => "a boolean",
+            FieldKind::Null => "null",
+            FieldKind::Object => "an object",
+            FieldKind::Array => "an array",
+            FieldKind::Map => "a map",
+        })
+    }
+}
+
+/// A path of a type's content that a filter can match, and what is there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterablePath {
+    /// The path in bracket form, from `$['content']`.
+    pub path: LinkPath,
+    /// The link or tag the schema puts there.
+    pub kind: FieldKind,
+}
+
+/// One step of a content path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step<'p> {
+    /// `['name']`: an object's property.
+    Name(&'p str),
+    /// `[*]`: each item of an array, each value of a map.
+    Each,
+}
+
+/// The steps of `path` from `$`, or `None` for a path outside the content.
+/// A schema describes the whole record; its `content` property, the content.
+fn content_steps(path: &LinkPath) -> Option<Vec<Step<'_>>> {
+    let mut rest = path.as_str();
+    if !rest.starts_with(CONTENT) {
+        return None;
+    }
+    rest = &rest[1..];
+    let mut steps = Vec::new();
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("[*]") {
+            steps.push(Step::Each);
+            rest = after;
+        } else {
+            // A `LinkPath` is `['name']` and `[*]` segments, names without `']`.
+            let inner = rest.strip_prefix("['")?;
+            let end = inner.find("']")?;
+            steps.push(Step::Name(&inner[..end]));
+            rest = &inner[end + 2..];
+        }
+    }
+    Some(steps)
+}
+
+impl Schema {
+    /// Every kind of value the schema lets a record hold at `path`, a path
+    /// of the content (`$['content']…`, with `[*]` for array items and map
+    /// values). Empty when the schema declares nothing there, or the path
+    /// is not in the content.
+    pub fn kinds_at(&self, path: &LinkPath) -> BTreeSet<FieldKind> {
+        let mut kinds = BTreeSet::new();
+        let Some(steps) = content_steps(path) else {
+            return kinds;
+        };
+        let mut here: BTreeSet<NodeId> = self.concrete(self.root).into_iter().collect();
+        for (index, step) in steps.iter().enumerate() {
+            let last = index + 1 == steps.len();
+            let mut next = BTreeSet::new();
+            for &node in &here {
+                match (self.node(node), step) {
+                    (Node::Object { properties, .. }, Step::Name(name)) => {
+                        let declared = properties.iter().find(|p| &*p.name == *name && !p.removed);
+                        if let Some(property) = declared {
+                            next.extend(self.concrete(property.node));
+                        }
+                    }
+                    (Node::Array { items, .. }, Step::Each) => next.extend(self.concrete(*items)),
+                    (Node::Map { values }, Step::Each) => next.extend(self.concrete(*values)),
+                    // A blob link's media type and file name are indexed as tags.
+                    (Node::BlobLink { .. }, Step::Name("type" | "name")) if last => {
+                        kinds.insert(FieldKind::TagLink);
+                    }
+                    _ => {}
+                }
+            }
+            here = next;
+        }
+        kinds.extend(here.into_iter().filter_map(|node| self.kind(node)));
+        kinds
+    }
+
+    /// The paths of the content a filter can match, in the schema's order,
+    /// at most [`MAX_FILTERABLE_PATHS`]; a recursive schema's are listed
+    /// down to its first recursion.
+    pub fn filterable_paths(&self) -> Vec<FilterablePath> {
+        let mut found = Vec::new();
+        let mut within = Vec::new();
+        for root in self.concrete(self.root) {
+            let Node::Object { properties, .. } = self.node(root) else {
+                continue;
+            };
+            let content = properties
+                .iter()
+                .filter(|p| &*p.name == "content" && !p.removed);
+            for property in content {
+                self.collect_filterable(property.node, CONTENT.to_owned(), &mut within, &mut found);
+            }
+        }
+        found
+    }
+
+    fn collect_filterable(
+        &self,
+        node: NodeId,
+        path: String,
+        within: &mut Vec<NodeId>,
+        found: &mut Vec<FilterablePath>,
+    ) {
+        for node in self.concrete(node) {
+            if found.len() >= MAX_FILTERABLE_PATHS || within.contains(&node) {
+                continue;
+            }
+            let mut push = |path: String, kind| {
+                let entry = FilterablePath {
+                    path: LinkPath::from_walk(path),
+                    kind,
+                };
+                if found.len() < MAX_FILTERABLE_PATHS && !found.contains(&entry) {
+                    found.push(entry);
+                }
+            };
+            within.push(node);
+            match self.node(node) {
+                Node::Object { properties, .. } => {
+                    for property in properties.iter().filter(|p| !p.removed) {
+                        let path = format!("{path}['{}']", property.name);
+                        self.collect_filterable(property.node, path, within, found);
+                    }
+                }
+                Node::Array { items: inner, .. } | Node::Map { values: inner } => {
+                    self.collect_filterable(*inner, format!("{path}[*]"), within, found);
+                }
+                Node::BlobLink { .. } => {
+                    push(path.clone(), FieldKind::BlobLink);
+                    push(format!("{path}['type']"), FieldKind::TagLink);
+                    push(format!("{path}['name']"), FieldKind::TagLink);
+                }
+                _ => {
+                    if let Some(kind) = self.kind(node).filter(|kind| kind.is_filterable()) {
+                        push(path.clone(), kind);
+                    }
+                }
+            }
+            within.pop();
+        }
+    }
+
+    /// The nodes `id` stands for once refs, unions and intersections are
+    /// looked through, in schema order.
+    fn concrete(&self, id: NodeId) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![id];
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            match self.node(id) {
+                Node::Ref(target) => stack.push(*target),
+                Node::Union { branches, .. } => stack.extend(branches.iter().rev().map(|b| b.node)),
+                Node::Intersection { members } => stack.extend(members.iter().rev()),
+                Node::Never | Node::Pending => {}
+                _ => out.push(id),
+            }
+        }
+        out
+    }
+
+    /// The kind of a concrete node.
+    fn kind(&self, id: NodeId) -> Option<FieldKind> {
+        Some(match self.node(id) {
+            Node::Object { .. } => FieldKind::Object,
+            Node::Array { .. } => FieldKind::Array,
+            Node::Map { .. } => FieldKind::Map,
+            Node::Boolean { .. } => FieldKind::Boolean,
+            Node::String(_) => FieldKind::String,
+            Node::Int { .. } => FieldKind::Int,
+            Node::Number { .. } => FieldKind::Number,
+            Node::Null => FieldKind::Null,
+            Node::TagLink { .. } => FieldKind::TagLink,
+            Node::BlobLink { .. } => FieldKind::BlobLink,
+            Node::EntityLink { .. } => FieldKind::EntityLink,
+            Node::RecordLink { .. } => FieldKind::RecordLink,
+            Node::VersionLink { .. } => FieldKind::VersionLink,
+            Node::Union { .. }
+            | Node::Intersection { .. }
+            | Node::Ref(_)
+            | Node::Never
+            | Node::Pending => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::schema::RecordType;
+
+    /// A type whose records' content follows `content`.
+    fn schema(content: serde_json::Value) -> Schema {
+        let schema = json!({"type": "object", "properties": {"content": content}});
+        RecordType::from_content(&json!({"name": "t", "schema": schema}))
+            .expect("the test schema compiles")
+            .schema
+    }
+
+    fn path(text: &str) -> LinkPath {
+        text.parse().expect("a link path")
+    }
+
+    fn note() -> Schema {
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "title": {"type": "string", "max_length": 200},
+                "person": {"type": "entity_link"},
+                "label": {"type": "tag_link", "sort_property": true},
+                "images": {"type": "array", "items": {"type": "blob_link"}},
+                "by_name": {"type": "map", "values": {"type": "record_link"}},
+                "either": {"type": "union", "schemas": [{"type": "string"}, {"type": "tag_link"}]},
+            },
+        }))
+    }
+
+    #[test]
+    fn kinds_at_follows_properties_arrays_maps_and_unions() {
+        let note = note();
+        let kinds = |text: &str| note.kinds_at(&path(text)).into_iter().collect::<Vec<_>>();
+        assert_eq!(kinds("$['content']['title']"), [FieldKind::String]);
+        assert_eq!(kinds("$['content']['person']"), [FieldKind::EntityLink]);
+        assert_eq!(kinds("$['content']['label']"), [FieldKind::TagLink]);
+        assert_eq!(kinds("$['content']['images']"), [FieldKind::Array]);
+        assert_eq!(kinds("$['content']['images'][*]"), [FieldKind::BlobLink]);
+        assert_eq!(
+            kinds("$['content']['images'][*]['type']"),
+            [FieldKind::TagLink]
+        );
+        assert_eq!(kinds("$['content']['by_name'][*]"), [FieldKind::RecordLink]);
+        assert_eq!(
+            kinds("$['content']['either']"),
+            [FieldKind::TagLink, FieldKind::String]
+        );
+        assert!(kinds("$['content']['by_name']['x']").is_empty());
+        assert!(kinds("$['content']['titel']").is_empty());
+        assert!(kinds("$['content']['title']['x']").is_empty());
+        assert!(kinds("$['author']").is_empty());
+        assert_eq!(kinds("$['content']"), [FieldKind::Object]);
+    }
+
+    #[test]
+    fn filterable_paths_list_links_and_tags_in_schema_order() {
+        let listed: Vec<(String, FieldKind)> = note()
+            .filterable_paths()
+            .into_iter()
+            .map(|p| (p.path.as_str().to_owned(), p.kind))
+            .collect();
+        let expected = [
+            ("$['content']['person']", FieldKind::EntityLink),
+            ("$['content']['label']", FieldKind::TagLink),
+            ("$['content']['images'][*]", FieldKind::BlobLink),
+            ("$['content']['images'][*]['type']", FieldKind::TagLink),
+            ("$['content']['images'][*]['name']", FieldKind::TagLink),
+            ("$['content']['by_name'][*]", FieldKind::RecordLink),
+            ("$['content']['either']", FieldKind::TagLink),
+        ];
+        let expected: Vec<(String, FieldKind)> =
+            expected.iter().map(|(p, k)| (p.to_string(), *k)).collect();
+        assert_eq!(listed, expected);
+    }
+
+    #[test]
+    fn a_recursive_schema_lists_its_paths_down_to_the_recursion() {
+        let tree = schema(json!({
+            "type": "object",
+            "definitions": {
+                "node": {
+                    "type": "object",
+                    "properties": {
+                        "owner": {"type": "entity_link"},
+                        "children": {"type": "array", "items": {"type": "ref", "ref": "node"}},
+                    },
+                },
+            },
+            "properties": {"root": {"type": "ref", "ref": "node"}},
+        }));
+        let paths: Vec<String> = tree
+            .filterable_paths()
+            .into_iter()
+            .map(|p| p.path.as_str().to_owned())
+            .collect();
+        assert_eq!(paths, ["$['content']['root']['owner']"]);
+        let deep = path("$['content']['root']['children'][*]['children'][*]['owner']");
+        assert_eq!(
+            tree.kinds_at(&deep).into_iter().collect::<Vec<_>>(),
+            [FieldKind::EntityLink]
+        );
+    }
+}
