@@ -12,6 +12,7 @@ use folio_core::write::PublishedType;
 
 use crate::commands::{CliResult, find_user, report_to};
 use crate::config::DataDir;
+use crate::users::TypeAdded;
 use crate::{db, emit, users};
 
 #[derive(Subcommand)]
@@ -112,10 +113,22 @@ async fn add_here(data_dir: &Path, add: AddType) -> CliResult {
     let content = read_type_content(&add.file)?;
     let conn = db::open_writer(&data.database(), db::Durability::Full)?;
     let found = find_user(&conn, &add.user, add.entity.clone())?;
-    let record = match add.published(content.clone())? {
-        Some(published) => users::install_type(&conn, &found, published).await?,
+    let (record, added) = match add.published(content.clone())? {
+        Some(published) => (
+            users::install_type(&conn, &found, published).await?,
+            TypeAdded::New,
+        ),
         None => users::add_type(&conn, &found, &content).await?,
     };
+    match added {
+        TypeAdded::New => {}
+        TypeAdded::Unchanged => eprintln!("{}'s store already holds this type", found.name),
+        TypeAdded::NewVersion => eprintln!(
+            "the type's content changed: a new version of {}+{}; records keep the version \
+             they were written under",
+            record.author.entity, record.id
+        ),
+    }
     print_type(&mut std::io::stdout(), add.json, &record)
 }
 

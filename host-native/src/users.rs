@@ -22,7 +22,7 @@ use folio_core::store::{
     insert_user_with_id_sql, latest_version_sql, read_version, remove_stores_sql, seed_statements,
     server_key_sql, set_password_sql, types_by_name_sql, user_by_name_sql, users_sql,
 };
-use folio_core::write::{PublishedType, RecordKey, WriteError, WriteRequest};
+use folio_core::write::{PublishedType, RecordKey, TypeAddition, WriteError, WriteRequest};
 use folio_core::{CommitError, Done, Job, RecordWrite, Row, RowError, RowExt};
 use rusqlite::Connection;
 use serde_json::Value;
@@ -508,12 +508,28 @@ fn resolve_type(conn: &Connection, user: &User, name: &str) -> Result<RecordLink
         });
     }
     let rows = db::fetch(conn, &types_by_name_sql(user.id, name))?;
-    let row = rows
-        .first()
-        .ok_or_else(|| ProvisionError::UnknownTypeName {
-            name: name.to_owned(),
-            user: user.name.clone(),
-        })?;
+    let row = match rows.as_slice() {
+        [] => {
+            return Err(ProvisionError::UnknownTypeName {
+                name: name.to_owned(),
+                user: user.name.clone(),
+            });
+        }
+        [only] => only,
+        several => {
+            let mut named = Vec::with_capacity(several.len());
+            for row in several {
+                named.push(format!("{}+{}", row.text(0)?, row.text(1)?));
+            }
+            return Err(ProvisionError::Invalid(format!(
+                "`{name}` names {} types in {}'s store ({}): name the one meant as \
+                 ENTITY+RECORD_ID (the console's Types page shows each one's fields)",
+                several.len(),
+                user.name,
+                named.join(", ")
+            )));
+        }
+    };
     let (entity, id) = (row.text(0)?, row.text(1)?);
     let bad = || ProvisionError::Invalid("a stored Type record has a malformed id".into());
     Ok(RecordLink {
@@ -592,16 +608,78 @@ pub fn create_app(
     })
 }
 
-/// Adds a Type record to `user`'s store, written as the owner: `content`
-/// is the record's content (`name`, `schema`, …), checked by the write.
+/// What `folio type add` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeAdded {
+    /// A new Type record.
+    New,
+    /// Nothing: the user's type of that name has this content.
+    Unchanged,
+    /// A new version of the user's type of that name.
+    NewVersion,
+}
+
+/// Adds a Type record to `user`'s store, written as the owner, as core's
+/// [`TypeAddition`] decides: the same content again changes nothing,
+/// changed content is a new version of the user's type of that name, and
+/// a name several of the user's types share is refused, naming them.
 pub async fn add_type(
     conn: &Connection,
     user: &User,
     content: &Value,
-) -> Result<folio_core::model::Record, ProvisionError> {
+) -> Result<(folio_core::model::Record, TypeAdded), ProvisionError> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
-    let result = create_type(&mut Tx::new(conn), user, content);
+    let result = add_type_in(&mut Tx::new(conn), conn, user, content);
     finish(conn, result)
+}
+
+fn add_type_in(
+    tx: &mut Tx<'_>,
+    conn: &Connection,
+    user: &User,
+    content: &Value,
+) -> Result<(folio_core::model::Record, TypeAdded), ProvisionError> {
+    let name = content
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut same_name = Vec::new();
+    for row in db::fetch(conn, &types_by_name_sql(user.id, name))? {
+        let (author, id) = (row.text(0)?, row.text(1)?);
+        if author != user.entity.as_str() {
+            continue;
+        }
+        let id: RecordId = id.parse().map_err(|_| {
+            ProvisionError::Invalid("a stored Type record has a malformed id".into())
+        })?;
+        same_name.extend(records(
+            conn,
+            &latest_version_sql(user.id, &user.entity, &id),
+        )?);
+    }
+    let addition = TypeAddition::decide(&same_name, content);
+    let added = match addition {
+        TypeAddition::Same(record) => return Ok((record.clone(), TypeAdded::Unchanged)),
+        TypeAddition::Ambiguous(several) => {
+            let ids: Vec<String> = several
+                .iter()
+                .map(|record| format!("{}+{}", record.author.entity, record.id))
+                .collect();
+            return Err(ProvisionError::Invalid(format!(
+                "{}'s store holds {} types named `{name}` ({}): delete the ones not meant in \
+                 the console, or give the new one another name",
+                user.name,
+                several.len(),
+                ids.join(", ")
+            )));
+        }
+        TypeAddition::New => TypeAdded::New,
+        TypeAddition::NewVersion(_) => TypeAdded::NewVersion,
+    };
+    let request = addition
+        .request(content)
+        .ok_or_else(|| ProvisionError::Invalid("no write for this type".into()))??;
+    Ok((owner_write(tx, user, request)?, added))
 }
 
 /// Writes a Type record through `tx`, inside the caller's transaction.
@@ -785,5 +863,61 @@ mod tests {
         assert_eq!(updated[0].0.name, "bob");
         assert_eq!(updated[0].1, ["signing_keys"]);
         assert_eq!(published_keys(&conn, &user), server_key);
+    }
+
+    /// `folio type add` twice is one type; a changed schema is a new
+    /// version of it; a name two types share (as stores from before hold)
+    /// is refused by `type add` and by `--scope`, naming both.
+    #[tokio::test]
+    async fn a_type_added_again_is_the_same_type_and_a_shared_name_is_refused() {
+        let conn = db::open_scratch().unwrap();
+        let entity: Entity = "bob.example".parse().unwrap();
+        let user = add_user(
+            &conn,
+            "bob",
+            &entity,
+            "a password long enough",
+            "https://bob.example",
+        )
+        .await
+        .unwrap();
+        let note = |max: u64| {
+            serde_json::json!({"name": "note", "schema": {"type": "object", "properties": {
+                "content": {"type": "object", "properties": {
+                    "title": {"type": "string", "max_length": max}}}}}})
+        };
+        let (first, added) = add_type(&conn, &user, &note(100)).await.unwrap();
+        assert_eq!(added, TypeAdded::New);
+        let (again, added) = add_type(&conn, &user, &note(100)).await.unwrap();
+        assert_eq!(added, TypeAdded::Unchanged);
+        assert_eq!(again.version.hash, first.version.hash);
+        let (changed, added) = add_type(&conn, &user, &note(200)).await.unwrap();
+        assert_eq!(added, TypeAdded::NewVersion);
+        assert_eq!(changed.id, first.id, "the same Type record");
+        assert_eq!(changed.version.parent_hash, Some(first.version.hash));
+        assert!(resolve_type(&conn, &user, "note").is_ok());
+
+        // A second `note`, written as every `type add` wrote before.
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let other = create_type(&mut Tx::new(&conn), &user, &note(300));
+        let other = finish(&conn, other).unwrap();
+        let both = [
+            format!("bob.example+{}", first.id),
+            format!("bob.example+{}", other.id),
+        ];
+        for refused in [
+            resolve_type(&conn, &user, "note").unwrap_err().to_string(),
+            add_type(&conn, &user, &note(400))
+                .await
+                .unwrap_err()
+                .to_string(),
+        ] {
+            assert!(refused.contains("2 types"), "{refused}");
+            for id in &both {
+                assert!(refused.contains(id.as_str()), "{refused}");
+            }
+        }
+        // Either may still be named by its id.
+        assert!(resolve_type(&conn, &user, &both[1]).is_ok());
     }
 }

@@ -201,6 +201,11 @@ export declare class Records {
   list<C = Record<string, unknown>>(options?: ListOptions): AsyncGenerator<FolioRecord<C>>;
   /** A version link to the built-in Type record named `name` (`type`, `app`, …). */
   builtinType(name: string): Promise<VersionLink>;
+  /**
+   * The user's type named `content.name`, brought to `content`: the same content again changes
+   * nothing, changed content is a new version of that type, an unknown name a new type.
+   */
+  ensureType(content: { name: string; [field: string]: unknown }): Promise<VersionLink>;
 }
 
 /** A live subscription: an async iterable of records. */

@@ -2,7 +2,7 @@
 // `next_page` (spec §4, PROTOCOL.md §5 and §7).
 import { loadCore } from "./core.js";
 import { FolioError } from "./errors.js";
-import { toFilter } from "./filter.js";
+import { and, author, toFilter, type } from "./filter.js";
 
 /**
  * Checks that each record's version hash is what its content and metadata
@@ -228,6 +228,32 @@ export class Records {
     return link;
   }
 
+  /**
+   * The user's record type named `content.name`, brought to `content`: the same content again is
+   * the type already there (nothing is written), changed content is a new version of it (records
+   * keep the version they were written under), and a name no type of the user's has yet makes a
+   * new Type record. Running an app's setup twice thus leaves one type. A name several of the
+   * user's types share (stores from before this rule) is refused, naming them. As `folio type add`
+   * decides (core's `TypeAddition`). Answers a version link to the type's latest version.
+   */
+  async ensureType(content) {
+    if (typeof content?.name !== "string") throw new TypeError("ensureType(content): content.name is the type's name");
+    const typeType = await this.builtinType("type");
+    const own = and(type(typeType), author(this.folio.entity));
+    const sameName = [];
+    for await (const record of this.list({ filter: own, pageSize: 200 })) {
+      if (record.content?.name === content.name) sameName.push(record);
+    }
+    const same = sameName.find((record) => sameJson(record.content, content));
+    if (same) return versionLink(same);
+    if (sameName.length > 1) {
+      const ids = sameName.map((record) => `${record.author.entity}+${record.id}`).join(", ");
+      throw new Error(`${sameName.length} types are named ${content.name} (${ids}): delete the ones not meant, or name this one otherwise`);
+    }
+    if (sameName.length === 1) return versionLink(await this.update(sameName[0], { content }));
+    return versionLink(await this.create({ type: typeType, content }));
+  }
+
   /** Every record of a list, page after page (`for await … of`). */
   async *list(options = {}) {
     for (let page = await this.page(options); page; page = await page.next()) {
@@ -251,4 +277,14 @@ export class Records {
     };
     return new Page({ answer, next });
   }
+}
+
+/** Whether two JSON values are equal, whatever the order of their objects' keys. */
+function sameJson(a, b) {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every((key) => Object.hasOwn(b, key) && sameJson(a[key], b[key]));
 }

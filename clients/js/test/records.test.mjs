@@ -94,6 +94,23 @@ test("problems are FolioErrors with the protocol's code", async () => {
   await assert.rejects(stranger.records.get("0".repeat(32)), { status: 404 });
 });
 
+test("ensureType twice is one type, and changed content is a new version of it", async () => {
+  const content = (max) => ({ name: "ensured", schema: { type: "object", properties: {
+    content: { type: "object", properties: { title: { type: "string", max_length: max } } } } } });
+  const first = await folio.records.ensureType(content(10));
+  assert.deepEqual(await folio.records.ensureType(content(10)), first, "the same content: the same version");
+  const changed = await folio.records.ensureType(content(20));
+  assert.equal(changed.record_id, first.record_id, "the same Type record");
+  assert.notEqual(changed.version_hash, first.version_hash);
+  // A second type of the name, as stores from before hold: refused, naming both.
+  const other = await folio.records.create({ type: await folio.records.builtinType("type"), content: content(30) });
+  await assert.rejects(folio.records.ensureType(content(40)), (error) => {
+    assert.match(error.message, /2 types are named ensured/);
+    assert.ok(error.message.includes(other.id) && error.message.includes(first.record_id), error.message);
+    return true;
+  });
+});
+
 test("a record changed on the way fails its hash check", async () => {
   const created = await folio.records.create({ type: noteType, content: { title: "true" } });
   // A fetch that rewrites the record's content in every answer, as a

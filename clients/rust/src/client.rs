@@ -19,6 +19,13 @@ use crate::signer::{AppKey, Layout, SVC, SignedTarget};
 const RATE_LIMIT_RETRIES: usize = 5;
 /// A whole non-streaming exchange, body included.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an idle connection is kept for another request: shorter than
+/// any server's keep-alive. `wrangler dev` (workerd) closes a connection
+/// 5.0 s after its last answer (measured with a raw socket); a request
+/// sent on one that old crossed the close and failed with "connection
+/// closed before message completed" (stop 48's CI run). `folio serve`
+/// keeps them 60 s.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
@@ -301,6 +308,7 @@ impl Http {
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .user_agent(concat!("folio-conformance/", env!("CARGO_PKG_VERSION")));
         if let Some(path) = trust.ca_cert() {
             let pem = std::fs::read(path).map_err(|error| format!("ca_cert {path}: {error}"))?;

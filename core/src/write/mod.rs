@@ -36,6 +36,7 @@ mod needs;
 mod phases;
 mod published;
 mod request;
+mod type_add;
 pub mod type_memo;
 
 pub use error::{LinkFault, Unresolved, WriteError};
@@ -43,6 +44,7 @@ pub use needs::{BlobFacts, MAX_BLOB_LINKERS, Need, RecordKey, Supplied};
 pub use phases::new_record_permissions;
 pub use published::{PUBLISHED_TYPE_CREATED_AT_MS, PublishedType, PublishedTypeError};
 pub use request::WriteRequest;
+pub use type_add::TypeAddition;
 pub use type_memo::TypeMemo;
 
 use std::mem;
