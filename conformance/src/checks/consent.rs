@@ -346,6 +346,12 @@ async fn page_shows_app(ctx: &Ctx) -> CheckResult {
             "no label names the type {name:?}"
         );
     }
+    // Each type is told apart from another of its name: its author and fields.
+    let identity = format!("by {}; fields title", ctx.entity());
+    ensure!(
+        text.contains(&identity),
+        "the page does not say whose type each is and its fields ({identity:?})"
+    );
     for (value, label) in [("approve", "Allow"), ("deny", "Deny")] {
         let button = page
             .find(

@@ -73,6 +73,11 @@ pub fn checks() -> Vec<Check> {
             Needs::Password
         ),
         check!(
+            "console/types-of-one-name-are-told-apart",
+            types_told_apart,
+            Needs::Password
+        ),
+        check!(
             "console/signed-out-session-is-dead-everywhere",
             signed_out_session_is_dead,
             Needs::Password
@@ -666,6 +671,40 @@ async fn filter_builder(ctx: &Ctx) -> CheckResult {
         "the page does not say what the field is: {}",
         summary(&response)
     );
+    Ok(())
+}
+
+/// Two types of one name (an app and the owner each added `note`) are told
+/// apart in the records page's type list by author, id and fields.
+async fn types_told_apart(ctx: &Ctx) -> CheckResult {
+    let name = format!("twin_{}", &crate::client::record_id()[..8]);
+    let mut ids = Vec::new();
+    for field in ["title", "body"] {
+        let id = crate::client::record_id();
+        let schema = json!({"type": "object", "properties": {"content": {
+            "type": "object", "properties": {field: {"type": "string"}}}}});
+        ctx.create(ctx.type_body(&id, &name, schema).await?).await?;
+        ids.push((id, field));
+    }
+    let mut browser = signed_in(ctx).await?;
+    let page = html(&browser.get(&own(ctx, "/browse")?).await?, 200)?;
+    let labels: Vec<String> = page
+        .tags("option")
+        .map(|option| page.text_inside(option))
+        .filter(|label| label.starts_with(&name))
+        .collect();
+    ensure_eq!(labels.len(), 2, format!("options for {name}: {labels:?}"));
+    for (id, field) in &ids {
+        let expected = format!(
+            "{name} (by {}, {}…, fields {field})",
+            ctx.entity(),
+            &id[..8]
+        );
+        ensure!(
+            labels.contains(&expected),
+            "no option reads {expected:?}: {labels:?}"
+        );
+    }
     Ok(())
 }
 

@@ -241,6 +241,32 @@ impl Schema {
         }
     }
 
+    /// The names of the content's top-level fields, in the schema's order:
+    /// what tells two types of one name apart for a person.
+    pub fn content_fields(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for root in self.concrete(self.root) {
+            let Node::Object { properties, .. } = self.node(root) else {
+                continue;
+            };
+            for content in properties
+                .iter()
+                .filter(|p| &*p.name == "content" && !p.removed)
+            {
+                for node in self.concrete(content.node) {
+                    if let Node::Object { properties, .. } = self.node(node) {
+                        for property in properties.iter().filter(|p| !p.removed) {
+                            if !names.contains(&&*property.name) {
+                                names.push(&property.name);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        names
+    }
+
     /// The nodes `id` stands for once refs, unions and intersections are
     /// looked through, in schema order.
     fn concrete(&self, id: NodeId) -> Vec<NodeId> {
@@ -364,6 +390,10 @@ mod tests {
         let expected: Vec<(String, FieldKind)> =
             expected.iter().map(|(p, k)| (p.to_string(), *k)).collect();
         assert_eq!(listed, expected);
+        assert_eq!(
+            note().content_fields(),
+            ["title", "person", "label", "images", "by_name", "either"]
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 mod page;
 pub mod session;
 
-pub use page::{ScopeItem, consent_page, message_page, scope_items, sign_in_page};
+pub use page::{ScopeItem, TypeLabel, consent_page, message_page, scope_items, sign_in_page};
 pub use session::{Session, SessionKey};
 
 use iri_string::spec::UriSpec;

@@ -6,6 +6,7 @@ use askama::Template;
 
 use super::{AppRequest, scope_value};
 use crate::model::RecordLink;
+use crate::schema::RecordType;
 
 /// One checkbox of the consent form.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +17,9 @@ pub struct ScopeItem {
     pub verb: &'static str,
     /// The Type record's name (its record id when the store has no such type).
     pub type_name: String,
+    /// Who wrote the type and its fields, so a person can tell it from
+    /// another of the same name.
+    pub identity: Option<String>,
     /// `{entity} {record_id}` of the Type record.
     pub value: String,
     /// What the grant means, in plain words, where its type's name does not
@@ -60,11 +64,41 @@ fn builtin_meaning(kind: &str, link: &RecordLink) -> Option<&'static str> {
     })
 }
 
-/// The checkboxes for what an app asks for; `type_name` names each Type
+/// A Type record as the consent page names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeLabel {
+    /// Its `name`.
+    pub name: String,
+    /// Who wrote it and its fields (`by alice.example; fields title, body`).
+    pub identity: Option<String>,
+}
+
+impl TypeLabel {
+    /// The label of a Type record: its name, author and top-level fields.
+    pub fn of(record: &crate::model::Record) -> Option<Self> {
+        let name = record.content_text("/name")?.to_owned();
+        let fields = record
+            .content()
+            .and_then(|content| RecordType::from_content(content.as_value()).ok())
+            .map(|record_type| record_type.schema.content_fields().join(", "))
+            .unwrap_or_default();
+        let author = &record.author.entity;
+        let identity = match fields.is_empty() {
+            true => format!("by {author}"),
+            false => format!("by {author}; fields {fields}"),
+        };
+        Some(TypeLabel {
+            name,
+            identity: Some(identity),
+        })
+    }
+}
+
+/// The checkboxes for what an app asks for; `label` names each Type
 /// record (the host looked them up).
 pub fn scope_items(
     app: &AppRequest,
-    type_name: impl Fn(&RecordLink) -> Option<String>,
+    label: impl Fn(&RecordLink) -> Option<TypeLabel>,
 ) -> Vec<ScopeItem> {
     let kinds: [(&'static str, &'static str, &[RecordLink]); 3] = [
         ("read", "Read", &app.scope.read),
@@ -74,12 +108,17 @@ pub fn scope_items(
     kinds
         .into_iter()
         .flat_map(|(kind, verb, links)| links.iter().map(move |link| (kind, verb, link)))
-        .map(|(kind, verb, link)| ScopeItem {
-            kind,
-            verb,
-            type_name: type_name(link).unwrap_or_else(|| link.record_id.to_string()),
-            value: scope_value(link),
-            meaning: builtin_meaning(kind, link),
+        .map(|(kind, verb, link)| {
+            let label = label(link);
+            ScopeItem {
+                kind,
+                verb,
+                type_name: (label.as_ref().map(|l| l.name.clone()))
+                    .unwrap_or_else(|| link.record_id.to_string()),
+                identity: label.and_then(|l| l.identity),
+                value: scope_value(link),
+                meaning: builtin_meaning(kind, link),
+            }
         })
         .collect()
 }
@@ -191,7 +230,12 @@ mod tests {
                 subscribe: vec![link],
             },
         };
-        let items = scope_items(&app, |_| Some("note".into()));
+        let items = scope_items(&app, |_| {
+            Some(TypeLabel {
+                name: "note".into(),
+                identity: None,
+            })
+        });
         let page = consent_page("alice", "/alice/auth/x", "t", &app, None, &items);
         assert_eq!(page.matches(r#"type="checkbox""#).count(), 2);
         assert!(page.contains(&format!(
@@ -230,7 +274,12 @@ mod tests {
                 subscribe: vec![],
             },
         };
-        let items = scope_items(&app, |_| Some("entity".into()));
+        let items = scope_items(&app, |_| {
+            Some(TypeLabel {
+                name: "entity".into(),
+                identity: None,
+            })
+        });
         let page = consent_page("alice", "/alice/auth/x", "t", &app, None, &items);
         assert!(page.contains("could change your name"), "{page}");
         assert!(

@@ -7,8 +7,8 @@ use crate::model::{Record, RecordId, RecordLink};
 use crate::problem::ProblemType;
 use crate::service::consent::{
     AppRequest, ConsentError, Decision, MAX_FORM_BYTES, MAX_ICON_BYTES, PAGE_HEADERS, Session,
-    approval_writes, consent_page, decide, icon_data_url, message_page, parse_form, scope_items,
-    sign_in_page,
+    TypeLabel, approval_writes, consent_page, decide, icon_data_url, message_page, parse_form,
+    scope_items, sign_in_page,
 };
 use crate::service::discovery::consent_path;
 use crate::store::{
@@ -194,7 +194,7 @@ async fn consent_form<H: Host>(
     app: &AppRequest,
 ) -> Page<H::Stream> {
     let host = cx.host;
-    let mut names: Vec<(RecordLink, String)> = Vec::new();
+    let mut labels: Vec<(RecordLink, TypeLabel)> = Vec::new();
     let scope = &app.scope;
     for link in scope
         .read
@@ -202,23 +202,23 @@ async fn consent_form<H: Host>(
         .chain(&scope.write)
         .chain(&scope.subscribe)
     {
-        if names.iter().any(|(known, _)| known == link) {
+        if labels.iter().any(|(known, _)| known == link) {
             continue;
         }
         let statement = latest_version_sql(user.id, &link.entity, &link.record_id);
-        let name = fetch_records(cx, &statement)
+        let label = fetch_records(cx, &statement)
             .await?
             .first()
-            .and_then(|record| record.content_text("/name").map(str::to_owned));
-        if let Some(name) = name {
-            names.push((link.clone(), name));
+            .and_then(TypeLabel::of);
+        if let Some(label) = label {
+            labels.push((link.clone(), label));
         }
     }
     let items = scope_items(app, |link| {
-        names
+        labels
             .iter()
             .find(|(known, _)| known == link)
-            .map(|(_, name)| name.clone())
+            .map(|(_, label)| label.clone())
     });
     // The icon, inlined; a missing or unreadable file shows no icon.
     let icon = match &app.icon {

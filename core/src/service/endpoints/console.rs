@@ -390,12 +390,29 @@ impl Types {
         })
     }
 
+    /// Each live type, named; a name two types share is told apart by
+    /// each one's author, id and fields.
     fn choices(&self, value: impl Fn(&Record) -> String) -> Vec<TypeChoice> {
-        let mut choices: Vec<TypeChoice> = self
+        let named: Vec<(&Record, String)> = self
             .live()
-            .map(|record| TypeChoice {
-                value: value(record),
-                name: type_name(record).unwrap_or_else(|| record.id.to_string()),
+            .map(|record| {
+                (
+                    record,
+                    type_name(record).unwrap_or_else(|| record.id.to_string()),
+                )
+            })
+            .collect();
+        let mut choices: Vec<TypeChoice> = named
+            .iter()
+            .map(|(record, name)| {
+                let shared = named.iter().filter(|(_, other)| other == name).count() > 1;
+                TypeChoice {
+                    value: value(record),
+                    name: match shared {
+                        true => type_identity(record, name),
+                        false => name.clone(),
+                    },
+                }
             })
             .collect();
         choices.sort_by(|a, b| a.name.cmp(&b.name));
@@ -415,6 +432,23 @@ impl Types {
 
 fn type_name(record: &Record) -> Option<String> {
     record.content_text("/name").map(str::to_owned)
+}
+
+/// A type as a person tells it from another of the same name: `note (by
+/// alice.example, 3f2a1b9c…, fields title, body)`.
+fn type_identity(record: &Record, name: &str) -> String {
+    let id = record.id.to_string();
+    let fields = record
+        .content()
+        .and_then(|content| RecordType::from_content(content.as_value()).ok())
+        .map(|record_type| record_type.schema.content_fields().join(", "))
+        .unwrap_or_default();
+    format!(
+        "{name} (by {}, {}…, fields {})",
+        record.author.entity,
+        &id[..8],
+        if fields.is_empty() { "none" } else { &fields }
+    )
 }
 
 /// The conditions the records page offers for a Type record: each path of
