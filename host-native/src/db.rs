@@ -389,13 +389,23 @@ pub fn open_scratch() -> Result<Connection, DbError> {
 }
 
 /// Applies every migration above the database's `user_version`, and logs each.
+/// A new database is one line, at its schema version; an older one, a line
+/// for each migration applied.
 fn migrate(conn: &Connection) -> Result<(), DbError> {
-    for migration in apply_migrations(conn)? {
-        tracing::info!(
-            version = migration.version,
-            name = migration.name,
-            "migrated the database"
-        );
+    let applied = apply_migrations(conn)?;
+    match applied.as_slice() {
+        [first, .., last] | [first @ last] if first.version == 1 => {
+            tracing::info!(schema = last.version, "created the database");
+        }
+        upgrades => {
+            for migration in upgrades {
+                tracing::info!(
+                    version = migration.version,
+                    name = migration.name,
+                    "migrated the database"
+                );
+            }
+        }
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use folio_core::RateLimits;
 use folio_core::auth::ReplayGuard;
 use folio_core::service::consent::SessionKey;
+use folio_core::service::console::page::console_href;
 use folio_core::service::events::StreamCaps;
 use folio_core::service::http::{HTTPS_REDIRECT_STATUS, https_location};
 use folio_core::service::jobs::memo::Memo;
@@ -119,7 +120,10 @@ async fn provision_users(writer_conn: &Connection, base_url: &str) -> Result<(),
         let password = users::generate_password();
         let entity = "localhost".parse().expect("`localhost` is an entity name");
         users::add_user(writer_conn, "me", &entity, &password, base_url).await?;
-        println!("Created user `me` at entity `localhost`. Its password (shown once): {password}");
+        let console = console_href("me", "");
+        println!("Created user `me` at entity `localhost`.");
+        println!("  Console:  {base_url}{console}");
+        println!("  Password: {password}  (shown only now; `folio user passwd me` sets another)");
     }
     for (user, changed) in users::update_entity_records(writer_conn, base_url).await? {
         let changed = changed.join(", ");
@@ -385,7 +389,14 @@ fn serve_https(
     let https_addr = listener.local_addr()?;
     let header_timeout = Duration::from_secs(options.header_timeout_secs);
     let connection_limits = connection_limits(options);
-    tracing::info!(?connection_limits, ?header_timeout, "connection limits");
+    let unlimited = |limit: Option<usize>| limit.map_or("none".to_owned(), |n| n.to_string());
+    tracing::info!(
+        max_connections = %unlimited(connection_limits.total),
+        max_connections_per_address = %unlimited(connection_limits.per_address),
+        idle_timeout_secs = connection_limits.idle.as_secs(),
+        header_timeout_secs = header_timeout.as_secs(),
+        "connection limits"
+    );
     // One count for both listeners.
     let limit = LimitAcceptor::new(connection_limits);
     let tls = tokio_rustls::TlsAcceptor::from(tls_config);

@@ -79,6 +79,21 @@ pub fn check_entity_here(
     base_url: &str,
     allow: bool,
 ) -> Result<Option<String>, ProvisionError> {
+    if let Some(conn) = conn {
+        if let Some(owner) = list_users(conn)?.into_iter().find(|u| u.entity == *entity) {
+            let host = base_url
+                .split_once("://")
+                .map_or(base_url, |(_, rest)| rest)
+                .split([':', '/'])
+                .next()
+                .unwrap_or_default();
+            return Err(ProvisionError::Invalid(format!(
+                "{entity} is already the entity of user `{}`: each user has an entity of \
+                 their own, such as a subdomain of this server's host (`--entity NAME.{host}`)",
+                owner.name
+            )));
+        }
+    }
     let received = match conn {
         Some(conn) => !db::fetch(conn, &folio_core::store::entity_received_sql(entity))?.is_empty(),
         None => false,

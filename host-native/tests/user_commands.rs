@@ -216,4 +216,21 @@ fn a_foreign_entity_needs_the_operators_word() {
 
     // A subdomain of the base URL's host is this server's to serve.
     folio(&data, &["user", "add", "you", "--entity", "you.localhost"]);
+
+    // An entity a user here already has is refused in words, naming that
+    // user and what to pass instead (it was SQLite's "UNIQUE constraint
+    // failed: users.entity"), with or without the operator's word.
+    for extra in [&[][..], &["--allow-foreign-entity"][..]] {
+        let mut args = vec!["user", "add", "alice", "--entity", "localhost"];
+        args.extend_from_slice(extra);
+        let taken = folio_with_input(&data, &args, "");
+        assert!(!taken.status.success());
+        let error = String::from_utf8_lossy(&taken.stderr);
+        assert!(
+            error.contains("already the entity of user `me`")
+                && error.contains("--entity NAME.localhost")
+                && !error.contains("UNIQUE"),
+            "{error}"
+        );
+    }
 }
