@@ -1,6 +1,7 @@
 // The list filter grammar (spec §4.1, PROTOCOL.md §7), built from values
 // instead of written by hand: conditions joined with `and` and `or` at any
 // depth become the protocol's commas and parentheses.
+import { recordKey, versionKey } from "./args.js";
 
 /** A JSON path from `"content.parent"`, `["content", "parent"]` or `"$['content']['parent']"`. */
 export function path(at) {
@@ -13,10 +14,16 @@ export function path(at) {
 export const value = {
   /** An entity link: `alice.example`. */
   entity: (entity) => ({ text: entity }),
-  /** A record link: `{entity, record_id}` (a record's link or a version link's record). */
-  record: ({ entity, record_id }) => ({ text: `${entity}+${record_id}` }),
-  /** A version link: `{entity, record_id, version_hash}`. */
-  version: ({ entity, record_id, version_hash }) => ({ text: `${entity}+${record_id}+${version_hash}` }),
+  /** A record link: `{entity, record_id}` (a record's link or a version link's record), or a record. */
+  record: (link) => {
+    const { entity, record_id } = recordKey(link, "filter.value.record(link)");
+    return { text: `${entity}+${record_id}` };
+  },
+  /** A version link: `{entity, record_id, version_hash}`, or a record (the version it is). */
+  version: (link) => {
+    const { entity, record_id, version_hash } = versionKey(link, "filter.value.version(link)");
+    return { text: `${entity}+${record_id}+${version_hash}` };
+  },
   /** A tag: any string (quoted as JSON). */
   tag: (tag) => ({ text: JSON.stringify(String(tag)) }),
 };

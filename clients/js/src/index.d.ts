@@ -185,14 +185,14 @@ export declare class Page<C = Record<string, unknown>> {
 }
 
 export declare class Records {
-  create<C>(body: { type: VersionLink; content: C; permissions?: Record<string, unknown>; id?: string; created_at?: string }): Promise<FolioRecord<C>>;
-  get<C = Record<string, unknown>>(id: string, options?: GetOptions): Promise<FolioRecord<C>>;
+  create<C>(body: { type: VersionLink | FolioRecord; content: C; permissions?: Record<string, unknown>; id?: string; created_at?: string }): Promise<FolioRecord<C>>;
+  get<C = Record<string, unknown>>(id: string | RecordLink | FolioRecord, options?: GetOptions): Promise<FolioRecord<C>>;
   /** A new version; refused with `version_conflict` if another was written since `record` was read. */
   update<C>(record: FolioRecord<C>, changes: { content: C; permissions?: Record<string, unknown>; type?: VersionLink }): Promise<FolioRecord<C>>;
   delete(record: FolioRecord<any>, options?: { action?: "delete" | "local" | "leave" }): Promise<FolioRecord<never>>;
-  versions<C = Record<string, unknown>>(id: string, options?: { entity?: string }): Promise<FolioRecord<C>[]>;
+  versions<C = Record<string, unknown>>(id: string | RecordLink | FolioRecord, options?: { entity?: string }): Promise<FolioRecord<C>[]>;
   /** A record with the records `includeLinks` asks for (JSON paths of links, `entity`, `existential`). */
-  getWithLinks<C = Record<string, unknown>>(id: string, options?: GetOptions): Promise<{
+  getWithLinks<C = Record<string, unknown>>(id: string | RecordLink | FolioRecord, options?: GetOptions): Promise<{
     record: FolioRecord<C>;
     linked: Map<string, FolioRecord>;
     linkedRecord(link: RecordLink): FolioRecord | null;

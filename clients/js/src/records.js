@@ -1,6 +1,7 @@
 // Records: create, read, update, delete, versions, and lists paged through
 // `next_page` (spec §4, PROTOCOL.md §5 and §7).
 import { loadCore } from "./core.js";
+import { answeredRecord, object, recordKey, versionKey } from "./args.js";
 import { FolioError } from "./errors.js";
 import { and, author, toFilter, type } from "./filter.js";
 
@@ -79,8 +80,11 @@ export class Records {
    * path in its detail. The Type record is read once per version.
    */
   async validate(body) {
+    object(body, "records.validate(body)");
+    const type = versionKey(body.type, "records.validate(body): body.type");
+    body = { ...body, type };
     const core = await loadCore();
-    const typeRecord = await this._typeRecord(body.type);
+    const typeRecord = await this._typeRecord(type);
     let violation;
     try {
       violation = core.validateRecord(JSON.stringify(typeRecord), JSON.stringify(body), this.folio.entity);
@@ -120,7 +124,9 @@ export class Records {
    * first unless `validate` is false. Answers the record.
    */
   async create(body, { validate = true } = {}) {
-    if (validate && body?.type) await this.validate(body);
+    object(body, "records.create(body)");
+    if (body.type !== undefined) body = { ...body, type: versionKey(body.type, "records.create(body): body.type") };
+    if (validate && body.type) await this.validate(body);
     const answer = await this.folio.request("POST", this.folio.url("new_record"), { body });
     return this._one(answer);
   }
@@ -133,7 +139,7 @@ export class Records {
    * someone the store has not heard from (docs/federation.md §5).
    */
   async get(id, { entity = this.folio.entity, includeLinks, proxyTo } = {}) {
-    const url = this.folio.url("record", { entity, record_id: id });
+    const url = this.folio.url("record", recordKey(id, "records.get(id)", entity));
     url.search = query({ include_links: includeLinks?.join(","), proxy_to: proxyTo });
     return this._one(await this.folio.request("GET", url));
   }
@@ -144,6 +150,8 @@ export class Records {
    * wrote a version since `record` was read.
    */
   async update(record, changes, { validate = true } = {}) {
+    answeredRecord(record, "records.update(record, changes): record");
+    object(changes, "records.update(record, changes): changes");
     if (validate) {
       await this.validate({
         type: changes.type ?? record.type,
@@ -161,6 +169,7 @@ export class Records {
    * `delete` (the default), `local` or `leave`. Answers the tombstone.
    */
   async delete(record, { action = "delete" } = {}) {
+    answeredRecord(record, "records.delete(record)");
     const url = this.folio.url("record", { entity: record.author.entity, record_id: record.id });
     const body = { version: { parent_hash: record.version.hash }, no_content: { action } };
     return this._one(await this.folio.request("DELETE", url, { body }));
@@ -172,7 +181,7 @@ export class Records {
    * `linked` by `entity+record_id`. `proxyTo` as for {@link get}.
    */
   async getWithLinks(id, { entity = this.folio.entity, includeLinks = [], proxyTo } = {}) {
-    const url = this.folio.url("record", { entity, record_id: id });
+    const url = this.folio.url("record", recordKey(id, "records.getWithLinks(id)", entity));
     url.search = query({ include_links: includeLinks.join(","), proxy_to: proxyTo });
     const answer = await this.folio.request("GET", url);
     const record = await this._one(answer);
@@ -182,7 +191,7 @@ export class Records {
 
   /** Every version of a record, oldest first. */
   async versions(id, { entity = this.folio.entity } = {}) {
-    const url = this.folio.url("record_versions", { entity, record_id: id });
+    const url = this.folio.url("record_versions", recordKey(id, "records.versions(id)", entity));
     const versions = [];
     for (let page = await this._page(url); page; page = await page.next()) {
       versions.push(...page.records);

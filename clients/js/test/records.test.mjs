@@ -111,6 +111,48 @@ test("ensureType twice is one type, and changed content is a new version of it",
   });
 });
 
+test("a record where a link is meant is taken for its link; a wrong argument is a TypeError naming it", async () => {
+  const created = await folio.records.create({ type: noteType, content: { title: "linked" } });
+  // A record, a link, or the id: the same record.
+  assert.equal((await folio.records.get(created)).id, created.id);
+  assert.equal((await folio.records.get({ entity: created.author.entity, record_id: created.id })).id, created.id);
+  assert.equal((await folio.records.versions(created)).length, 1);
+  // The Type record itself where its version link is meant.
+  const typeRecord = await folio.records.get(noteType.record_id);
+  const again = await folio.records.create({ type: typeRecord, content: { title: "typed by its record" } });
+  assert.deepEqual(again.type, noteType);
+  const listed = await folio.records.page({ filter: filter.type(typeRecord), pageSize: 200 });
+  assert.ok(listed.records.some((record) => record.id === again.id));
+
+  const requests = [];
+  const watched = new Folio({
+    entity: folio.entity,
+    endpoints: folio.endpoints,
+    app: server.app,
+    fetch: (...args) => {
+      requests.push(String(args[0]));
+      return fetch(...args);
+    },
+  });
+  for (const [call, named] of [
+    [() => watched.records.get({ title: "not a record" }), /records\.get\(id\): expected a record id/],
+    [() => watched.records.get(undefined), /records\.get\(id\).*got undefined/],
+    [() => watched.records.update({ id: created.id }, { content: {} }), /records\.update\(record, changes\): record: expected a record/],
+    [() => watched.records.update(created, "title"), /records\.update\(record, changes\): changes: expected an object/],
+    [() => watched.records.delete(created.id), /records\.delete\(record\): expected a record/],
+    [() => watched.records.versions([created]), /records\.versions\(id\)/],
+    [() => watched.records.create({ type: "note", content: {} }), /records\.create\(body\): body\.type: expected a version link/],
+    [() => watched.records.page({ filter: filter.type({ record_id: created.id }) }), /filter\.value\.record\(link\)/],
+  ]) {
+    await assert.rejects(async () => call(), (error) => {
+      assert.ok(error instanceof TypeError, `${error}`);
+      assert.match(error.message, named);
+      return true;
+    });
+  }
+  assert.deepEqual(requests, [], "no request left for a wrong argument");
+});
+
 test("a record changed on the way fails its hash check", async () => {
   const created = await folio.records.create({ type: noteType, content: { title: "true" } });
   // A fetch that rewrites the record's content in every answer, as a
