@@ -160,6 +160,26 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     assert.equal(await rows.count(), 1, "the filtered list");
     assert.match(await rows.first().textContent(), /Groceries/);
     await shot(page, "records-filtered");
+    // With a type chosen the list is a table of its fields.
+    const headers = await page.locator("#type-table thead th").allTextContents();
+    assert.ok(headers.includes("title") && headers.includes("label"), `columns: ${headers}`);
+
+    // Filters match links and tags: a text field is refused, saying what is there and what can be filtered.
+    await page.getByLabel("Filter").fill(`$['content']['title']="Groceries"`);
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.getByRole("alert").waitFor();
+    assert.match(await page.getByRole("alert").textContent(), /is a string in type `e2e_note`/);
+    await shot(page, "records-unfilterable");
+
+    // The builder writes a condition on a tag, quoted.
+    await page.getByLabel("Filter").fill("");
+    await page.getByLabel("Field").selectOption({ value: "tag:$['content']['label']" });
+    await page.getByLabel("Value").fill("pinned");
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL(/add_path=/);
+    assert.equal(await page.getByLabel("Filter").inputValue(), `$['content']['label']="pinned"`);
+    assert.equal(await rows.count(), 1, "the list the builder's condition filters");
+    await shot(page, "records-builder");
 
     await page.getByLabel("Filter").fill(`$['content']['label']=(`);
     await page.getByRole("button", { name: "Show" }).click();

@@ -629,6 +629,33 @@ async fn filter_builder(ctx: &Ctx) -> CheckResult {
         "a text field is offered: {offered:?}"
     );
 
+    // A table with a column per field of the type, and its tags to sort by.
+    ensure!(
+        page.find("table", &[("id", "type-table")]).is_some(),
+        "no table of the type's fields"
+    );
+    let headers: Vec<String> = page.tags("th").map(|th| page.text_inside(th)).collect();
+    for field in ["title", "label"] {
+        ensure!(
+            headers.iter().any(|h| h == field),
+            "no column {field}: {headers:?}"
+        );
+    }
+    let label_sort = "$['content']['label']+asc";
+    ensure!(
+        page.find("option", &[("value", label_sort)]).is_some(),
+        "no sort by the label tag"
+    );
+    let mut sorted = url.clone();
+    sorted.query_pairs_mut().append_pair("sort", label_sort);
+    let response = browser.get(&sorted).await?;
+    let page_sorted = html(&response, 200).map_err(|e| format!("GET {sorted}: {e}"))?;
+    ensure!(
+        page_sorted.text().contains("pinned thing"),
+        "the sorted table does not show the note's title: {}",
+        summary(&response)
+    );
+
     let mut picked = url.clone();
     picked
         .query_pairs_mut()
@@ -647,7 +674,7 @@ async fn filter_builder(ctx: &Ctx) -> CheckResult {
     );
     let id = str_at(&labelled, "/id")?;
     ensure!(
-        page.text().contains(id),
+        page.find("a", &[("title", id)]).is_some(),
         "the labelled record is not listed: {}",
         summary(&response)
     );

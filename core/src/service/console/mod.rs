@@ -162,6 +162,76 @@ pub const SORTS: [(&str, &str); 4] = [
     ("$['created_at']+desc", "Created last first"),
 ];
 
+/// Whether `sort` is a sort on a path of the content (`$['content']…+asc`
+/// or `+desc`), as the records page offers for a type's tags; the list
+/// decides whether the path is one it can sort by.
+fn is_tag_sort(sort: &str) -> bool {
+    let Some((path, order)) = sort.rsplit_once('+') else {
+        return false;
+    };
+    matches!(order, "asc" | "desc")
+        && path.starts_with("$['content']")
+        && path.parse::<LinkPath>().is_ok()
+}
+
+/// The records page's sorts on a type's tags: each tag of the content
+/// outside arrays and maps (one value per record), both ways.
+pub fn tag_sorts(filterable: &[crate::schema::FilterablePath]) -> Vec<(String, String)> {
+    let mut sorts = Vec::new();
+    for entry in filterable {
+        let path = entry.path.as_str();
+        if entry.kind != crate::schema::FieldKind::TagLink || path.contains("[*]") {
+            continue;
+        }
+        let field = path
+            .trim_start_matches("$['content']")
+            .trim_start_matches("['")
+            .trim_end_matches("']")
+            .replace("']['", ".");
+        sorts.push((format!("{path}+asc"), format!("{field}, A to Z")));
+        sorts.push((format!("{path}+desc"), format!("{field}, Z to A")));
+    }
+    sorts
+}
+
+/// A content field's value as a cell of the records table: short text, a
+/// link by what it names, a list by its first items.
+pub fn cell_text(value: &Value) -> String {
+    const MAX_CHARS: usize = 80;
+    const MAX_ITEMS: usize = 3;
+    let text = match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(text) => text.clone(),
+        Value::Array(items) => {
+            let mut shown: Vec<String> = items.iter().take(MAX_ITEMS).map(cell_text).collect();
+            if items.len() > MAX_ITEMS {
+                shown.push(format!("{} more", items.len() - MAX_ITEMS));
+            }
+            match shown.is_empty() {
+                true => "(none)".to_owned(),
+                false => shown.join(", "),
+            }
+        }
+        Value::Object(map) => {
+            let text = |key: &str| map.get(key).and_then(Value::as_str);
+            match (text("entity"), text("record_id"), text("hash")) {
+                (Some(entity), Some(id), _) => {
+                    format!("{entity} …{}", &id[id.len().saturating_sub(6)..])
+                }
+                (Some(entity), None, _) => entity.to_owned(),
+                (_, _, Some(_)) => text("name").unwrap_or("(file)").to_owned(),
+                _ => format!("{{{} fields}}", map.len()),
+            }
+        }
+    };
+    match text.char_indices().nth(MAX_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
 /// A filter the parser refused, shown at its position.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterProblem {
@@ -171,6 +241,9 @@ pub struct FilterProblem {
     pub before: String,
     /// The rest of the filter, from the fault.
     pub after: String,
+    /// Whether the filter reads, but no record can match it (a condition
+    /// on a text field, a field the type lacks).
+    pub cannot_match: bool,
 }
 
 impl FilterProblem {
@@ -181,6 +254,7 @@ impl FilterProblem {
             message,
             before: filter[..at].to_owned(),
             after: filter[at..].to_owned(),
+            cannot_match: false,
         }
     }
 }
@@ -210,7 +284,7 @@ impl ListForm {
     pub fn from_query(form: &Form) -> ListForm {
         let sort = form
             .get("sort")
-            .filter(|sort| SORTS.iter().any(|(value, _)| value == sort))
+            .filter(|sort| SORTS.iter().any(|(value, _)| value == sort) || is_tag_sort(sort))
             .unwrap_or(SORTS[0].0);
         let mut filter = form.get("filter").unwrap_or_default().trim().to_owned();
         let added = form
@@ -611,6 +685,33 @@ mod tests {
         assert_eq!(with("", "sql:$['content']['x']", "y"), "");
         assert_eq!(with("", "tag:title", "y"), "");
         assert_eq!(with("x", "", "y"), "x");
+    }
+
+    #[test]
+    fn cells_show_text_links_and_lists_shortly() {
+        use serde_json::json;
+        assert_eq!(cell_text(&json!("a note")), "a note");
+        assert_eq!(cell_text(&json!(7)), "7");
+        assert_eq!(cell_text(&json!({"entity": "bob.example"})), "bob.example");
+        assert_eq!(
+            cell_text(
+                &json!({"entity": "a.example", "record_id": "0123456789abcdef0123456789abcdef"})
+            ),
+            "a.example …abcdef"
+        );
+        assert_eq!(
+            cell_text(&json!({"hash": "00", "type": "image/png", "name": "cat.png", "size": 3})),
+            "cat.png"
+        );
+        assert_eq!(
+            cell_text(&json!(["a", "b", "c", "d", "e"])),
+            "a, b, c, 2 more"
+        );
+        assert_eq!(cell_text(&json!([])), "(none)");
+        assert_eq!(cell_text(&json!("x".repeat(100))).chars().count(), 81);
+        assert!(is_tag_sort("$['content']['label']+desc"));
+        assert!(!is_tag_sort("$['content']['label']+sideways"));
+        assert!(!is_tag_sort("title+asc"));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use askama::Template;
 
 use super::authorship::DeletionChoice;
-use super::{Differences, FilterProblem, LinkView, ListForm, PermissionWords, SORTS};
+use super::{Differences, FilterProblem, LinkView, ListForm, PermissionWords};
 use crate::schema::{FieldKind, FilterablePath};
 
 /// What every signed-in page knows: whose console, the token of its
@@ -77,6 +77,8 @@ pub struct RecordRow {
     pub summary: String,
     /// Whether the latest version is a tombstone.
     pub deleted: bool,
+    /// With a type chosen, a cell per column of the records table.
+    pub cells: Vec<String>,
     /// Who wrote the version: the app of the owner's that wrote it, where
     /// the list knows it, else `you`; another's record names its author.
     pub written_by: String,
@@ -170,6 +172,10 @@ pub struct Records<'a> {
     pub type_name: Option<String>,
     /// The conditions the builder offers for the chosen type.
     pub filterable: Vec<FilterChoice>,
+    /// With a type chosen, its top-level fields: the table's columns.
+    pub columns: Vec<String>,
+    /// The sorts offered: [`super::SORTS`], then the chosen type's tags.
+    pub sorts: Vec<(String, String)>,
     /// Why the filter was refused, if it was.
     pub problem: Option<FilterProblem>,
     /// The page's records.
@@ -178,12 +184,6 @@ pub struct Records<'a> {
     pub next_href: Option<String>,
     /// The first page, when this page is not it.
     pub first_href: Option<String>,
-}
-
-impl Records<'_> {
-    fn sorts(&self) -> &'static [(&'static str, &'static str)] {
-        &SORTS
-    }
 }
 
 /// A version in a record's history.

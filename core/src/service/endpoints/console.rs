@@ -434,6 +434,9 @@ fn type_name(record: &Record) -> Option<String> {
     record.content_text("/name").map(str::to_owned)
 }
 
+/// The most fields the records table shows as columns.
+const MAX_COLUMNS: usize = 6;
+
 /// A type as a person tells it from another of the same name: `note (by
 /// alice.example, 3f2a1b9c…, fields title, body)`.
 fn type_identity(record: &Record, name: &str) -> String {
@@ -449,23 +452,6 @@ fn type_identity(record: &Record, name: &str) -> String {
         &id[..8],
         if fields.is_empty() { "none" } else { &fields }
     )
-}
-
-/// The conditions the records page offers for a Type record: each path of
-/// its content a filter can match (PROTOCOL.md §7).
-fn filter_choices(type_record: &Record) -> Vec<FilterChoice> {
-    let Some(record_type) = type_record
-        .content()
-        .and_then(|content| RecordType::from_content(content.as_value()).ok())
-    else {
-        return Vec::new();
-    };
-    record_type
-        .schema
-        .filterable_paths()
-        .into_iter()
-        .map(|filterable| FilterChoice::new(&filterable))
-        .collect()
 }
 
 /// Why the owner's write was refused: its problem, and the write
@@ -627,6 +613,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
             received_at: date_text(record.version.received_at),
             summary,
             deleted: record.is_tombstone(),
+            cells: Vec::new(),
             written_by: match (author.own, app) {
                 (true, Some(app)) => app,
                 _ => author.label(),
@@ -729,12 +716,35 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let form = ListForm::from_query(&Form::from_query(query));
         let types = self.load_types().await?;
         let chosen = types.by_list_value(&form.type_link);
+        let chosen_type = chosen
+            .and_then(|record| record.content())
+            .and_then(|content| RecordType::from_content(content.as_value()).ok());
+        let filterable = (chosen_type.as_ref())
+            .map(|t| t.schema.filterable_paths())
+            .unwrap_or_default();
+        let mut sorts: Vec<(String, String)> = console::SORTS
+            .iter()
+            .map(|(value, label)| (value.to_string(), label.to_string()))
+            .collect();
+        sorts.extend(console::tag_sorts(&filterable));
+        let columns: Vec<String> = (chosen_type.as_ref())
+            .map(|t| {
+                t.schema
+                    .content_fields()
+                    .into_iter()
+                    .take(MAX_COLUMNS)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut page = Records {
             frame,
             form: &form,
             types: types.list_choices(),
             type_name: chosen.and_then(type_name),
-            filterable: chosen.map(filter_choices).unwrap_or_default(),
+            filterable: filterable.iter().map(FilterChoice::new).collect(),
+            columns,
+            sorts,
             problem: None,
             rows: Vec::new(),
             next_href: None,
@@ -757,6 +767,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                     message: error.to_string(),
                     before: String::new(),
                     after: String::new(),
+                    cannot_match: false,
                 });
                 return Ok(html(400, render(&page)));
             }
@@ -772,11 +783,14 @@ impl<H: Host> Console<'_, '_, '_, H> {
             None => None,
         };
         if let Some(unmatchable) = unmatchable {
-            page.problem = Some(FilterProblem::at(
-                &form.filter,
-                position_of(&form.filter, &unmatchable.path),
-                unmatchable.to_string(),
-            ));
+            page.problem = Some(FilterProblem {
+                cannot_match: true,
+                ..FilterProblem::at(
+                    &form.filter,
+                    position_of(&form.filter, &unmatchable.path),
+                    unmatchable.to_string(),
+                )
+            });
             return Ok(html(400, render(&page)));
         }
         let statement = list_sql(self.user.id, &list, &self.owner).statement;
@@ -787,7 +801,17 @@ impl<H: Host> Console<'_, '_, '_, H> {
         let mut names = EntityNames::default();
         for (record, _) in &records {
             let author = self.author(&record.author.entity, &mut names).await?;
-            page.rows.push(self.row(record, &types, &author, None));
+            let mut row = self.row(record, &types, &author, None);
+            let content = record.content().map(|content| content.as_map());
+            row.cells = (page.columns.iter())
+                .map(
+                    |column| match content.and_then(|map| map.get(column.as_str())) {
+                        Some(value) => console::cell_text(value),
+                        None => String::new(),
+                    },
+                )
+                .collect();
+            page.rows.push(row);
         }
         Ok(html(200, render(&page)))
     }
