@@ -8,7 +8,8 @@
 // as console-<page>-{desktop,390}.png.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generateKey, exportPublicKey, signedHeaders } from "./app/signer.js";
@@ -278,6 +279,19 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     await page.getByRole("alert").waitFor();
     assert.match(await page.getByRole("alert").textContent(), /title/);
     await shot(page, "types");
+    // Each type's "Use it from an app": the SDK's calls with its link, and its TypeScript types.
+    const noteType = page.locator("details", { has: page.locator("summary", { hasText: "e2e_note" }) });
+    await noteType.locator("summary").click();
+    const sdk = await noteType.locator("pre[data-kind=sdk]").textContent();
+    assert.match(sdk, /from "folio-client"/);
+    assert.match(sdk, /folio\.records\.create\(\{ type: e2e_note, content: \{ title: "" \} \}\)/);
+    assert.match(sdk, /filter\.at\("\$\['content'\]\['label'\]"/, "the list filters on the type's tag");
+    const example = join(dataDir, "sdk-example.mjs");
+    writeFileSync(example, sdk);
+    const checked = spawnSync(process.execPath, ["--check", example], { encoding: "utf8" });
+    assert.equal(checked.status, 0, `the SDK code is JavaScript:\n${checked.stderr}\n${sdk}`);
+    assert.match(await noteType.locator("pre[data-kind=typescript]").textContent(), /export type E2eNoteContent = \{/);
+    await shot(page, "types-api");
 
     // Apps: revoke one; its next signed request is refused.
     assert.equal((await victim.request("GET", `${API}/records`)).status, 200);

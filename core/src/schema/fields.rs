@@ -267,6 +267,40 @@ impl Schema {
         names
     }
 
+    /// The content's required top-level fields with what the schema puts
+    /// in each (the first of several), in the schema's order: what an
+    /// example of a new record must hold.
+    pub fn required_fields(&self) -> Vec<(&str, FieldKind)> {
+        let mut fields: Vec<(&str, FieldKind)> = Vec::new();
+        for root in self.concrete(self.root) {
+            let Node::Object { properties, .. } = self.node(root) else {
+                continue;
+            };
+            for content in properties
+                .iter()
+                .filter(|p| &*p.name == "content" && !p.removed)
+            {
+                for node in self.concrete(content.node) {
+                    let Node::Object { properties, .. } = self.node(node) else {
+                        continue;
+                    };
+                    for property in properties.iter().filter(|p| !p.removed && !p.optional) {
+                        let kind = self
+                            .concrete(property.node)
+                            .into_iter()
+                            .find_map(|n| self.kind(n));
+                        if let Some(kind) =
+                            kind.filter(|_| !fields.iter().any(|(n, _)| *n == &*property.name))
+                        {
+                            fields.push((&property.name, kind));
+                        }
+                    }
+                }
+            }
+        }
+        fields
+    }
+
     /// The nodes `id` stands for once refs, unions and intersections are
     /// looked through, in schema order.
     fn concrete(&self, id: NodeId) -> Vec<NodeId> {

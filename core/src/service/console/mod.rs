@@ -232,6 +232,117 @@ pub fn cell_text(value: &Value) -> String {
     }
 }
 
+/// The SDK code of the Types page's "Use it from an app" panel for one
+/// type: list with a filter, get, create, update and watch, in the SDK's
+/// own calls, with the type's version link and an example of its required
+/// fields. `filterable` and `required` are the type's
+/// ([`crate::schema::Schema::filterable_paths`],
+/// [`crate::schema::Schema::required_fields`]).
+pub fn sdk_example(
+    name: &str,
+    link: &crate::model::VersionLink,
+    filterable: &[crate::schema::FilterablePath],
+    required: &[(&str, crate::schema::FieldKind)],
+) -> String {
+    use crate::schema::FieldKind;
+    use std::fmt::Write;
+    let var = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect::<String>();
+    let var = match var.starts_with(|c: char| c.is_ascii_digit()) || var.is_empty() {
+        true => format!("type_{var}"),
+        false => var,
+    };
+    let placeholder = |kind: FieldKind| match kind {
+        FieldKind::String | FieldKind::TagLink => "\"\"",
+        FieldKind::Int | FieldKind::Number => "0",
+        FieldKind::Boolean => "false",
+        FieldKind::Null => "null",
+        FieldKind::EntityLink => "{ entity: \"alice.example\" }",
+        FieldKind::RecordLink => "recordLink(someRecord)",
+        FieldKind::VersionLink => "versionLink(someRecord)",
+        FieldKind::BlobLink => {
+            "await folio.blobs.upload(bytes, { type: \"image/png\", name: \"a.png\" })"
+        }
+        FieldKind::Array => "[]",
+        FieldKind::Object | FieldKind::Map => "{}",
+    };
+    let content: Vec<String> = required
+        .iter()
+        .map(|(field, kind)| format!("{}: {}", js_key(field), placeholder(*kind)))
+        .collect();
+    let content = format!("{{ {} }}", content.join(", "));
+    let condition = filterable
+        .iter()
+        .find(|p| p.kind == FieldKind::TagLink)
+        .map(|tag| {
+            format!(
+                "filter.and(filter.type({var}), filter.at(\"{}\", filter.value.tag(\"…\")))",
+                tag.path.as_str()
+            )
+        });
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "import {{ Folio, filter, recordLink, versionLink }} from \"folio-client\";\n"
+    );
+    let _ = writeln!(
+        out,
+        "// const folio = await Folio.connect({{ entity, app: {{ appId, authorizationId, key }} }});"
+    );
+    let _ = writeln!(
+        out,
+        "const {var} = {{ entity: \"{}\", record_id: \"{}\", version_hash: \"{}\" }}; // the type `{name}`\n",
+        link.entity, link.record_id, link.version_hash
+    );
+    let list_filter = condition.unwrap_or_else(|| format!("filter.type({var})"));
+    let _ = writeln!(out, "// Its records, newest first:");
+    let _ = writeln!(
+        out,
+        "for await (const record of folio.records.list({{ filter: {list_filter} }})) console.log(record.content);\n"
+    );
+    let _ = writeln!(out, "// One record, by id:");
+    let _ = writeln!(
+        out,
+        "const one = await folio.records.get(\"<record id>\");\n"
+    );
+    let _ = writeln!(
+        out,
+        "// A new record, checked against the schema before it is sent:"
+    );
+    let _ = writeln!(
+        out,
+        "const made = await folio.records.create({{ type: {var}, content: {content} }});\n"
+    );
+    let _ = writeln!(
+        out,
+        "// A new version, refused if someone wrote one meanwhile:"
+    );
+    let _ = writeln!(
+        out,
+        "await folio.records.update(made, {{ content: {{ ...made.content }} }});\n"
+    );
+    let _ = writeln!(out, "// Changes as they happen:");
+    let _ = write!(
+        out,
+        "for await (const changed of folio.events.subscribe({{ filter: filter.type({var}) }})) console.log(changed.id);"
+    );
+    out
+}
+
+/// A JavaScript object key: bare when it is an identifier, else quoted.
+fn js_key(name: &str) -> String {
+    let bare = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '$')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+    match bare {
+        true => name.to_owned(),
+        false => serde_json::Value::from(name).to_string(),
+    }
+}
+
 /// A filter the parser refused, shown at its position.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterProblem {

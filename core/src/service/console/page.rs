@@ -338,6 +338,11 @@ pub struct TypeView {
     pub builtin: bool,
     /// Its `schema`, as pretty JSON.
     pub schema: String,
+    /// The SDK code that uses it (`console::sdk_example`); empty for a
+    /// built-in type.
+    pub sdk: String,
+    /// Its records' TypeScript types, as `folio schema typescript` writes them.
+    pub typescript: String,
 }
 
 /// The types page, with its form to check a record against a type.

@@ -1362,8 +1362,33 @@ impl<H: Host> Console<'_, '_, '_, H> {
                     .and_then(|content| content.as_map().get("schema"))
                     .map(pretty)
                     .unwrap_or_default(),
+                sdk: String::new(),
+                typescript: String::new(),
             })
             .collect();
+        for (view, record) in views.iter_mut().zip(types.live()) {
+            let Some(record_type) = record
+                .content()
+                .and_then(|content| RecordType::from_content(content.as_value()).ok())
+            else {
+                continue;
+            };
+            view.typescript = record_type.typescript();
+            if !view.builtin {
+                let link = crate::model::VersionLink {
+                    entity: record.author.entity.clone(),
+                    original_entity: None,
+                    record_id: record.id,
+                    version_hash: record.version.hash,
+                };
+                view.sdk = console::sdk_example(
+                    &record_type.name,
+                    &link,
+                    &record_type.schema.filterable_paths(),
+                    &record_type.schema.required_fields(),
+                );
+            }
+        }
         views.sort_by(|a, b| (a.builtin, &a.name).cmp(&(b.builtin, &b.name)));
         let status = match &result {
             Some(Err(_)) => 422,
