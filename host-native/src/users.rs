@@ -79,20 +79,22 @@ pub fn check_entity_here(
     base_url: &str,
     allow: bool,
 ) -> Result<Option<String>, ProvisionError> {
-    if let Some(conn) = conn {
-        if let Some(owner) = list_users(conn)?.into_iter().find(|u| u.entity == *entity) {
-            let host = base_url
-                .split_once("://")
-                .map_or(base_url, |(_, rest)| rest)
-                .split([':', '/'])
-                .next()
-                .unwrap_or_default();
-            return Err(ProvisionError::Invalid(format!(
-                "{entity} is already the entity of user `{}`: each user has an entity of \
-                 their own, such as a subdomain of this server's host (`--entity NAME.{host}`)",
-                owner.name
-            )));
-        }
+    let owner = match conn {
+        Some(conn) => list_users(conn)?.into_iter().find(|u| u.entity == *entity),
+        None => None,
+    };
+    if let Some(owner) = owner {
+        let host = base_url
+            .split_once("://")
+            .map_or(base_url, |(_, rest)| rest)
+            .split([':', '/'])
+            .next()
+            .unwrap_or_default();
+        return Err(ProvisionError::Invalid(format!(
+            "{entity} is already the entity of user `{}`: each user has an entity of \
+             their own, such as a subdomain of this server's host (`--entity NAME.{host}`)",
+            owner.name
+        )));
     }
     let received = match conn {
         Some(conn) => !db::fetch(conn, &folio_core::store::entity_received_sql(entity))?.is_empty(),

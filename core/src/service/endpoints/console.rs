@@ -774,7 +774,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
         };
         let unmatchable = match list.filters.first() {
             Some(filter) => {
-                let found = self.cx.unmatchable(&self.user, filter).await;
+                let found = self.cx.unmatchable(self.user, filter).await;
                 found.map_err(|failure| {
                     let what = failure.internal.as_deref().unwrap_or("a failed store read");
                     logged(self.cx.host, &what)
