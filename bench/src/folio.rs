@@ -306,7 +306,10 @@ impl Folio {
             public: self.record_target(&fixture.public),
             list: list_target(
                 &self.records_target(),
-                &fixture.type_filter,
+                &match kind {
+                    Kind::ListTagged => format!("{},{TAG_CONDITION}", fixture.type_filter),
+                    _ => fixture.type_filter.clone(),
+                },
                 kind == Kind::ListSorted,
                 if kind == Kind::List50 { 50 } else { 20 },
             ),
@@ -369,6 +372,10 @@ pub enum Kind {
     /// The console's records page of the same type and filter, 50 records,
     /// as HTML, with a signed-in session (Folio only).
     ConsoleList,
+    /// The list of [`Kind::List`] with a condition on the type's tag too,
+    /// as an app filters (Folio only): every note has the tag, so the page
+    /// is the same; the server reads the type to check the condition.
+    ListTagged,
 }
 
 impl Kind {
@@ -390,6 +397,7 @@ impl Kind {
             Kind::ListSorted => "list-sorted",
             Kind::Update => "update",
             Kind::List50 => "list-50",
+            Kind::ListTagged => "list-tagged",
             Kind::ConsoleList => "console-list",
         }
     }
@@ -457,7 +465,7 @@ impl Workload for FolioWorkload {
                 &[],
                 Bytes::new(),
             ),
-            Kind::List | Kind::ListSorted | Kind::List50 => {
+            Kind::List | Kind::ListSorted | Kind::List50 | Kind::ListTagged => {
                 signed(Method::GET, &self.list, Bytes::new())
             }
             Kind::ConsoleList => request(
@@ -552,6 +560,9 @@ fn note_content(project: Option<&Value>, seq: u64) -> Value {
     }
     content
 }
+
+/// The condition [`Kind::ListTagged`] adds: every benchmark note's label.
+const TAG_CONDITION: &str = "$['content']['label']=\"bench\"";
 
 /// The list target: filtered by type and author, 20 a page, in the default
 /// order or by creation date, newest first.

@@ -61,6 +61,9 @@ pub enum Step {
     /// Folio alone, not in the default steps: the console's records page
     /// of the same records, as HTML.
     ConsoleList,
+    /// Folio alone, not in the default steps: the list with a condition
+    /// on the type's tag as well.
+    ListTagged,
 }
 
 impl Step {
@@ -84,6 +87,7 @@ impl Step {
             Step::Update => Kind::Update,
             Step::List50 => Kind::List50,
             Step::ConsoleList => Kind::ConsoleList,
+            Step::ListTagged => Kind::ListTagged,
             Step::Sse => return None,
         })
     }

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use super::tree::{Node, NodeId, Schema};
+use super::tree::{Node, NodeId, Property, Schema};
 use crate::model::LinkPath;
 
 /// The prefix of every content path.
@@ -181,16 +181,8 @@ impl Schema {
     pub fn filterable_paths(&self) -> Vec<FilterablePath> {
         let mut found = Vec::new();
         let mut within = Vec::new();
-        for root in self.concrete(self.root) {
-            let Node::Object { properties, .. } = self.node(root) else {
-                continue;
-            };
-            let content = properties
-                .iter()
-                .filter(|p| &*p.name == "content" && !p.removed);
-            for property in content {
-                self.collect_filterable(property.node, CONTENT.to_owned(), &mut within, &mut found);
-            }
+        for content in self.content_nodes() {
+            self.collect_filterable(content, CONTENT.to_owned(), &mut within, &mut found);
         }
         found
     }
@@ -241,64 +233,60 @@ impl Schema {
         }
     }
 
-    /// The names of the content's top-level fields, in the schema's order:
-    /// what tells two types of one name apart for a person.
-    pub fn content_fields(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = Vec::new();
+    /// The schema nodes of the record's `content` property: a schema
+    /// describes the whole record.
+    fn content_nodes(&self) -> Vec<NodeId> {
+        let mut nodes = Vec::new();
         for root in self.concrete(self.root) {
-            let Node::Object { properties, .. } = self.node(root) else {
-                continue;
-            };
-            for content in properties
-                .iter()
-                .filter(|p| &*p.name == "content" && !p.removed)
-            {
-                for node in self.concrete(content.node) {
-                    if let Node::Object { properties, .. } = self.node(node) {
-                        for property in properties.iter().filter(|p| !p.removed) {
-                            if !names.contains(&&*property.name) {
-                                names.push(&property.name);
-                            }
+            if let Node::Object { properties, .. } = self.node(root) {
+                let content = properties
+                    .iter()
+                    .filter(|p| &*p.name == "content" && !p.removed);
+                nodes.extend(content.map(|property| property.node));
+            }
+        }
+        nodes
+    }
+
+    /// The content's top-level properties (not removed), in the schema's
+    /// order, the first of each name.
+    fn content_properties(&self) -> Vec<&Property> {
+        let mut found: Vec<&Property> = Vec::new();
+        for content in self.content_nodes() {
+            for node in self.concrete(content) {
+                if let Node::Object { properties, .. } = self.node(node) {
+                    for property in properties.iter().filter(|p| !p.removed) {
+                        if !found.iter().any(|known| known.name == property.name) {
+                            found.push(property);
                         }
                     }
                 }
             }
         }
-        names
+        found
+    }
+
+    /// The names of the content's top-level fields, in the schema's order:
+    /// what tells two types of one name apart for a person.
+    pub fn content_fields(&self) -> Vec<&str> {
+        self.content_properties()
+            .into_iter()
+            .map(|property| &*property.name)
+            .collect()
     }
 
     /// The content's required top-level fields with what the schema puts
     /// in each (the first of several), in the schema's order: what an
     /// example of a new record must hold.
     pub fn required_fields(&self) -> Vec<(&str, FieldKind)> {
-        let mut fields: Vec<(&str, FieldKind)> = Vec::new();
-        for root in self.concrete(self.root) {
-            let Node::Object { properties, .. } = self.node(root) else {
-                continue;
-            };
-            for content in properties
-                .iter()
-                .filter(|p| &*p.name == "content" && !p.removed)
-            {
-                for node in self.concrete(content.node) {
-                    let Node::Object { properties, .. } = self.node(node) else {
-                        continue;
-                    };
-                    for property in properties.iter().filter(|p| !p.removed && !p.optional) {
-                        let kind = self
-                            .concrete(property.node)
-                            .into_iter()
-                            .find_map(|n| self.kind(n));
-                        if let Some(kind) =
-                            kind.filter(|_| !fields.iter().any(|(n, _)| *n == &*property.name))
-                        {
-                            fields.push((&property.name, kind));
-                        }
-                    }
-                }
-            }
-        }
-        fields
+        self.content_properties()
+            .into_iter()
+            .filter(|property| !property.optional)
+            .filter_map(|property| {
+                let kind = (self.concrete(property.node).into_iter()).find_map(|n| self.kind(n))?;
+                Some((&*property.name, kind))
+            })
+            .collect()
     }
 
     /// The nodes `id` stands for once refs, unions and intersections are
