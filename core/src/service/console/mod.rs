@@ -218,7 +218,9 @@ pub fn cell_text(value: &Value) -> String {
             let text = |key: &str| map.get(key).and_then(Value::as_str);
             match (text("entity"), text("record_id"), text("hash")) {
                 (Some(entity), Some(id), _) => {
-                    format!("{entity} …{}", &id[id.len().saturating_sub(6)..])
+                    // Any object may hold these keys: its last characters, not bytes.
+                    let tail: Vec<char> = id.chars().rev().take(6).collect();
+                    format!("{entity} …{}", tail.into_iter().rev().collect::<String>())
                 }
                 (Some(entity), None, _) => entity.to_owned(),
                 (_, _, Some(_)) => text("name").unwrap_or("(file)").to_owned(),
@@ -817,6 +819,11 @@ mod tests {
         assert_eq!(
             cell_text(&json!(["a", "b", "c", "d", "e"])),
             "a, b, c, 2 more"
+        );
+        assert_eq!(
+            cell_text(&json!({"entity": "a.example", "record_id": "éééééé€"})),
+            "a.example …ééééé€",
+            "an object that only looks like a link is cut by characters"
         );
         assert_eq!(cell_text(&json!([])), "(none)");
         assert_eq!(cell_text(&json!("x".repeat(100))).chars().count(), 81);
