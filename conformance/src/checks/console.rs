@@ -723,7 +723,7 @@ async fn types_told_apart(ctx: &Ctx) -> CheckResult {
     ensure_eq!(labels.len(), 2, format!("options for {name}: {labels:?}"));
     for (id, field) in &ids {
         let expected = format!(
-            "{name} (by {}, {}…, fields {field})",
+            "{name} (by {}; fields {field}; {}…)",
             ctx.entity(),
             &id[..8]
         );

@@ -14,7 +14,7 @@ use crate::problem::{Problem, ProblemType};
 use crate::query::{IndexEntry, ListQuery, position_of};
 use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_record_type};
 use crate::schema::{RecordType, provisional_record};
-use crate::service::consent::{AppRequest, Session};
+use crate::service::consent::{AppRequest, Session, TypeLabel};
 use crate::service::console::authorship::{
     Attempt, AuthorView, Offer, Refusal, refusal_of_write, refuse_before_writing, source_words,
     title_for_owner,
@@ -437,21 +437,15 @@ fn type_name(record: &Record) -> Option<String> {
 /// The most fields the records table shows as columns.
 const MAX_COLUMNS: usize = 6;
 
-/// A type as a person tells it from another of the same name: `note (by
-/// alice.example, 3f2a1b9c…, fields title, body)`.
+/// A type as a person tells it from another of the same name, in the
+/// consent page's words ([`TypeLabel`]) and by its id: `note (by
+/// alice.example; fields title, body; 3f2a1b9c…)`.
 fn type_identity(record: &Record, name: &str) -> String {
     let id = record.id.to_string();
-    let fields = record
-        .content()
-        .and_then(|content| RecordType::from_content(content.as_value()).ok())
-        .map(|record_type| record_type.schema.content_fields().join(", "))
-        .unwrap_or_default();
-    format!(
-        "{name} (by {}, {}…, fields {})",
-        record.author.entity,
-        &id[..8],
-        if fields.is_empty() { "none" } else { &fields }
-    )
+    match TypeLabel::of(record).and_then(|label| label.identity) {
+        Some(identity) => format!("{name} ({identity}; {}…)", &id[..8]),
+        None => format!("{name} ({}…)", &id[..8]),
+    }
 }
 
 /// Why the owner's write was refused: its problem, and the write
