@@ -43,7 +43,7 @@ pub struct App {
     /// Apps' standings, remembered between requests.
     pub standings: Arc<Standings>,
     /// Stored versions and compiled types, remembered between writes.
-    pub memo: Memo,
+    pub memo: Arc<Memo>,
     /// Other servers, reached under core's rules (federation).
     pub peers: PeerClient,
     /// Wakes the outbox's delivery loop: a write queued notifications.

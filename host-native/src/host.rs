@@ -222,21 +222,13 @@ impl Jobs for App {
         // Taken before the snapshot, as for standings: a version read
         // across a store's removal is remembered under an epoch that is over.
         let memo = self.standings.epoch().map(|epoch| self.memo.at(epoch));
-        let prepared = self
-            .readers
-            .with(|conn| Ok(writer::prepare(conn, job, memo)))
+        let prepared = writer::prepare(&self.readers, job, memo)
             .await
-            .map_err(|error| write_failure(WriterError::Db(error)))?
             .map_err(write_failure)?;
-        let (store, outcome) = match prepared {
-            Prepared::Answered(outcome) => return Ok(outcome),
-            Prepared::Decided(decided) => (decided.user_id(), self.writer.commit(decided).await),
-        };
-        let outcome = outcome.map_err(write_failure)?;
-        if let (Some(memo), Some(store)) = (memo, store) {
-            memo.remember_outcome(store, &outcome);
+        match prepared {
+            Prepared::Answered(outcome) => Ok(outcome),
+            Prepared::Decided(decided) => self.writer.commit(decided).await.map_err(write_failure),
         }
-        Ok(outcome)
     }
 }
 

@@ -173,6 +173,9 @@ struct SharedStore {
     /// Where the writer publishes what it committed, to the event streams.
     hub: Arc<Hub>,
     standings: Arc<Standings>,
+    /// Versions and types remembered between writes; the writer remembers
+    /// what it stored.
+    memo: Arc<Memo>,
     /// Wakes the outbox's delivery loop: a commit queued notifications.
     outbox: Arc<tokio::sync::Notify>,
 }
@@ -199,9 +202,11 @@ fn start_store(
     )?;
     let standings = Arc::new(Standings::new(data));
     let outbox = Arc::new(tokio::sync::Notify::new());
+    let memo = Arc::new(Memo::new());
     let effector = Effector {
         hub: Arc::clone(&hub),
         standings: Arc::clone(&standings),
+        memo: Arc::clone(&memo),
         outbox: Arc::clone(&outbox),
     };
     let (writer, writer_thread) = Writer::start(writer_conn, Clock, effector, wal_restart)?;
@@ -211,6 +216,7 @@ fn start_store(
         readers,
         hub,
         standings,
+        memo,
         outbox,
     };
     let threads = StoreThreads {
@@ -269,7 +275,7 @@ fn build_app(
         shutdown,
         data: data.clone(),
         standings: store.standings,
-        memo: Memo::new(),
+        memo: store.memo,
         peers,
         outbox: store.outbox,
         outbox_retry: folio_core::service::federation::RetryPolicy {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use folio_core::model::RecordDate;
 use folio_core::service::events::{LiveCommit, LiveVersion};
 use folio_core::service::jobs::Finished;
-use folio_core::service::jobs::memo::MemoAt;
+use folio_core::service::jobs::memo::{Memo, MemoAt};
 use folio_core::store::Statement;
 use folio_core::{CommitError, Decided, Effects, Job, JobOutcome, JobStep, Row, WriteJob};
 use rusqlite::Connection;
@@ -106,6 +106,8 @@ pub struct Effector {
     pub hub: Arc<Hub>,
     /// Apps' standings, remembered between requests.
     pub standings: Arc<Standings>,
+    /// Versions remembered between writes: each record's latest, as stored.
+    pub memo: Arc<Memo>,
     /// Wakes the outbox's delivery loop.
     pub outbox: Arc<Notify>,
 }
@@ -134,10 +136,15 @@ impl Effector {
         if standings {
             self.standings.changed();
         }
+        let memo = self.standings.epoch().map(|epoch| self.memo.at(epoch));
         for (user_id, versions) in live {
-            if !versions.is_empty() {
-                self.hub.publish(user_id, LiveCommit::from(versions));
+            if versions.is_empty() {
+                continue;
             }
+            if let Some(memo) = memo {
+                memo.remember_stored(user_id, &versions);
+            }
+            self.hub.publish(user_id, LiveCommit::from(versions));
         }
         if outbox {
             self.outbox.notify_one();
@@ -319,24 +326,46 @@ impl<'c> Tx<'c> {
     }
 }
 
-/// Decides `job` on a read snapshot of `conn` (a reader's connection, off
-/// the writer's thread), through `memo`: answered there (refused, or a
-/// replay), or decided for the writer to commit ([`Writer::commit`]).
-pub fn prepare(
-    conn: &Connection,
+/// Decides `job` through `memo`, off the writer's thread: answered there
+/// (refused, or a replay), or decided for the writer to commit
+/// ([`Writer::commit`]). Only a job that reads the store takes a reader's
+/// connection, and its snapshot: an update whose record's latest the memo
+/// remembers reads nothing here (the writer checks that guess).
+pub async fn prepare(
+    readers: &db::Readers,
     job: Job,
     memo: Option<MemoAt<'_>>,
 ) -> Result<Prepared, WriterError> {
-    // Prepared once per connection, as the writer's are: parsing the text
-    // again was 6% of preparing a write.
-    db::control(conn, "BEGIN").map_err(WriterError::of_db)?;
     let mut job = WriteJob::prepare(job, memo);
-    let driven = Tx::new(conn).drive(&mut job);
-    db::control(conn, "COMMIT").map_err(WriterError::of_db)?;
-    Ok(match driven? {
+    let decided = match job.step() {
+        JobStep::Read(_) => None,
+        JobStep::Decided => Some(Driven::Decided),
+        JobStep::Done(finished) => Some(Driven::Done(finished)),
+        JobStep::Failed(failure) => return Err(WriterError::Job(failure.to_string())),
+        JobStep::Commit(_) => return Err(WriterError::Job("a prepared job committed".into())),
+    };
+    let driven = match decided {
+        Some(driven) => driven,
+        None => readers
+            .with(|conn| Ok(on_snapshot(conn, &mut job)))
+            .await
+            .map_err(WriterError::Db)??,
+    };
+    Ok(match driven {
         Driven::Done(finished) => Prepared::Answered(finished.outcome),
         Driven::Decided => Prepared::Decided(job.decided()),
     })
+}
+
+/// Drives a prepared `job` on a read snapshot of `conn`, a reader's
+/// connection.
+fn on_snapshot(conn: &Connection, job: &mut WriteJob<'_>) -> Result<Driven, WriterError> {
+    // Prepared once per connection, as the writer's are: parsing the text
+    // again was 6% of preparing a write.
+    db::control(conn, "BEGIN").map_err(WriterError::of_db)?;
+    let driven = Tx::new(conn).drive(job);
+    db::control(conn, "COMMIT").map_err(WriterError::of_db)?;
+    driven
 }
 
 /// What preparing a job came to.
@@ -509,6 +538,7 @@ mod tests {
         Effector {
             hub,
             standings: Arc::new(Standings::for_tests()),
+            memo: Arc::new(Memo::new()),
             outbox: Arc::new(Notify::new()),
         }
     }

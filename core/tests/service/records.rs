@@ -519,8 +519,9 @@ fn the_versions_a_prepared_write_reads_are_remembered_until_the_epoch_moves() {
 }
 
 /// A version a prepared write stored is remembered as the store holds it,
-/// and the next write of the same record reads its latest version from
-/// the memo: only the record's row is read.
+/// and the next write of the same record takes its latest version from
+/// the memo: it is decided without reading the store (the writer checks
+/// that guess where it commits).
 #[test]
 fn a_committed_version_is_remembered_as_stored_and_the_next_update_reads_it_from_the_memo() {
     use crate::fake_host::Preparation;
@@ -584,11 +585,79 @@ fn a_committed_version_is_remembered_as_stored_and_the_next_update_reads_it_from
         "UPDATE versions SET record = '{{\"not\": \"a record\"}}' WHERE hash = '{}'",
         second.version.hash
     ));
+    let reads = host.prepared_reads();
     let third = commit(
         host.owner_prepare_in(vec![update(&second, "third")], 2, epoch),
         10,
     );
     assert_eq!(third.version.parent_hash, Some(second.version.hash));
+    assert_eq!(host.prepared_reads(), reads, "decided without a read");
+}
+
+/// The memo's latest version of a record is a guess: a version stored
+/// since without the memo hearing of it (as a write from beside the
+/// server would) leaves it stale. An update decided on the stale guess is
+/// decided again where it commits, and refused for its stale parent; an
+/// update of the true latest, refused on the guess, is decided again on
+/// the store before anything is answered, and stored.
+#[test]
+fn an_update_decided_on_a_stale_guess_at_the_latest_is_decided_again_before_its_answer() {
+    use crate::fake_host::Preparation;
+    use folio_core::model::{Record, RecordDate};
+    use folio_core::write::{RecordKey, WriteError, WriteRequest};
+    use folio_core::{Done, Refused};
+    let host = FakeHost::new();
+    let note_type = memo_type(&host, json!({"text": {"type": "string"}}));
+    let note = host.owner_post(json!({"type": link(&note_type), "content": {"text": "first"}}));
+    let key = RecordKey::new(note.author.entity.clone(), note.id);
+    let update = |parent: &Record, text: &str| {
+        let body = json!({"content": {"text": text}, "version": {"parent_hash": parent.version.hash}});
+        WriteRequest::put(key.clone(), body.to_string().as_bytes()).expect("an update body")
+    };
+    let at = |ms: i64| {
+        RecordDate::from_unix_ticks(
+            note.version.received_at.expect("received").unix_ticks() + ms * 10_000,
+        )
+        .expect("a date")
+    };
+    let epoch = crate::fake_host::FIRST_EPOCH;
+    let prepare = |request, fresh| match host.owner_prepare_in(vec![request], fresh, epoch) {
+        Ok(Preparation::Decided(prepared)) => prepared,
+        other => panic!("a decided job: {other:?}"),
+    };
+    let stored = |outcome: folio_core::JobOutcome| match outcome {
+        Ok(Done::Written(written)) => written.answer.record,
+        other => panic!("a stored write: {other:?}"),
+    };
+    let second = stored(host.commit_prepared(prepare(update(&note, "second"), 1), at(5)));
+    let remembered = |record: &Record| {
+        host.memo()
+            .at(epoch)
+            .latest(host.store.user.id, &key)
+            .is_some_and(|found| found.record.version.hash == record.version.hash)
+    };
+    assert!(remembered(&second), "the memo's latest is the second");
+
+    // Stored beside the memo: its guess is now stale.
+    host.set_provision_now(at(10));
+    let third = stored(host.owner_job(vec![update(&second, "third")]));
+    assert!(remembered(&second), "still the second");
+
+    // Decided on the guess, refused where it commits.
+    let stale = prepare(update(&second, "stale"), 2);
+    match host.commit_prepared(stale, at(15)) {
+        Err(Refused::Write(WriteError::VersionConflict { latest })) => {
+            assert_eq!(latest, third.version.hash, "naming the true latest");
+        }
+        other => panic!("a version conflict: {other:?}"),
+    }
+
+    // Refused on the guess, so decided again on the store: stored.
+    let reads = host.prepared_reads();
+    let fourth = stored(host.commit_prepared(prepare(update(&third, "fourth"), 3), at(20)));
+    assert_eq!(fourth.version.parent_hash, Some(third.version.hash));
+    assert!(host.prepared_reads() > reads, "the store was read");
+    assert!(remembered(&fourth));
 }
 
 /// A Type record named `memo` whose content has `properties`.

@@ -123,6 +123,8 @@ pub struct SqlStore {
     /// Versions and types remembered between prepared jobs, as the
     /// native host keeps them.
     memo: Memo,
+    /// How many statements prepared jobs have read.
+    prepared_reads: Cell<usize>,
 }
 
 /// Core's `seed_statements` for user `id`, made once per thread and user
@@ -203,9 +205,19 @@ impl Tx<'_> {
     /// Drives `job` as the native host does, its reads and commits on the
     /// spot: to its end, or (a prepared job) until it is decided (`None`).
     fn drive(&mut self, job: &mut WriteJob<'_>) -> Result<Option<Finished>, String> {
+        self.drive_counting(job, &Cell::new(0))
+    }
+
+    /// [`drive`](Self::drive), adding to `reads` each statement read.
+    fn drive_counting(
+        &mut self,
+        job: &mut WriteJob<'_>,
+        reads: &Cell<usize>,
+    ) -> Result<Option<Finished>, String> {
         loop {
             match job.step() {
                 JobStep::Read(statements) => {
+                    reads.set(reads.get() + statements.len());
                     let rows = (statements.iter())
                         .map(|statement| query(self.db, statement))
                         .collect::<Result<Vec<_>, _>>()
@@ -293,6 +305,7 @@ impl FakeHost {
             log: RefCell::default(),
             scheduler_now: Cell::new(date(SCHEDULER_NOW)),
             provision_now: Cell::new(provision_now),
+            prepared_reads: Cell::new(0),
             busy: Cell::new(false),
             failing_store: Cell::new(false),
             user: User {
@@ -386,7 +399,7 @@ impl FakeHost {
             committed: &committed,
         };
         let mut job = WriteJob::prepare(job, Some(self.store.memo.at(epoch)));
-        Ok(match tx.drive(&mut job)? {
+        Ok(match tx.drive_counting(&mut job, &self.store.prepared_reads)? {
             Some(finished) => Preparation::Answered(Box::new(finished.outcome)),
             None => Preparation::Decided(Box::new(job.decided())),
         })
@@ -395,6 +408,11 @@ impl FakeHost {
     /// The host's memo of versions and types.
     pub fn memo(&self) -> &Memo {
         &self.store.memo
+    }
+
+    /// How many statements prepared jobs have read so far.
+    pub fn prepared_reads(&self) -> usize {
+        self.store.prepared_reads.get()
     }
 
     /// Commits a prepared job at `now`, as the native writer does, and
@@ -406,15 +424,14 @@ impl FakeHost {
             committed: &committed,
         };
         let store = prepared.user_id().expect("a record write's store");
-        let outcome = (tx.drive(&mut prepared.begin(now)))
+        let finished = (tx.drive(&mut prepared.begin(now)))
             .expect("the commit runs")
-            .expect("the commit ends")
-            .outcome;
+            .expect("the commit ends");
         self.store
             .memo
             .at(FIRST_EPOCH)
-            .remember_outcome(store, &outcome);
-        outcome
+            .remember_stored(store, &finished.effects.live);
+        finished.outcome
     }
 
     /// The stored JSON of version `hash`, as the store holds it.

@@ -6,7 +6,11 @@
 //! Through a memo ([`MemoAt`]) a version is read and parsed once: an exact
 //! version is answered from it when it remembers it (a stored version never
 //! changes), and a record's latest version when it remembers the version
-//! the record's row names; a version read is then remembered.
+//! the record's row names; a version read is then remembered. While
+//! preparing, a record's latest is first taken from the memo's guess
+//! ([`MemoAt::latest`]), without a read: the commit checks it as it checks
+//! every read, and [`Deciding::guessed`] tells the job that an answer
+//! given without the writer must be decided again without guessing.
 
 use std::mem;
 use std::sync::Arc;
@@ -36,6 +40,10 @@ pub(super) struct Deciding {
     /// not read to decide, since it would decide nothing.
     at: RecordDate,
     restamped: bool,
+    /// Whether a record's latest may be the memo's guess.
+    guess_latest: bool,
+    /// Whether one was.
+    guessed: bool,
     /// The store's latest `received_at`, read for the current write.
     stored_last: Option<Option<RecordDate>>,
     /// The answer of the job's first write.
@@ -85,17 +93,34 @@ pub(super) enum Decision {
 }
 
 impl Deciding {
-    pub(super) fn new(writes: Vec<RecordWrite>, at: RecordDate, restamped: bool) -> Self {
+    /// Decides `writes` at `at`; `restamped` when a prepared job's versions
+    /// are stamped again at its commit, and then `guess_latest` when a
+    /// record's latest may be the memo's guess.
+    pub(super) fn new(
+        writes: Vec<RecordWrite>,
+        at: RecordDate,
+        restamped: bool,
+        guess_latest: bool,
+    ) -> Self {
         Deciding {
             writes,
             next: 0,
             current: None,
             at,
             restamped,
+            guess_latest: restamped && guess_latest,
+            guessed: false,
             stored_last: None,
             first: None,
             awaiting: Vec::new(),
         }
+    }
+
+    /// Whether a record's latest was the memo's guess: the commit checks
+    /// it, but an answer given without the writer (a refusal, a replay)
+    /// must not rest on it.
+    pub(super) fn guessed(&self) -> bool {
+        self.guessed
     }
 
     /// Decides until the host must read something (pushed on `asked`), or
@@ -157,8 +182,14 @@ impl Deciding {
                     for (slot, need) in needs.iter().enumerate() {
                         let answer = match pending.overlay(need) {
                             Some(answer) => Some(answer),
-                            None => match source(user_id, need, now, memo) {
+                            None => match source(user_id, need, now, memo, self.guess_latest) {
                                 Source::Memo(answer) => Some(answer),
+                                Source::Guess(found) => {
+                                    self.guessed = true;
+                                    let answer = Supplied::Record(Some(found.record));
+                                    let statement = || need_sql(user_id, need, now);
+                                    Some(pending.read(need, answer, Some(found.entries), statement))
+                                }
                                 Source::Store(statement, read) => {
                                     asked.push(statement);
                                     self.awaiting.push(Awaiting::Need { slot, read });
@@ -294,16 +325,27 @@ impl Deciding {
 enum Source {
     /// The memo remembers the exact version.
     Memo(Supplied),
+    /// The memo's guess at a record's latest version, to be checked.
+    Guess(Remembered),
     /// The store: a statement, and how its rows are read.
     Store(Statement, NeedRead),
 }
 
-fn source(user_id: i64, need: &Need, now: RecordDate, memo: Option<MemoAt<'_>>) -> Source {
+fn source(
+    user_id: i64,
+    need: &Need,
+    now: RecordDate,
+    memo: Option<MemoAt<'_>>,
+    guess_latest: bool,
+) -> Source {
     match (need, memo) {
-        (Need::Latest(key), Some(_)) => Source::Store(
-            latest_hash_sql(user_id, &key.entity, &key.record_id),
-            NeedRead::LatestHash,
-        ),
+        (Need::Latest(key), Some(memo)) => match memo.latest(user_id, key) {
+            Some(found) if guess_latest => Source::Guess(found),
+            _ => Source::Store(
+                latest_hash_sql(user_id, &key.entity, &key.record_id),
+                NeedRead::LatestHash,
+            ),
+        },
         (Need::Version { record, hash }, Some(memo)) => match memo.version(user_id, record, hash) {
             Some(found) => Source::Memo(Supplied::Record(Some(found.record))),
             None => Source::Store(

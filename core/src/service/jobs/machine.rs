@@ -54,6 +54,10 @@ pub struct WriteJob<'m> {
     memo: Option<MemoAt<'m>>,
     /// Whether the job is decided on a snapshot, to be committed later.
     preparing: bool,
+    /// Whether a record's latest may be the memo's guess
+    /// ([`MemoAt::latest`]): until an answer given without the writer
+    /// rests on one.
+    guess_latest: bool,
     /// How many attempts started in this transaction.
     attempts: usize,
     state: State,
@@ -209,6 +213,7 @@ impl<'m> WriteJob<'m> {
             at,
             memo: None,
             preparing: false,
+            guess_latest: false,
             attempts: 0,
             state,
             asked,
@@ -228,6 +233,7 @@ impl<'m> WriteJob<'m> {
             at: at.unwrap_or(RecordDate::EPOCH),
             memo,
             preparing: true,
+            guess_latest: true,
             attempts: 0,
             state: match job {
                 Job::Writes { .. } => State::Start,
@@ -251,6 +257,7 @@ impl<'m> WriteJob<'m> {
             at: self.at,
             memo: None,
             preparing: self.preparing,
+            guess_latest: false,
             attempts: self.attempts,
             state: self.state,
             asked: self.asked,
@@ -291,6 +298,7 @@ impl<'m> WriteJob<'m> {
                         };
                         return Next::Read;
                     }
+                    Ok(Decision::Refused(_)) if deciding.guessed() => self.decide_again(),
                     Ok(Decision::Refused(error)) => {
                         let refused = match then {
                             Then::Commit => Refused::Write(error),
@@ -303,6 +311,12 @@ impl<'m> WriteJob<'m> {
                     }
                     Ok(Decision::Decided(answered)) => match then {
                         Then::Commit if self.preparing => {
+                            if let (Answered::Replay(_), true, true) =
+                                (&answered, pending.is_empty(), deciding.guessed())
+                            {
+                                self.decide_again();
+                                continue;
+                            }
                             if let (Answered::Replay(stored), true) =
                                 (&answered, pending.is_empty())
                             {
@@ -468,6 +482,15 @@ impl<'m> WriteJob<'m> {
     }
 
     /// Starts an attempt: what to ask first, or `None` to go on stepping.
+    /// Decides the job again from the start on what the store holds, not
+    /// counted as an attempt: a refusal or a replay decided on the memo's
+    /// guess at a record's latest must not be answered without the writer.
+    fn decide_again(&mut self) {
+        self.guess_latest = false;
+        self.attempts -= 1;
+        self.state = State::Start;
+    }
+
     fn start_attempt(&mut self) -> Option<Next> {
         self.attempts += 1;
         if self.attempts > WRITE_ATTEMPTS {
@@ -481,7 +504,12 @@ impl<'m> WriteJob<'m> {
             }
             Job::Writes { user, writes } => {
                 self.state = State::Deciding {
-                    deciding: Box::new(Deciding::new(writes.clone(), self.at, self.preparing)),
+                    deciding: Box::new(Deciding::new(
+                        writes.clone(),
+                        self.at,
+                        self.preparing,
+                        self.guess_latest,
+                    )),
                     pending: Pending::new(user.clone()),
                     then: Then::Commit,
                 };
@@ -553,7 +581,7 @@ impl<'m> WriteJob<'m> {
             }
         };
         Ok(State::Deciding {
-            deciding: Box::new(Deciding::new(writes, self.at, false)),
+            deciding: Box::new(Deciding::new(writes, self.at, false, false)),
             pending,
             then,
         })

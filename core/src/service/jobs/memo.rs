@@ -16,6 +16,15 @@
 //! are kept across epochs; they are only used for a Type record the store
 //! has just supplied (never to answer whether it holds one).
 //!
+//! A record's latest version is remembered too, as the writer stored it
+//! ([`MemoAt::remember_stored`], in commit order, once durable), so that
+//! an update decided on a snapshot reads nothing. That one is a guess, not
+//! a fact: another write may have come since. A job that decides on it
+//! has it checked where it commits (the writer reads the record's latest
+//! again, and decides the job again if it moved), and a refusal or a
+//! replay decided on it is decided again on what the store holds
+//! ([`WriteJob::prepare`](super::WriteJob::prepare)).
+//!
 //! Both memos are bounded by a weight (the stored JSON's length for a
 //! version, [`weight`] of the content for a
 //! type); past it, a memo starts again empty, as the standings' does.
@@ -25,11 +34,11 @@ use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::model::{Record, VersionHash};
+use crate::service::events::LiveVersion;
 use crate::query::IndexEntry;
 use crate::write::type_memo::weight;
 use crate::write::{RecordKey, TypeMemo};
 
-use crate::service::jobs::{Done, JobOutcome};
 use crate::service::standing::Epoch;
 
 /// The most stored JSON, in bytes, the versions memo holds at once: a few
@@ -49,7 +58,33 @@ pub struct Memo {
 struct Versions {
     epoch: Option<Epoch>,
     weight: usize,
-    found: HashMap<(i64, VersionHash), Remembered>,
+    /// Each version by store and hash, with its weight.
+    found: HashMap<(i64, VersionHash), (Remembered, usize)>,
+    /// The hash of each record's latest version the writer stored, by
+    /// store and record: a guess (module docs).
+    latest: HashMap<(i64, RecordKey), VersionHash>,
+}
+
+impl Versions {
+    /// Empties the memo if it is not of `epoch`, or if `len` more bytes
+    /// would take it past its bound.
+    fn make_room(&mut self, epoch: Epoch, len: usize) {
+        if self.epoch != Some(epoch) || self.weight + len > MAX_REMEMBERED_VERSION_BYTES {
+            *self = Versions {
+                epoch: Some(epoch),
+                ..Versions::default()
+            };
+        }
+    }
+
+    /// Keeps `version` of store `store`, `len` bytes long.
+    fn keep(&mut self, store: i64, version: Remembered, len: usize) {
+        let hash = version.record.version.hash;
+        if let Entry::Vacant(entry) = self.found.entry((store, hash)) {
+            entry.insert((version, len));
+            self.weight += len;
+        }
+    }
 }
 
 /// A remembered version: its record, and its index entries as the store
@@ -101,10 +136,29 @@ impl MemoAt<'_> {
         versions
             .found
             .get(&(store, *hash))
+            .map(|(found, _)| found)
             .filter(|found| {
                 found.record.id == record.record_id && found.record.author.entity == record.entity
             })
             .cloned()
+    }
+
+    /// The latest version of `record` in store `store` that the writer
+    /// stored under this epoch, if remembered: a guess ([module docs](self)).
+    pub fn latest(&self, store: i64, record: &RecordKey) -> Option<Remembered> {
+        let versions = self
+            .memo
+            .versions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if versions.epoch != Some(self.epoch) {
+            return None;
+        }
+        let hash = versions.latest.get(&(store, record.clone()))?;
+        versions
+            .found
+            .get(&(store, *hash))
+            .map(|(found, _)| found.clone())
     }
 
     /// Remembers `version`, read from store `store` under this epoch, whose
@@ -118,19 +172,8 @@ impl MemoAt<'_> {
             .versions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if versions.epoch != Some(self.epoch)
-            || versions.weight + len > MAX_REMEMBERED_VERSION_BYTES
-        {
-            *versions = Versions {
-                epoch: Some(self.epoch),
-                ..Versions::default()
-            };
-        }
-        let hash = version.record.version.hash;
-        if let Entry::Vacant(entry) = versions.found.entry((store, hash)) {
-            entry.insert(version.clone());
-            versions.weight += len;
-        }
+        versions.make_room(self.epoch, len);
+        versions.keep(store, version.clone(), len);
     }
 
     /// The compiled types, for [`Write::remembering`](crate::write::Write::remembering).
@@ -138,36 +181,50 @@ impl MemoAt<'_> {
         &self.memo.types
     }
 
-    /// Remembers the version a committed job answered with, as the store
-    /// now holds it (its stored JSON is that version serialized), so that
-    /// the next write of the same record finds it. Only a record's later
-    /// versions: a record updated once is likely to be updated again, most
-    /// new records are not (a flood of creates would only empty the memo).
-    /// A job that stored nothing, or was refused, leaves the memo as it is.
-    pub fn remember_outcome(&self, store: i64, outcome: &JobOutcome) {
-        let written = match outcome {
-            Ok(Done::Written(written)) => written,
-            Ok(Done::Registered(registered)) => &registered.written,
-            Ok(Done::Ran) | Err(_) => return,
-        };
-        let record = &written.answer.record;
-        if record.version.parent_hash.is_none() {
-            return;
+    /// Remembers the versions a commit stored in store `store`, in the
+    /// order stored, once the commit is durable: each is its record's
+    /// latest now, and the version it replaced, if remembered as the
+    /// latest, is forgotten. Only a record's later versions: a record
+    /// updated once is likely to be updated again, most new records are
+    /// not (a flood of creates would only empty the memo).
+    pub fn remember_stored(&self, store: i64, stored: &[LiveVersion]) {
+        let mut versions = None;
+        for version in stored {
+            let record = &version.record;
+            let Some(parent) = record.version.parent_hash else {
+                continue;
+            };
+            let len = ENVELOPE_LEN
+                + record
+                    .content()
+                    .map_or(0, |content| weight(content.as_value()));
+            if len > MAX_REMEMBERED_VERSION_LEN {
+                continue;
+            }
+            let versions = versions.get_or_insert_with(|| {
+                self.memo
+                    .versions
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+            });
+            versions.make_room(self.epoch, len);
+            let key = (store, RecordKey::new(record.author.entity.clone(), record.id));
+            if versions.latest.insert(key, record.version.hash) == Some(parent)
+                && let Some((_, parent_len)) = versions.found.remove(&(store, parent))
+            {
+                versions.weight -= parent_len;
+            }
+            let remembered = Remembered {
+                record: Arc::new(record.clone()),
+                entries: version.entries.as_slice().into(),
+            };
+            versions.keep(store, remembered, len);
         }
-        let len = ENVELOPE_LEN
-            + record
-                .content()
-                .map_or(0, |content| weight(content.as_value()));
-        let version = Remembered {
-            record: Arc::new(record.clone()),
-            entries: written.answer.entries.as_slice().into(),
-        };
-        self.remember_version(store, &version, len);
     }
 }
 
 /// About the length of a stored version's JSON beside its content (ids,
-/// hashes, dates, links of the envelope), for [`MemoAt::remember_outcome`],
+/// hashes, dates, links of the envelope), for [`MemoAt::remember_stored`],
 /// which has the version but not its stored JSON.
 const ENVELOPE_LEN: usize = 600;
 
@@ -237,6 +294,44 @@ mod tests {
                 .version(7, &key(&version), &hash)
                 .is_none(),
             "another epoch"
+        );
+    }
+
+    /// `version` as a commit stored it, its parent `parent`.
+    fn stored(version: &Remembered, parent: Option<VersionHash>) -> LiveVersion {
+        let mut record = Record::clone(&version.record);
+        record.version.parent_hash = parent;
+        LiveVersion::new(1, record, version.entries.to_vec(), None)
+    }
+
+    #[test]
+    fn a_stored_update_is_its_records_latest_and_forgets_the_latest_it_replaced() {
+        let memo = Memo::new();
+        let at = memo.at(epoch(1));
+        let first = record(VERSION);
+        let record_key = key(&first);
+        let mut second = Record::clone(&first.record);
+        second.version.hash = VersionHash::from_bytes([3; 32]);
+        let second = Remembered {
+            record: Arc::new(second),
+            entries: first.entries.clone(),
+        };
+        let parent = VersionHash::from_bytes([1; 32]);
+        at.remember_stored(7, &[stored(&first, None)]);
+        assert!(at.latest(7, &record_key).is_none(), "a first version is not kept");
+
+        at.remember_stored(7, &[stored(&first, Some(parent))]);
+        let latest = at.latest(7, &record_key).expect("the latest");
+        assert_eq!(latest.record.version.hash, first.record.version.hash);
+        assert!(at.latest(8, &record_key).is_none(), "another store");
+        assert!(memo.at(epoch(2)).latest(7, &record_key).is_none(), "another epoch");
+
+        at.remember_stored(7, &[stored(&second, Some(first.record.version.hash))]);
+        let latest = at.latest(7, &record_key).expect("the latest");
+        assert_eq!(latest.record.version.hash, second.record.version.hash);
+        assert!(
+            at.version(7, &record_key, &first.record.version.hash).is_none(),
+            "the replaced latest is forgotten"
         );
     }
 
