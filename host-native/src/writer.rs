@@ -121,10 +121,12 @@ impl Effector {
     /// of that user at once.
     pub fn apply(&self, effects: Vec<Effects>) {
         let mut live: Vec<(i64, Vec<LiveVersion>)> = Vec::new();
+        let mut moved = Vec::new();
         let (mut standings, mut outbox) = (false, false);
-        for effects in effects {
+        for mut effects in effects {
             standings |= effects.changes_standing;
             outbox |= effects.wakes_outbox();
+            moved.append(&mut effects.moved_latest);
             let Some(store) = effects.store else {
                 continue;
             };
@@ -137,6 +139,9 @@ impl Effector {
             self.standings.changed();
         }
         let memo = self.standings.epoch().map(|epoch| self.memo.at(epoch));
+        if let Some(memo) = memo {
+            memo.forget_latest(&moved);
+        }
         for (user_id, versions) in live {
             if versions.is_empty() {
                 continue;

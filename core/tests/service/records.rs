@@ -596,10 +596,11 @@ fn a_committed_version_is_remembered_as_stored_and_the_next_update_reads_it_from
 
 /// The memo's latest version of a record is a guess: a version stored
 /// since without the memo hearing of it (as a write from beside the
-/// server would) leaves it stale. An update decided on the stale guess is
-/// decided again where it commits, and refused for its stale parent; an
-/// update of the true latest, refused on the guess, is decided again on
-/// the store before anything is answered, and stored.
+/// server would) leaves it stale. An update of the true latest, refused on
+/// the guess, is decided again on the store before anything is answered,
+/// and stored; an update decided on the stale guess is decided again
+/// where it commits, refused for its stale parent, and the guess is
+/// forgotten.
 #[test]
 fn an_update_decided_on_a_stale_guess_at_the_latest_is_decided_again_before_its_answer() {
     use crate::fake_host::Preparation;
@@ -611,7 +612,8 @@ fn an_update_decided_on_a_stale_guess_at_the_latest_is_decided_again_before_its_
     let note = host.owner_post(json!({"type": link(&note_type), "content": {"text": "first"}}));
     let key = RecordKey::new(note.author.entity.clone(), note.id);
     let update = |parent: &Record, text: &str| {
-        let body = json!({"content": {"text": text}, "version": {"parent_hash": parent.version.hash}});
+        let body =
+            json!({"content": {"text": text}, "version": {"parent_hash": parent.version.hash}});
         WriteRequest::put(key.clone(), body.to_string().as_bytes()).expect("an update body")
     };
     let at = |ms: i64| {
@@ -643,21 +645,34 @@ fn an_update_decided_on_a_stale_guess_at_the_latest_is_decided_again_before_its_
     let third = stored(host.owner_job(vec![update(&second, "third")]));
     assert!(remembered(&second), "still the second");
 
-    // Decided on the guess, refused where it commits.
-    let stale = prepare(update(&second, "stale"), 2);
-    match host.commit_prepared(stale, at(15)) {
+    // Refused on the guess (its parent is not the second), so decided
+    // again on the store, before any answer: stored.
+    let reads = host.prepared_reads();
+    let fourth = stored(host.commit_prepared(prepare(update(&third, "fourth"), 2), at(15)));
+    assert_eq!(fourth.version.parent_hash, Some(third.version.hash));
+    assert!(host.prepared_reads() > reads, "the store was read");
+    assert!(remembered(&fourth), "the writer's latest");
+
+    // Stale again; decided on the guess, refused where it commits, and
+    // the wrong guess is forgotten.
+    host.set_provision_now(at(20));
+    let fifth = stored(host.owner_job(vec![update(&fourth, "fifth")]));
+    let stale = prepare(update(&fourth, "stale"), 3);
+    match host.commit_prepared(stale, at(25)) {
         Err(Refused::Write(WriteError::VersionConflict { latest })) => {
-            assert_eq!(latest, third.version.hash, "naming the true latest");
+            assert_eq!(latest, fifth.version.hash, "naming the true latest");
         }
         other => panic!("a version conflict: {other:?}"),
     }
-
-    // Refused on the guess, so decided again on the store: stored.
-    let reads = host.prepared_reads();
-    let fourth = stored(host.commit_prepared(prepare(update(&third, "fourth"), 3), at(20)));
-    assert_eq!(fourth.version.parent_hash, Some(third.version.hash));
-    assert!(host.prepared_reads() > reads, "the store was read");
-    assert!(remembered(&fourth));
+    assert!(
+        host.memo()
+            .at(epoch)
+            .latest(host.store.user.id, &key)
+            .is_none(),
+        "the wrong guess is forgotten"
+    );
+    let sixth = stored(host.commit_prepared(prepare(update(&fifth, "sixth"), 4), at(30)));
+    assert_eq!(sixth.version.parent_hash, Some(fifth.version.hash));
 }
 
 /// A Type record named `memo` whose content has `properties`.

@@ -399,10 +399,12 @@ impl FakeHost {
             committed: &committed,
         };
         let mut job = WriteJob::prepare(job, Some(self.store.memo.at(epoch)));
-        Ok(match tx.drive_counting(&mut job, &self.store.prepared_reads)? {
-            Some(finished) => Preparation::Answered(Box::new(finished.outcome)),
-            None => Preparation::Decided(Box::new(job.decided())),
-        })
+        Ok(
+            match tx.drive_counting(&mut job, &self.store.prepared_reads)? {
+                Some(finished) => Preparation::Answered(Box::new(finished.outcome)),
+                None => Preparation::Decided(Box::new(job.decided())),
+            },
+        )
     }
 
     /// The host's memo of versions and types.
@@ -416,7 +418,8 @@ impl FakeHost {
     }
 
     /// Commits a prepared job at `now`, as the native writer does, and
-    /// remembers what it stored in the memo, as the native host does.
+    /// tells the memo what it stored and which guesses were wrong, as the
+    /// native host does.
     pub fn commit_prepared(&self, prepared: Box<Decided>, now: RecordDate) -> JobOutcome {
         let committed = RefCell::default();
         let mut tx = Tx {
@@ -427,10 +430,9 @@ impl FakeHost {
         let finished = (tx.drive(&mut prepared.begin(now)))
             .expect("the commit runs")
             .expect("the commit ends");
-        self.store
-            .memo
-            .at(FIRST_EPOCH)
-            .remember_stored(store, &finished.effects.live);
+        let memo = self.store.memo.at(FIRST_EPOCH);
+        memo.forget_latest(&finished.effects.moved_latest);
+        memo.remember_stored(store, &finished.effects.live);
         finished.outcome
     }
 

@@ -23,7 +23,7 @@ use crate::store::{
     NeedRow, NeedRows, Statement, last_received_at_sql, latest_hash_sql, need_sql, read_links,
     read_record, read_version, version_sql,
 };
-use crate::write::{Commit, Need, Step, Supplied, Write, WriteContext, WriteError};
+use crate::write::{Commit, Need, RecordKey, Step, Supplied, Write, WriteContext, WriteError};
 
 use super::pending::{Answered, Pending, last_received_at, latest_hash};
 use super::{JobFailure, RecordWrite, Stored};
@@ -42,8 +42,8 @@ pub(super) struct Deciding {
     restamped: bool,
     /// Whether a record's latest may be the memo's guess.
     guess_latest: bool,
-    /// Whether one was.
-    guessed: bool,
+    /// The records whose latest was.
+    guessed: Vec<RecordKey>,
     /// The store's latest `received_at`, read for the current write.
     stored_last: Option<Option<RecordDate>>,
     /// The answer of the job's first write.
@@ -109,7 +109,7 @@ impl Deciding {
             at,
             restamped,
             guess_latest: restamped && guess_latest,
-            guessed: false,
+            guessed: Vec::new(),
             stored_last: None,
             first: None,
             awaiting: Vec::new(),
@@ -119,8 +119,8 @@ impl Deciding {
     /// Whether a record's latest was the memo's guess: the commit checks
     /// it, but an answer given without the writer (a refusal, a replay)
     /// must not rest on it.
-    pub(super) fn guessed(&self) -> bool {
-        self.guessed
+    pub(super) fn guessed(&self) -> &[RecordKey] {
+        &self.guessed
     }
 
     /// Decides until the host must read something (pushed on `asked`), or
@@ -184,8 +184,8 @@ impl Deciding {
                             Some(answer) => Some(answer),
                             None => match source(user_id, need, now, memo, self.guess_latest) {
                                 Source::Memo(answer) => Some(answer),
-                                Source::Guess(found) => {
-                                    self.guessed = true;
+                                Source::Guess(key, found) => {
+                                    self.guessed.push(key);
                                     let answer = Supplied::Record(Some(found.record));
                                     let statement = || need_sql(user_id, need, now);
                                     Some(pending.read(need, answer, Some(found.entries), statement))
@@ -280,6 +280,7 @@ impl Deciding {
             NeedRead::LatestHash => match (latest_hash(rows)?, need, memo) {
                 (None, _, _) => (Supplied::Record(None), None),
                 (Some(hash), Need::Latest(key), Some(memo)) => {
+                    memo.observe_latest(user_id, key, hash);
                     match memo.version(user_id, key, &hash) {
                         Some(found) => (Supplied::Record(Some(found.record)), Some(found.entries)),
                         None => {
@@ -326,7 +327,7 @@ enum Source {
     /// The memo remembers the exact version.
     Memo(Supplied),
     /// The memo's guess at a record's latest version, to be checked.
-    Guess(Remembered),
+    Guess(RecordKey, Remembered),
     /// The store: a statement, and how its rows are read.
     Store(Statement, NeedRead),
 }
@@ -340,7 +341,7 @@ fn source(
 ) -> Source {
     match (need, memo) {
         (Need::Latest(key), Some(memo)) => match memo.latest(user_id, key) {
-            Some(found) if guess_latest => Source::Guess(found),
+            Some(found) if guess_latest => Source::Guess(key.clone(), found),
             _ => Source::Store(
                 latest_hash_sql(user_id, &key.entity, &key.record_id),
                 NeedRead::LatestHash,

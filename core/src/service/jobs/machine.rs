@@ -34,6 +34,7 @@ use crate::service::jobs::memo::MemoAt;
 use crate::service::store::{Row, RowExt, version_row};
 use crate::store::read_version;
 use crate::store::{Statement, WRITE_ATTEMPTS, WriteOrigin, app_credentials_sql, app_key_sql};
+use crate::write::RecordKey;
 
 use super::decide::{Deciding, Decision};
 use super::pending::{Answered, Pending};
@@ -58,6 +59,9 @@ pub struct WriteJob<'m> {
     /// ([`MemoAt::latest`]): until an answer given without the writer
     /// rests on one.
     guess_latest: bool,
+    /// The records, by store, whose latest version moved after the job
+    /// read it: for [`Effects::moved_latest`].
+    moved: Vec<(i64, RecordKey)>,
     /// How many attempts started in this transaction.
     attempts: usize,
     state: State,
@@ -214,6 +218,7 @@ impl<'m> WriteJob<'m> {
             memo: None,
             preparing: false,
             guess_latest: false,
+            moved: Vec::new(),
             attempts: 0,
             state,
             asked,
@@ -234,6 +239,7 @@ impl<'m> WriteJob<'m> {
             memo,
             preparing: true,
             guess_latest: true,
+            moved: Vec::new(),
             attempts: 0,
             state: match job {
                 Job::Writes { .. } => State::Start,
@@ -258,6 +264,7 @@ impl<'m> WriteJob<'m> {
             memo: None,
             preparing: self.preparing,
             guess_latest: false,
+            moved: self.moved,
             attempts: self.attempts,
             state: self.state,
             asked: self.asked,
@@ -270,7 +277,10 @@ impl<'m> WriteJob<'m> {
             Next::Read => JobStep::Read(&self.asked),
             Next::Commit => JobStep::Commit(&self.asked),
             Next::Decided => JobStep::Decided,
-            Next::Done(finished) => JobStep::Done(finished),
+            Next::Done(mut finished) => {
+                finished.effects.moved_latest.append(&mut self.moved);
+                JobStep::Done(finished)
+            }
             Next::Failed(failure) => JobStep::Failed(failure),
         }
     }
@@ -298,7 +308,9 @@ impl<'m> WriteJob<'m> {
                         };
                         return Next::Read;
                     }
-                    Ok(Decision::Refused(_)) if deciding.guessed() => self.decide_again(),
+                    Ok(Decision::Refused(_)) if !deciding.guessed().is_empty() => {
+                        self.decide_again(pending.user.id, deciding.guessed());
+                    }
                     Ok(Decision::Refused(error)) => {
                         let refused = match then {
                             Then::Commit => Refused::Write(error),
@@ -311,10 +323,10 @@ impl<'m> WriteJob<'m> {
                     }
                     Ok(Decision::Decided(answered)) => match then {
                         Then::Commit if self.preparing => {
-                            if let (Answered::Replay(_), true, true) =
-                                (&answered, pending.is_empty(), deciding.guessed())
+                            if let (Answered::Replay(_), true, false) =
+                                (&answered, pending.is_empty(), deciding.guessed().is_empty())
                             {
-                                self.decide_again();
+                                self.decide_again(pending.user.id, deciding.guessed());
                                 continue;
                             }
                             if let (Answered::Replay(stored), true) =
@@ -407,14 +419,20 @@ impl<'m> WriteJob<'m> {
             State::Rechecking {
                 mut pending,
                 answered,
-            } => pending.reads_hold(&rows).map(|(hold, last)| match hold {
+            } => pending.reads_hold(&rows).map(|recheck| match recheck.hold {
                 true => {
-                    pending.restamp(last, self.at);
+                    pending.restamp(recheck.last, self.at);
                     self.commit(pending, answered, None)
                 }
                 // A read changed since the snapshot: decide the job again
-                // on what the store holds now.
-                false => State::Start,
+                // on what the store holds now; a guess at a record's
+                // latest that was wrong is forgotten.
+                false => {
+                    let store = pending.user.id;
+                    let moved = recheck.moved.into_iter().map(|key| (store, key));
+                    self.moved.extend(moved);
+                    State::Start
+                }
             }),
             _ => Err(JobFailure::Data("rows for no read".into())),
         };
@@ -484,8 +502,14 @@ impl<'m> WriteJob<'m> {
     /// Starts an attempt: what to ask first, or `None` to go on stepping.
     /// Decides the job again from the start on what the store holds, not
     /// counted as an attempt: a refusal or a replay decided on the memo's
-    /// guess at a record's latest must not be answered without the writer.
-    fn decide_again(&mut self) {
+    /// guesses at the latest versions of `guessed` (records of store
+    /// `store`) must not be answered without the writer. The guesses are
+    /// forgotten, so that the reads that replace them are remembered.
+    fn decide_again(&mut self, store: i64, guessed: &[RecordKey]) {
+        if let Some(memo) = self.memo {
+            let guessed: Vec<_> = guessed.iter().map(|key| (store, key.clone())).collect();
+            memo.forget_latest(&guessed);
+        }
         self.guess_latest = false;
         self.attempts -= 1;
         self.state = State::Start;

@@ -34,8 +34,8 @@ use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::model::{Record, VersionHash};
-use crate::service::events::LiveVersion;
 use crate::query::IndexEntry;
+use crate::service::events::LiveVersion;
 use crate::write::type_memo::weight;
 use crate::write::{RecordKey, TypeMemo};
 
@@ -74,6 +74,22 @@ impl Versions {
                 epoch: Some(epoch),
                 ..Versions::default()
             };
+        }
+    }
+
+    /// Makes `hash` the guess at `key`'s latest; the guess it replaces.
+    fn set_latest(&mut self, key: (i64, RecordKey), hash: VersionHash) -> Option<VersionHash> {
+        let replaced = self.latest.insert(key, hash);
+        if replaced.is_none() {
+            self.weight += LATEST_WEIGHT;
+        }
+        replaced
+    }
+
+    /// Drops the guess at `key`'s latest.
+    fn forget_latest(&mut self, key: &(i64, RecordKey)) {
+        if self.latest.remove(key).is_some() {
+            self.weight -= LATEST_WEIGHT;
         }
     }
 
@@ -188,28 +204,33 @@ impl MemoAt<'_> {
     /// updated once is likely to be updated again, most new records are
     /// not (a flood of creates would only empty the memo).
     pub fn remember_stored(&self, store: i64, stored: &[LiveVersion]) {
-        let mut versions = None;
+        let mut versions = self
+            .memo
+            .versions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for version in stored {
             let record = &version.record;
             let Some(parent) = record.version.parent_hash else {
                 continue;
             };
+            let key = (
+                store,
+                RecordKey::new(record.author.entity.clone(), record.id),
+            );
             let len = ENVELOPE_LEN
                 + record
                     .content()
                     .map_or(0, |content| weight(content.as_value()));
             if len > MAX_REMEMBERED_VERSION_LEN {
+                // Read each time: no guess may name the version it replaced.
+                if versions.epoch == Some(self.epoch) {
+                    versions.forget_latest(&key);
+                }
                 continue;
             }
-            let versions = versions.get_or_insert_with(|| {
-                self.memo
-                    .versions
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-            });
-            versions.make_room(self.epoch, len);
-            let key = (store, RecordKey::new(record.author.entity.clone(), record.id));
-            if versions.latest.insert(key, record.version.hash) == Some(parent)
+            versions.make_room(self.epoch, len + LATEST_WEIGHT);
+            if versions.set_latest(key, record.version.hash) == Some(parent)
                 && let Some((_, parent_len)) = versions.found.remove(&(store, parent))
             {
                 versions.weight -= parent_len;
@@ -221,7 +242,46 @@ impl MemoAt<'_> {
             versions.keep(store, remembered, len);
         }
     }
+
+    /// Forgets the guesses at the latest versions of `moved`, records by
+    /// store found to have moved since ([`Effects::moved_latest`](super::Effects::moved_latest)).
+    pub fn forget_latest(&self, moved: &[(i64, RecordKey)]) {
+        if moved.is_empty() {
+            return;
+        }
+        let mut versions = self
+            .memo
+            .versions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if versions.epoch == Some(self.epoch) {
+            for key in moved {
+                versions.forget_latest(key);
+            }
+        }
+    }
+
+    /// Notes that a read found `hash` to be the latest version of `record`
+    /// in store `store`, unless the memo has a guess already: a snapshot
+    /// may be older than what the writer remembered since.
+    pub fn observe_latest(&self, store: i64, record: &RecordKey, hash: VersionHash) {
+        let mut versions = self
+            .memo
+            .versions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let key = (store, record.clone());
+        if versions.epoch == Some(self.epoch) && versions.latest.contains_key(&key) {
+            return;
+        }
+        versions.make_room(self.epoch, LATEST_WEIGHT);
+        versions.set_latest(key, hash);
+    }
 }
+
+/// What remembering a record's latest hash weighs, against
+/// [`MAX_REMEMBERED_VERSION_BYTES`]: about its key's and hash's length.
+const LATEST_WEIGHT: usize = 128;
 
 /// About the length of a stored version's JSON beside its content (ids,
 /// hashes, dates, links of the envelope), for [`MemoAt::remember_stored`],
@@ -318,19 +378,26 @@ mod tests {
         };
         let parent = VersionHash::from_bytes([1; 32]);
         at.remember_stored(7, &[stored(&first, None)]);
-        assert!(at.latest(7, &record_key).is_none(), "a first version is not kept");
+        assert!(
+            at.latest(7, &record_key).is_none(),
+            "a first version is not kept"
+        );
 
         at.remember_stored(7, &[stored(&first, Some(parent))]);
         let latest = at.latest(7, &record_key).expect("the latest");
         assert_eq!(latest.record.version.hash, first.record.version.hash);
         assert!(at.latest(8, &record_key).is_none(), "another store");
-        assert!(memo.at(epoch(2)).latest(7, &record_key).is_none(), "another epoch");
+        assert!(
+            memo.at(epoch(2)).latest(7, &record_key).is_none(),
+            "another epoch"
+        );
 
         at.remember_stored(7, &[stored(&second, Some(first.record.version.hash))]);
         let latest = at.latest(7, &record_key).expect("the latest");
         assert_eq!(latest.record.version.hash, second.record.version.hash);
         assert!(
-            at.version(7, &record_key, &first.record.version.hash).is_none(),
+            at.version(7, &record_key, &first.record.version.hash)
+                .is_none(),
             "the replaced latest is forgotten"
         );
     }

@@ -200,6 +200,11 @@ pub struct Effects {
     /// key row), plain statements (which may touch anything), or a version
     /// of an App Authorization.
     pub changes_standing: bool,
+    /// The records, by store, whose latest version moved after the job
+    /// read it (or took it from the memo's guess): a host that remembers
+    /// records' latest versions forgets these
+    /// ([`MemoAt::forget_latest`](memo::MemoAt::forget_latest)).
+    pub moved_latest: Vec<(i64, crate::write::RecordKey)>,
 }
 
 impl Effects {

@@ -75,6 +75,17 @@ pub(super) enum Answered {
     Stored,
 }
 
+/// What checking a prepared job's reads again found
+/// ([`Pending::reads_hold`]).
+pub(super) struct Recheck {
+    /// Whether every read still holds.
+    pub(super) hold: bool,
+    /// The store's latest `received_at`.
+    pub(super) last: Option<RecordDate>,
+    /// The records whose latest version is no longer the one read.
+    pub(super) moved: Vec<RecordKey>,
+}
+
 /// One read of a job, as a prepared job's commit checks it again. A stored
 /// version never changes, so one found is not kept.
 #[derive(Debug)]
@@ -249,29 +260,35 @@ impl Pending {
     }
 
     /// Whether every read still holds, by the rows of
-    /// [`Pending::recheck_statements`]; and the store's latest
-    /// `received_at`.
-    pub(super) fn reads_hold(
-        &self,
-        rows: &[Vec<Row>],
-    ) -> Result<(bool, Option<RecordDate>), JobFailure> {
+    /// [`Pending::recheck_statements`]; the store's latest `received_at`;
+    /// and the records whose latest version moved since it was read (or
+    /// guessed).
+    pub(super) fn reads_hold(&self, rows: &[Vec<Row>]) -> Result<Recheck, JobFailure> {
         let (last, reads) = match rows.split_last() {
             Some(split) if split.1.len() == self.reads.len() => split,
             _ => return Err(JobFailure::Data("not one answer per recheck".into())),
         };
-        let last = last_received_at(last)?;
+        let mut recheck = Recheck {
+            hold: true,
+            last: last_received_at(last)?,
+            moved: Vec::new(),
+        };
         for (read, rows) in self.reads.iter().zip(reads) {
-            let holds = match read {
-                Read::Latest(_, hash) => latest_hash(rows)? == *hash,
-                Read::Answer(_, shape, found) => {
-                    super::decide::need_answer(*shape, rows)?.0 == *found
+            match read {
+                Read::Latest(key, hash) => {
+                    if latest_hash(rows)? != *hash {
+                        recheck.hold = false;
+                        recheck.moved.push(key.clone());
+                    }
                 }
-            };
-            if !holds {
-                return Ok((false, last));
+                Read::Answer(_, shape, found) => {
+                    if super::decide::need_answer(*shape, rows)?.0 != *found {
+                        recheck.hold = false;
+                    }
+                }
             }
         }
-        Ok((true, last))
+        Ok(recheck)
     }
 
     /// Receives the job's versions, in order, at `now` or just after the
@@ -401,6 +418,7 @@ impl Pending {
             live,
             queues_notifications: notifications,
             rescheduled: false,
+            moved_latest: Vec::new(),
         };
         Ok((Written { answer }, effects))
     }
