@@ -17,6 +17,10 @@ import { fileURLToPath } from "node:url";
 const root = resolve(fileURLToPath(new URL(".", import.meta.url)), "../../..");
 const release = join(root, process.env.CARGO_TARGET_DIR ?? "target", "release");
 const count = Number(process.argv[2] ?? 2000);
+// FOLIO_ROUNDTRIP_PROFILE=DIR writes the node side's CPU profile there (node --cpu-prof).
+const profile = process.env.FOLIO_ROUNDTRIP_PROFILE
+  ? ["--cpu-prof", `--cpu-prof-dir=${process.env.FOLIO_ROUNDTRIP_PROFILE}`]
+  : [];
 
 if (process.env.FOLIO_ROUNDTRIP_CHILD) {
   // The node side, in a child that trusts the server's certificate.
@@ -60,7 +64,7 @@ const server = spawn(folioBin, ["--data-dir", data, "serve", "--listen", `127.0.
 await new Promise((ready) => server.stderr.on("data", (chunk) => String(chunk).includes("listening on") && ready()));
 try {
   const credentials = { baseUrl, appId: app.app_id, authorizationId: app.authorization_id, seed };
-  const node = spawnSync(process.execPath, [fileURLToPath(import.meta.url), String(count)], {
+  const node = spawnSync(process.execPath, [...profile, fileURLToPath(import.meta.url), String(count)], {
     encoding: "utf8",
     env: { ...process.env, NODE_EXTRA_CA_CERTS: join(data, "tls/cert.pem"), FOLIO_ROUNDTRIP_CHILD: JSON.stringify(credentials) },
   });

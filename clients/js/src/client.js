@@ -4,7 +4,9 @@ import { FolioError } from "./errors.js";
 import { Blobs } from "./blobs.js";
 import { Events } from "./events.js";
 import { Records } from "./records.js";
+import { loadCore } from "./core.js";
 import { authorize } from "./signing.js";
+import { transport } from "./transport.js";
 
 // Header and relation names of each dialect (PROTOCOL.md §1).
 const DIALECTS = {
@@ -54,10 +56,6 @@ function retryAfterMs(response) {
   return seconds * 1000;
 }
 
-async function hex(bytes) {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
-}
 
 /** Fills `{name}` in an endpoint template. */
 export function expand(template, values) {
@@ -83,7 +81,7 @@ export class Folio {
     verify = true,
     signBodies = !IN_BROWSER,
     retries = 2,
-    fetch = globalThis.fetch,
+    fetch = undefined,
   }) {
     this.entity = entity;
     this.endpoints = endpoints;
@@ -99,7 +97,10 @@ export class Folio {
     /** How many times a `429` or `503` is retried after its `Retry-After`. */
     this.retries = retries;
     // Called as a plain function: a browser's fetch refuses any other `this`.
-    this.fetch = (input, init) => fetch(input, init);
+    this.fetch = (input, init) => (fetch ?? globalThis.fetch)(input, init);
+    // Answers read whole: through node:https in node unless the app gave
+    // its own fetch (transport.js).
+    this.sendWhole = transport(this.fetch, fetch !== undefined);
     this.records = new Records(this);
     this.events = new Events(this);
     this.blobs = new Blobs(this);
@@ -110,9 +111,11 @@ export class Folio {
    * record) and connects to it. `entity` is a name (`alice.example`) or the
    * URL it is served at.
    */
-  static async connect({ entity, app = null, dialect = "svc", clientId = null, verify = true, signBodies, retries, fetch = globalThis.fetch }) {
+  static async connect({ entity, app = null, dialect = "svc", clientId = null, verify = true, signBodies, retries, fetch }) {
     const names = DIALECTS[dialect];
     if (!names) throw new TypeError(`unknown dialect ${dialect}`);
+    const given = fetch;
+    fetch ??= (input, init) => globalThis.fetch(input, init);
     const home = entityUrl(entity);
     const head = await fetch(home, { method: "HEAD" });
     const recordUrl = linkTarget(head.headers.get("link"), names.entityRelation, home);
@@ -126,7 +129,7 @@ export class Folio {
     if (!server?.endpoints) {
       throw new FolioError({ status: answer.status, code: "no_endpoints", title: "the Entity record names no server" });
     }
-    return new Folio({ entity: record.content.entity, endpoints: server.endpoints, app, dialect, clientId, verify, signBodies, retries, fetch });
+    return new Folio({ entity: record.content.entity, endpoints: server.endpoints, app, dialect, clientId, verify, signBodies, retries, fetch: given });
   }
 
   /** The URL of endpoint `name` with its template filled. */
@@ -141,17 +144,22 @@ export class Folio {
    * JSON body (or `null` for an empty one), or throws a {@link FolioError}.
    */
   async request(method, url, options = {}) {
+    const text = await this.requestText(method, url, options);
+    return text === "" ? null : JSON.parse(text);
+  }
+
+  /**
+   * {@link request}, answering the body's text as received: for a check
+   * of what the server sent (version hashes) before it is parsed.
+   */
+  async requestText(method, url, options = {}) {
     for (let attempt = 1; ; attempt += 1) {
-      const raw = await this.send(method, url, options);
-      if (raw.ok) {
-        const text = await raw.text();
-        return text === "" ? null : JSON.parse(text);
-      }
+      const answer = await this.sendWhole(url, await this.prepare(method, url, options));
+      if (answer.ok) return answer.text;
       // A rate limit or a busy server says when to come back: within
       // reason, the request is signed afresh and sent again then.
-      const wait = retryAfterMs(raw);
-      if (wait === null || attempt > this.retries) throw await FolioError.from(raw);
-      await raw.body?.cancel();
+      const wait = retryAfterMs(answer);
+      if (wait === null || attempt > this.retries) throw await FolioError.from(answer.response());
       await new Promise((resume) => setTimeout(resume, wait));
     }
   }
@@ -161,7 +169,15 @@ export class Folio {
    * `sign` names headers of `headers` (lowercase) to sign besides the body
    * digest and the client id; `signal` aborts it.
    */
-  async send(method, url, { body = undefined, headers = {}, sign = [], signed = true, signal } = {}) {
+  async send(method, url, options = {}) {
+    return this.fetch(url, await this.prepare(method, url, options));
+  }
+
+  /**
+   * What {@link send} sends: the request's `fetch` options, its body
+   * digested and its headers signed.
+   */
+  async prepare(method, url, { body = undefined, headers = {}, sign = [], signed = true, signal } = {}) {
     const sent = { ...headers };
     const signedHeaders = sign.map((name) => [name, headers[name]]);
     let payload;
@@ -169,7 +185,7 @@ export class Folio {
       payload = body instanceof Uint8Array ? body : new TextEncoder().encode(JSON.stringify(body));
       if (!(body instanceof Uint8Array)) sent["content-type"] = "application/json";
       if (this.signBodies) {
-        sent[this.names.contentSha256] = await hex(payload);
+        sent[this.names.contentSha256] = (await loadCore()).sha256Hex(payload);
         signedHeaders.push([this.names.contentSha256, sent[this.names.contentSha256]]);
       }
     }
@@ -188,6 +204,6 @@ export class Folio {
         dialect: this.dialect,
       });
     }
-    return this.fetch(url, { method, headers: sent, body: payload, signal });
+    return { method, headers: sent, body: payload, signal };
   }
 }

@@ -6,7 +6,10 @@ import init, {
   authorizationHeader,
   bearerInput,
   bearerToken,
+  checkVersionHashes,
+  sha256Hex,
   signatureInput,
+  TypeChecker,
   validateRecord,
   versionHash,
 } from "../pkg/folio_core.js";
@@ -23,7 +26,17 @@ export function loadCore() {
     } else {
       await init({ module_or_path: wasmUrl });
     }
-    return { authorizationHeader, bearerInput, bearerToken, signatureInput, validateRecord, versionHash };
+    return {
+      authorizationHeader,
+      bearerInput,
+      bearerToken,
+      checkVersionHashes,
+      sha256Hex,
+      signatureInput,
+      TypeChecker,
+      validateRecord,
+      versionHash,
+    };
   })();
   return loading;
 }

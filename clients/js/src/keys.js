@@ -88,10 +88,37 @@ export class AppKey {
     await writeFile(path, `${text}\n`, { mode: 0o600, flag: "wx" });
   }
 
-  /** The Ed25519 signature of `bytes`. */
+  /**
+   * The Ed25519 signature of `bytes`. In node, by node:crypto on the same
+   * key, at once: WebCrypto's sign runs on node's thread pool, which made
+   * each signature wait about 70 µs where the signing itself takes 45.
+   */
   async sign(bytes) {
+    const signer = await nodeSigner(this.privateKey);
+    if (signer) return signer(bytes);
     return new Uint8Array(await crypto.subtle.sign(ED25519, this.privateKey, bytes));
   }
+}
+
+/** Whether this runs in node (not a browser, not an edge runtime). */
+const IN_NODE = typeof process !== "undefined" && typeof process.versions?.node === "string"
+  && typeof document === "undefined";
+
+const nodeSigners = new WeakMap();
+
+/**
+ * In node, a function that signs with `privateKey` (a CryptoKey, extractable
+ * or not) through node:crypto's `KeyObject` of it; elsewhere `null`.
+ */
+async function nodeSigner(privateKey) {
+  if (!IN_NODE) return null;
+  if (!nodeSigners.has(privateKey)) {
+    nodeSigners.set(privateKey, import("node:crypto").then(({ KeyObject, sign }) => {
+      const key = KeyObject.from(privateKey);
+      return (bytes) => new Uint8Array(sign(null, bytes, key));
+    }));
+  }
+  return nodeSigners.get(privateKey);
 }
 
 // Browser key storage: one IndexedDB object store of CryptoKeys, which

@@ -11,19 +11,26 @@ import { and, author, toFilter, type } from "./filter.js";
  * (or by a server that lies) is a FolioError `hash_mismatch`.
  */
 export async function verified(records) {
-  const core = await loadCore();
-  for (const record of records) {
-    const computed = core.versionHash(JSON.stringify(record));
-    if (computed !== record?.version?.hash) {
-      throw new FolioError({
-        status: 0,
-        code: "hash_mismatch",
-        title: "a record's version hash does not match its content",
-        detail: `record ${record?.id}: carries ${record?.version?.hash}, its content comes to ${computed}`,
-      });
-    }
-  }
+  await verifiedAnswer(JSON.stringify({ records }));
   return records;
+}
+
+/**
+ * Checks the version hash of every record in an answer's text, as
+ * received (`record` or `records`, and `linked_records`), with one call
+ * into the core, before the text is parsed: a FolioError `hash_mismatch`
+ * names the first record that does not match.
+ */
+async function verifiedAnswer(text) {
+  const mismatch = (await loadCore()).checkVersionHashes(text);
+  if (mismatch) {
+    throw new FolioError({
+      status: 0,
+      code: "hash_mismatch",
+      title: "a record's version hash does not match its content",
+      detail: mismatch,
+    });
+  }
 }
 
 /** A record's link: `{entity, record_id}`. */
@@ -83,11 +90,10 @@ export class Records {
     object(body, "records.validate(body)");
     const type = versionKey(body.type, "records.validate(body): body.type");
     body = { ...body, type };
-    const core = await loadCore();
-    const typeRecord = await this._typeRecord(type);
+    const { checker } = await this._type(type);
     let violation;
     try {
-      violation = core.validateRecord(JSON.stringify(typeRecord), JSON.stringify(body), this.folio.entity);
+      violation = checker?.check(JSON.stringify(body), this.folio.entity);
     } catch {
       // A body the core cannot read as a record: the server will say what is wrong.
       return;
@@ -102,7 +108,12 @@ export class Records {
     }
   }
 
-  async _typeRecord(type) {
+  /**
+   * A Type record's version, read once: `{record, checker}`, its schema
+   * compiled once by the core (`checker` is null for a schema the core
+   * cannot compile: the server will say what is wrong).
+   */
+  async _type(type) {
     const key = `${type.entity}+${type.record_id}+${type.version_hash}`;
     this._types ??= new Map();
     if (!this._types.has(key)) {
@@ -111,7 +122,16 @@ export class Records {
         record_id: type.record_id,
         version_hash: type.version_hash,
       });
-      const loading = this.folio.request("GET", url).then((answer) => this._one(answer));
+      const loading = (async () => {
+        const [core, { record }] = await Promise.all([loadCore(), this._answer("GET", url)]);
+        let checker = null;
+        try {
+          checker = new core.TypeChecker(JSON.stringify(record));
+        } catch {
+          // Not a schema the core compiles: nothing is checked before the write.
+        }
+        return { record, checker };
+      })();
       loading.catch(() => this._types.delete(key));
       this._types.set(key, loading);
     }
@@ -127,8 +147,7 @@ export class Records {
     object(body, "records.create(body)");
     if (body.type !== undefined) body = { ...body, type: versionKey(body.type, "records.create(body): body.type") };
     if (validate && body.type) await this.validate(body);
-    const answer = await this.folio.request("POST", this.folio.url("new_record"), { body });
-    return this._one(answer);
+    return (await this._answer("POST", this.folio.url("new_record"), { body })).record;
   }
 
   /**
@@ -141,7 +160,7 @@ export class Records {
   async get(id, { entity = this.folio.entity, includeLinks, proxyTo } = {}) {
     const url = this.folio.url("record", recordKey(id, "records.get(id)", entity));
     url.search = query({ include_links: includeLinks?.join(","), proxy_to: proxyTo });
-    return this._one(await this.folio.request("GET", url));
+    return (await this._answer("GET", url)).record;
   }
 
   /**
@@ -161,7 +180,7 @@ export class Records {
     }
     const url = this.folio.url("record", { entity: record.author.entity, record_id: record.id });
     const body = { ...changes, version: { ...changes.version, parent_hash: record.version.hash } };
-    return this._one(await this.folio.request("PUT", url, { body }));
+    return (await this._answer("PUT", url, { body })).record;
   }
 
   /**
@@ -172,7 +191,7 @@ export class Records {
     answeredRecord(record, "records.delete(record)");
     const url = this.folio.url("record", { entity: record.author.entity, record_id: record.id });
     const body = { version: { parent_hash: record.version.hash }, no_content: { action } };
-    return this._one(await this.folio.request("DELETE", url, { body }));
+    return (await this._answer("DELETE", url, { body })).record;
   }
 
   /**
@@ -183,8 +202,8 @@ export class Records {
   async getWithLinks(id, { entity = this.folio.entity, includeLinks = [], proxyTo } = {}) {
     const url = this.folio.url("record", recordKey(id, "records.getWithLinks(id)", entity));
     url.search = query({ include_links: includeLinks.join(","), proxy_to: proxyTo });
-    const answer = await this.folio.request("GET", url);
-    const record = await this._one(answer);
+    const answer = await this._answer("GET", url);
+    const record = answer.record;
     const linked = new Map(answer.linked_records.map((r) => [`${r.author.entity}+${r.id}`, r]));
     return { record, linked, linkedRecord: (link) => linked.get(`${link.entity}+${link.record_id}`) ?? null };
   }
@@ -270,15 +289,19 @@ export class Records {
     }
   }
 
-  /** The record of a `{record, linked_records}` answer, verified. */
-  async _one(answer) {
-    if (this.folio.verify) await verified([answer.record, ...answer.linked_records]);
-    return answer.record;
+  /**
+   * A request's answer, its records' version hashes checked on the text
+   * as received (unless the client was made with `verify: false`), then
+   * parsed.
+   */
+  async _answer(method, url, options) {
+    const text = await this.folio.requestText(method, url, options);
+    if (this.folio.verify) await verifiedAnswer(text);
+    return JSON.parse(text);
   }
 
   async _page(url) {
-    const answer = await this.folio.request("GET", url);
-    if (this.folio.verify) await verified([...answer.records, ...answer.linked_records]);
+    const answer = await this._answer("GET", url);
     const next = (nextPage) => {
       const following = new URL(url);
       following.search = nextPage;

@@ -13,6 +13,7 @@ use folio_core::schema::{RecordType, provisional_record};
 use folio_core::write::new_record_permissions;
 use serde::Deserialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use wasm_bindgen::prelude::*;
 
 /// A request to sign, as the SDK describes it (JSON, camelCase).
@@ -171,31 +172,97 @@ pub fn version_hash(record: &str) -> Result<String, JsError> {
 /// by `author`: `null` when nothing, else the violation as text (its JSON
 /// path first), as the server would answer `schema_violation`. Only the
 /// schema is checked here; whether links resolve is the server's to say.
+/// Compiles the schema on every call: [`TypeChecker`] compiles it once.
 #[wasm_bindgen(js_name = validateRecord)]
 pub fn validate_record(
     type_record: &str,
     body: &str,
     author: &str,
 ) -> Result<Option<String>, JsError> {
-    let type_record: Value = serde_json::from_str(type_record).map_err(error)?;
-    let record_type = RecordType::from_content(&type_record["content"]).map_err(error)?;
-    let body: Value = serde_json::from_str(body).map_err(error)?;
-    let type_link: VersionLink = serde_json::from_value(body["type"].clone()).map_err(error)?;
-    let given = match body.get("permissions") {
-        Some(permissions) => Some(serde_json::from_value(permissions.clone()).map_err(error)?),
-        None => None,
-    };
-    let Some(Value::Object(content)) = body.get("content") else {
-        return Err(error("the body's content is not an object"));
-    };
-    let author = author
-        .parse()
-        .map_err(|_| error(format!("{author:?} is not an entity")))?;
-    let permissions = new_record_permissions(&type_link, given);
-    let record = provisional_record(author, type_link, permissions, content.clone());
-    Ok(record_type
-        .schema
-        .validate(&record)
-        .err()
-        .map(|violation| violation.to_string()))
+    TypeChecker::new(type_record)?.check(body, author)
+}
+
+/// A Type record's schema, compiled once, for checking many records'
+/// bodies against it ([`validate_record`], without compiling it again).
+#[wasm_bindgen]
+pub struct TypeChecker {
+    record_type: RecordType,
+}
+
+#[wasm_bindgen]
+impl TypeChecker {
+    /// Compiles the schema of `type_record` (a Type record, JSON, as
+    /// received).
+    #[wasm_bindgen(constructor)]
+    pub fn new(type_record: &str) -> Result<TypeChecker, JsError> {
+        let type_record: Value = serde_json::from_str(type_record).map_err(error)?;
+        let record_type = RecordType::from_content(&type_record["content"]).map_err(error)?;
+        Ok(TypeChecker { record_type })
+    }
+
+    /// What `body` (JSON: `type`, `content`, `permissions`), written by
+    /// `author`, breaks of the schema: `null` when nothing, else the
+    /// violation as text, as [`validate_record`] answers.
+    pub fn check(&self, body: &str, author: &str) -> Result<Option<String>, JsError> {
+        let body: Value = serde_json::from_str(body).map_err(error)?;
+        let type_link: VersionLink = serde_json::from_value(body["type"].clone()).map_err(error)?;
+        let given = match body.get("permissions") {
+            Some(permissions) => Some(serde_json::from_value(permissions.clone()).map_err(error)?),
+            None => None,
+        };
+        let Some(Value::Object(content)) = body.get("content") else {
+            return Err(error("the body's content is not an object"));
+        };
+        let author = author
+            .parse()
+            .map_err(|_| error(format!("{author:?} is not an entity")))?;
+        let permissions = new_record_permissions(&type_link, given);
+        let record = provisional_record(author, type_link, permissions, content.clone());
+        Ok(self
+            .record_type
+            .schema
+            .validate(&record)
+            .err()
+            .map(|violation| violation.to_string()))
+    }
+}
+
+/// The records of an answer (JSON, as received): `record` or `records`,
+/// and `linked_records`; anything else in it is left alone.
+#[derive(Deserialize)]
+struct Answered {
+    #[serde(default)]
+    record: Option<Record>,
+    #[serde(default)]
+    records: Vec<Record>,
+    #[serde(default)]
+    linked_records: Vec<Record>,
+}
+
+/// Checks the version hash of every record in `answer` (a record's or a
+/// page's answer, JSON text as received, before any parsing in
+/// JavaScript): `null` when each is what its content and metadata come to,
+/// else which record does not, and what it comes to.
+#[wasm_bindgen(js_name = checkVersionHashes)]
+pub fn check_version_hashes(answer: &str) -> Result<Option<String>, JsError> {
+    let answered: Answered = serde_json::from_str(answer).map_err(error)?;
+    let mut records = (answered.record.iter())
+        .chain(&answered.records)
+        .chain(&answered.linked_records);
+    Ok(records.find_map(|record| {
+        let computed = record.hash_input().hash();
+        (computed != record.version.hash).then(|| {
+            format!(
+                "record {}: carries {}, its content comes to {computed}",
+                record.id, record.version.hash
+            )
+        })
+    }))
+}
+
+/// The SHA-256 of `bytes`, as 64 lowercase hex digits: a body's digest
+/// header, computed at once (WebCrypto's digest is asynchronous).
+#[wasm_bindgen(js_name = sha256Hex)]
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }
