@@ -31,7 +31,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::model::{Record, VersionHash};
 use crate::query::IndexEntry;
@@ -133,6 +133,19 @@ pub struct MemoAt<'m> {
 }
 
 impl MemoAt<'_> {
+    /// The memo's versions, locked.
+    fn lock(&self) -> MutexGuard<'_, Versions> {
+        self.memo
+            .versions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The memo's versions, locked, if they are of this epoch.
+    fn of_epoch(&self) -> Option<MutexGuard<'_, Versions>> {
+        Some(self.lock()).filter(|versions| versions.epoch == Some(self.epoch))
+    }
+
     /// The version `hash` of `record` in store `store`, if remembered
     /// under this epoch.
     pub fn version(
@@ -141,14 +154,7 @@ impl MemoAt<'_> {
         record: &RecordKey,
         hash: &VersionHash,
     ) -> Option<Remembered> {
-        let versions = self
-            .memo
-            .versions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if versions.epoch != Some(self.epoch) {
-            return None;
-        }
+        let versions = self.of_epoch()?;
         versions
             .found
             .get(&(store, *hash))
@@ -162,14 +168,7 @@ impl MemoAt<'_> {
     /// The latest version of `record` in store `store` that the writer
     /// stored under this epoch, if remembered: a guess ([module docs](self)).
     pub fn latest(&self, store: i64, record: &RecordKey) -> Option<Remembered> {
-        let versions = self
-            .memo
-            .versions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if versions.epoch != Some(self.epoch) {
-            return None;
-        }
+        let versions = self.of_epoch()?;
         let hash = versions.latest.get(&(store, record.clone()))?;
         versions
             .found
@@ -183,11 +182,7 @@ impl MemoAt<'_> {
         if len > MAX_REMEMBERED_VERSION_LEN {
             return;
         }
-        let mut versions = self
-            .memo
-            .versions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut versions = self.lock();
         versions.make_room(self.epoch, len);
         versions.keep(store, version.clone(), len);
     }
@@ -204,11 +199,7 @@ impl MemoAt<'_> {
     /// updated once is likely to be updated again, most new records are
     /// not (a flood of creates would only empty the memo).
     pub fn remember_stored(&self, store: i64, stored: &[LiveVersion]) {
-        let mut versions = self
-            .memo
-            .versions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut versions = self.lock();
         for version in stored {
             let record = &version.record;
             let Some(parent) = record.version.parent_hash else {
@@ -249,11 +240,7 @@ impl MemoAt<'_> {
         if moved.is_empty() {
             return;
         }
-        let mut versions = self
-            .memo
-            .versions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut versions = self.lock();
         if versions.epoch == Some(self.epoch) {
             for key in moved {
                 versions.forget_latest(key);
@@ -265,11 +252,7 @@ impl MemoAt<'_> {
     /// in store `store`, unless the memo has a guess already: a snapshot
     /// may be older than what the writer remembered since.
     pub fn observe_latest(&self, store: i64, record: &RecordKey, hash: VersionHash) {
-        let mut versions = self
-            .memo
-            .versions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut versions = self.lock();
         let key = (store, record.clone());
         if versions.epoch == Some(self.epoch) && versions.latest.contains_key(&key) {
             return;
