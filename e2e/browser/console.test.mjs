@@ -4,8 +4,8 @@
 // and a version's differences, edits it (and sees a stale edit refused),
 // deletes one, checks a record against a type, revokes an app (whose next
 // signed request is refused), changes the password and signs out. Each page
-// is saved at desktop width and at 390 px in target/browser-artifacts/
-// as console-<page>-{desktop,390}.png.
+// is saved at desktop width and at 390 px, light and dark, in
+// target/browser-artifacts/ as console-<page>-{desktop,390}[-dark].png.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -107,15 +107,31 @@ function versionLink(record) {
   return { entity: record.author.entity, record_id: record.id, version_hash: record.version.hash };
 }
 
-/** Saves the page at desktop width and at 390 px. */
-async function shot(page, name) {
-  await page.setViewportSize({ width: 1280, height: 900 });
-  await page.screenshot({ path: join(ARTIFACTS, `console-${name}-desktop.png`), fullPage: true });
-  await page.setViewportSize({ width: 390, height: 844 });
-  // Nothing may be wider than the phone's screen.
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth);
-  assert.ok(overflow <= 390, `${name}: the page is ${overflow} px wide at 390 px`);
-  await page.screenshot({ path: join(ARTIFACTS, `console-${name}-390.png`), fullPage: true });
+/** The page's background colour, as the browser computed it. */
+const background = (page) => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+
+/**
+ * Saves the page at desktop width and at 390 px, in the light scheme and
+ * in the dark one (`-dark`), which it must follow (another background)
+ * unless it is `unstyled`.
+ */
+async function shot(page, name, { unstyled = false } = {}) {
+  for (const scheme of ["light", "dark"]) {
+    await page.emulateMedia({ colorScheme: scheme });
+    const suffix = scheme === "dark" ? "-dark" : "";
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.screenshot({ path: join(ARTIFACTS, `console-${name}-desktop${suffix}.png`), fullPage: true });
+    await page.setViewportSize({ width: 390, height: 844 });
+    // Nothing may be wider than the phone's screen.
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(overflow <= 390, `${name}: the page is ${overflow} px wide at 390 px`);
+    await page.screenshot({ path: join(ARTIFACTS, `console-${name}-390${suffix}.png`), fullPage: true });
+  }
+  const dark = await background(page);
+  await page.emulateMedia({ colorScheme: "light" });
+  if (!unstyled) {
+    assert.notEqual(dark, await background(page), `${name}: the dark scheme has a background of its own`);
+  }
   await page.setViewportSize({ width: 1280, height: 900 });
 }
 
@@ -131,7 +147,9 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     await page.goto(`${BASE}/`);
     await page.getByRole("heading", { name: "This is a Folio server" }).waitFor();
     assert.ok(!(await page.content()).includes("/alice/"), "the landing page names a user");
-    await shot(page, "landing");
+    // Not styled yet: the console's stylesheet is served under a user's
+    // console only, and the page's policy allows no inline style (issue 43, item 7).
+    await shot(page, "landing", { unstyled: true });
 
     // Sign in: a wrong password first.
     await page.goto(CONSOLE);
