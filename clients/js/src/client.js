@@ -5,6 +5,7 @@ import { Blobs } from "./blobs.js";
 import { Events } from "./events.js";
 import { Records } from "./records.js";
 import { loadCore } from "./core.js";
+import { IN_BROWSER } from "./runtime.js";
 import { authorize } from "./signing.js";
 import { transport } from "./transport.js";
 
@@ -22,12 +23,6 @@ const DIALECTS = {
   },
 };
 
-/**
- * Whether this runs in a browser page. A browser may send only the headers
- * the protocol's CORS answer lists, and the body digest header is not among
- * them, so there the signature covers the request but not its body.
- */
-const IN_BROWSER = typeof document !== "undefined";
 
 /** The URL an entity is served at: `https://{entity}/`, or the URL given. */
 function entityUrl(entity) {

@@ -2,6 +2,8 @@
 // not extractable (the SDK can sign with it, nothing can read it); in node
 // a key can come from the seed `folio app add` prints.
 
+import { IN_NODE } from "./runtime.js";
+
 const ED25519 = { name: "Ed25519" };
 // PKCS #8 for an Ed25519 private key is this prefix and the 32-byte seed (RFC 8410).
 const PKCS8_PREFIX = Uint8Array.from([
@@ -100,9 +102,6 @@ export class AppKey {
   }
 }
 
-/** Whether this runs in node (not a browser, not an edge runtime). */
-const IN_NODE = typeof process !== "undefined" && typeof process.versions?.node === "string"
-  && typeof document === "undefined";
 
 const nodeSigners = new WeakMap();
 

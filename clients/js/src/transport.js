@@ -7,9 +7,7 @@
 // node:https took 0.282 (clients/js/bench/roundtrip.mjs for the SDK's
 // whole figures). Streams (live events, blob bytes) still go through fetch.
 
-/** Whether this runs in node (not a browser, not an edge runtime). */
-const IN_NODE = typeof process !== "undefined" && typeof process.versions?.node === "string"
-  && typeof document === "undefined";
+import { IN_NODE } from "./runtime.js";
 
 let modules;
 

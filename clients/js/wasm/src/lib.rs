@@ -167,23 +167,10 @@ pub fn version_hash(record: &str) -> Result<String, JsError> {
     Ok(record.hash_input().hash().to_string())
 }
 
-/// What a new record's body (JSON: `type`, `content`, `permissions`) breaks
-/// of its Type record's schema (`type_record`, JSON, as received), written
-/// by `author`: `null` when nothing, else the violation as text (its JSON
-/// path first), as the server would answer `schema_violation`. Only the
-/// schema is checked here; whether links resolve is the server's to say.
-/// Compiles the schema on every call: [`TypeChecker`] compiles it once.
-#[wasm_bindgen(js_name = validateRecord)]
-pub fn validate_record(
-    type_record: &str,
-    body: &str,
-    author: &str,
-) -> Result<Option<String>, JsError> {
-    TypeChecker::new(type_record)?.check(body, author)
-}
-
 /// A Type record's schema, compiled once, for checking many records'
-/// bodies against it ([`validate_record`], without compiling it again).
+/// bodies against it: what a new record's body breaks of it, as the server
+/// would answer `schema_violation`. Only the schema is checked here;
+/// whether links resolve is the server's to say.
 #[wasm_bindgen]
 pub struct TypeChecker {
     record_type: RecordType,
@@ -202,7 +189,7 @@ impl TypeChecker {
 
     /// What `body` (JSON: `type`, `content`, `permissions`), written by
     /// `author`, breaks of the schema: `null` when nothing, else the
-    /// violation as text, as [`validate_record`] answers.
+    /// violation as text (its JSON path first).
     pub fn check(&self, body: &str, author: &str) -> Result<Option<String>, JsError> {
         let body: Value = serde_json::from_str(body).map_err(error)?;
         let type_link: VersionLink = serde_json::from_value(body["type"].clone()).map_err(error)?;
