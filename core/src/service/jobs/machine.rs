@@ -323,9 +323,8 @@ impl<'m> WriteJob<'m> {
                     }
                     Ok(Decision::Decided(answered)) => match then {
                         Then::Commit if self.preparing => {
-                            if let (Answered::Replay(_), true, false) =
-                                (&answered, pending.is_empty(), deciding.guessed().is_empty())
-                            {
+                            let replay = matches!(answered, Answered::Replay(_));
+                            if replay && pending.is_empty() && !deciding.guessed().is_empty() {
                                 self.decide_again(pending.user.id, deciding.guessed());
                                 continue;
                             }
@@ -499,7 +498,6 @@ impl<'m> WriteJob<'m> {
         };
     }
 
-    /// Starts an attempt: what to ask first, or `None` to go on stepping.
     /// Decides the job again from the start on what the store holds, not
     /// counted as an attempt: a refusal or a replay decided on the memo's
     /// guesses at the latest versions of `guessed` (records of store
@@ -515,6 +513,7 @@ impl<'m> WriteJob<'m> {
         self.state = State::Start;
     }
 
+    /// Starts an attempt: what to ask first, or `None` to go on stepping.
     fn start_attempt(&mut self) -> Option<Next> {
         self.attempts += 1;
         if self.attempts > WRITE_ATTEMPTS {
