@@ -34,8 +34,11 @@
 //! A host (the native server, the Cloudflare worker) holds the IO. For each
 //! request it reads its clock once and draws 32 random bytes once, and
 //! calls [`handle`] with the request, that time and those bytes ([`Fresh`]);
-//! the service does the rest through a few small capability traits the host
-//! implements: a [`Store`] to read, [`Jobs`] to commit, [`Bodies`],
+//! a host that serves many requests from one process also keeps core's
+//! [`Resident`] state (users, standings, nonces, rates, remembered
+//! versions) and passes its epoch, so that core asks it for input and
+//! output only. The service does the rest through a few small capability
+//! traits the host implements: a [`Store`] to read, [`Jobs`] to commit, [`Bodies`],
 //! [`Blobs`], [`Streams`], [`Guards`], [`Secrets`] and [`Peers`] (the
 //! calling contract is in [`service`]). Every write is a core [`Job`] that
 //! the host's scheduler (the native group-commit writer, the worker's user
@@ -71,6 +74,6 @@ pub use service::jobs::{
 pub use service::store::{CommitError, Row, RowError, RowExt};
 pub use service::{
     AddressRate, AddressVerdict, Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note,
-    Peers, Rate, RateLimits, Reply, ReplyBody, Request, Secrets, Settings, Store, Streams,
-    UploadFailure, User, WriteFailure, handle,
+    Peers, Rate, RateLimits, Reply, ReplyBody, Request, Resident, Secrets, Settings, Store,
+    Streams, UploadFailure, User, WriteFailure, handle,
 };

@@ -40,6 +40,8 @@ mod network;
 mod outbox;
 #[path = "service/records.rs"]
 mod records;
+#[path = "service/resident.rs"]
+mod resident;
 // Federation's signals for operators (issue 42, item 10).
 #[path = "service/console_outbox.rs"]
 mod console_outbox;

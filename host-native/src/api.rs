@@ -57,6 +57,9 @@ pub async fn handle(
         peer: Some(peer.ip()),
         now: app.clock.now(),
         fresh: Fresh::from_seed(rand::random()),
+        // Taken before anything is read for the request: what is read under
+        // it is remembered under it (folio_core::service::standing).
+        epoch: app.standings.epoch(),
     };
     let reply = folio_core::handle(&*app, request, body).await;
     let took = started.elapsed();

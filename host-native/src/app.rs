@@ -2,13 +2,11 @@
 //! shares. `server.rs` builds it; `host.rs` implements core's host traits on
 //! it; `api.rs`, `outbox.rs` and `metrics_listener.rs` use it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use folio_core::RateLimits;
+use folio_core::Resident;
 use folio_core::RowExt;
-use folio_core::auth::ReplayGuard;
 use folio_core::service::consent::SessionKey;
-use folio_core::service::jobs::memo::Memo;
 use tokio::sync::watch;
 
 use crate::blobs::BlobStore;
@@ -19,7 +17,6 @@ use crate::hub::Hub;
 use crate::passwords::PasswordChecks;
 use crate::peers::PeerClient;
 use crate::standings::Standings;
-use crate::users::UserCache;
 use crate::writer::Writer;
 
 /// Everything a request handler shares.
@@ -29,9 +26,6 @@ pub struct App {
     pub readers: db::Readers,
     pub writer: Writer,
     pub hub: Arc<Hub>,
-    pub users: UserCache,
-    pub replay: Mutex<ReplayGuard>,
-    pub rates: Mutex<RateLimits>,
     /// Signs the consent page's session cookies.
     pub session_key: SessionKey,
     pub blobs: BlobStore,
@@ -42,8 +36,9 @@ pub struct App {
     pub data: DataDir,
     /// Apps' standings, remembered between requests.
     pub standings: Arc<Standings>,
-    /// Stored versions and compiled types, remembered between writes.
-    pub memo: Arc<Memo>,
+    /// What core keeps between requests: users, standings, nonces, rates
+    /// and remembered versions.
+    pub resident: Arc<Resident>,
     /// Other servers, reached under core's rules (federation).
     pub peers: PeerClient,
     /// Wakes the outbox's delivery loop: a write queued notifications.

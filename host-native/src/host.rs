@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use folio_core::auth::{Accepted, NonceUse, ReplayError};
-use folio_core::model::{BlobHash, RecordDate, UserName};
+use folio_core::model::{BlobHash, UserName};
 use folio_core::service::Peers;
 use folio_core::service::blob::{Received, UploadMeter};
 use folio_core::service::consent::SessionKey;
@@ -16,11 +15,10 @@ use folio_core::service::events::{
     CatchUp, Chunk, EndReason, EventStream, LiveCommit, Output, StreamsFull,
 };
 use folio_core::service::federation::{PeerAnswer, PeerFailure, PeerRequest};
-use folio_core::service::standing::{Epoch, StandingCache};
-use folio_core::store::Statement;
+use folio_core::store::{Statement, user_by_name_sql};
 use folio_core::{
-    Blobs, Bodies, BodyError, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate, Row,
-    Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
+    Blobs, Bodies, BodyError, Decided, Guards, Host, Job, JobOutcome, Jobs, Note, Resident, Row,
+    Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure, WriteJob,
 };
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
@@ -30,7 +28,7 @@ use crate::app::App;
 use crate::db;
 use crate::hub::{StreamPlace, Subscription};
 use crate::metrics::{Limit, METRICS};
-use crate::writer::{self, Prepared, WriterError};
+use crate::writer::{self, Driven, WriterError};
 
 /// A failure of the native host's storage.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +37,8 @@ pub enum HostError {
     Db(#[from] db::DbError),
     #[error("blob storage: {0}")]
     Io(#[from] std::io::Error),
+    #[error("a stored row: {0}")]
+    Row(#[from] folio_core::RowError),
 }
 
 /// How much of a refused body is read and dropped before the answer, so
@@ -190,8 +190,16 @@ impl Host for App {
         tracing::error!(%error, "internal error");
     }
 
+    fn resident(&self) -> Option<&Resident> {
+        Some(&self.resident)
+    }
+
     fn note(&self, note: Note<'_>) {
-        tracing::info!("{note}");
+        match note {
+            // A flood of refusals is a count, not a flood of log lines.
+            Note::RateRefused(rate) => METRICS.refused(Limit::of_rate(&rate)),
+            note => tracing::info!("{note}"),
+        }
     }
 }
 
@@ -199,7 +207,9 @@ impl Store for App {
     type Error = HostError;
 
     async fn user(&self, name: &UserName) -> Result<Option<User>, HostError> {
-        Ok(self.users.get(&self.readers, name.as_str()).await?)
+        let statement = user_by_name_sql(name.as_str());
+        let found = self.readers.fetch(&statement).await?;
+        Ok(found.first().map(User::from_row).transpose()?)
     }
 
     async fn users(&self) -> Result<Vec<User>, HostError> {
@@ -209,25 +219,31 @@ impl Store for App {
     async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, HostError> {
         Ok(self.readers.fetch(statement).await?)
     }
-
-    fn standings(&self) -> Option<(&StandingCache, Epoch)> {
-        Some((&self.standings.cache, self.standings.epoch()?))
-    }
 }
 
+/// Core decides a write through the memo itself, and hands the writer
+/// only what it decided ([`Jobs::commit`]); a write that must read the
+/// store is decided here on a read snapshot ([`Jobs::decide`]), on the
+/// request's thread, so that the single writer only checks, stamps and
+/// commits it.
 impl Jobs for App {
-    /// Decides a record write on a read snapshot here, on the request's
-    /// thread, so that the single writer only checks, stamps and commits it.
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
-        // Taken before the snapshot, as for standings: a version read
-        // across a store's removal is remembered under an epoch that is over.
-        let memo = self.standings.epoch().map(|epoch| self.memo.at(epoch));
-        let prepared = writer::prepare(&self.readers, job, memo)
+        self.writer.run(job).await.map_err(write_failure)
+    }
+
+    async fn commit(&self, decided: Decided) -> Result<JobOutcome, WriteFailure> {
+        self.writer.commit(decided).await.map_err(write_failure)
+    }
+
+    async fn decide(&self, mut job: WriteJob<'_>) -> Result<JobOutcome, WriteFailure> {
+        let driven = (self.readers)
+            .with(|conn| Ok(writer::on_snapshot(conn, &mut job)))
             .await
+            .map_err(|error| write_failure(WriterError::Db(error)))?
             .map_err(write_failure)?;
-        match prepared {
-            Prepared::Answered(outcome) => Ok(outcome),
-            Prepared::Decided(decided) => self.writer.commit(decided).await.map_err(write_failure),
+        match driven {
+            Driven::Done(finished) => Ok(finished.outcome),
+            Driven::Decided => self.commit(job.decided()).await,
         }
     }
 }
@@ -369,44 +385,8 @@ impl Streams for App {
     }
 }
 
-impl Guards for App {
-    async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
-        let limit = Limit::of_rate(&rate);
-        let checked = self
-            .rates
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .check(rate, now);
-        if checked.is_err() {
-            METRICS.refused(limit);
-        }
-        checked
-    }
-
-    async fn check_nonce(&self, _user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
-        // One guard for the server, in memory; a request dated further
-        // ahead than the next start's fence covers has its nonce stored
-        // before it goes on (folio_core::auth::replay).
-        let accepted = self
-            .replay
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .check(used)?;
-        if let Accepted::Durable(statement) = accepted {
-            let stored = self.writer.run(Job::Statements(vec![statement])).await;
-            if let Err(error) = stored.map_err(write_failure).and_then(|done| {
-                done.map(|_| ())
-                    .map_err(|refused| WriteFailure::Failed(refused.to_string()))
-            }) {
-                self.report(&format!(
-                    "storing the nonce of a request dated ahead: {error}"
-                ));
-                return Err(ReplayError::Full);
-            }
-        }
-        Ok(())
-    }
-}
+/// Core counts rates and nonces in the [`Resident`] itself.
+impl Guards for App {}
 
 impl Secrets for App {
     fn session_key(&self) -> &SessionKey {

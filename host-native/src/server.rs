@@ -4,19 +4,19 @@
 //! the handlers share is [`App`] (`app.rs`).
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use folio_core::RateLimits;
+use folio_core::Resident;
 use folio_core::auth::ReplayGuard;
 use folio_core::service::consent::SessionKey;
 use folio_core::service::console::page::console_href;
 use folio_core::service::events::StreamCaps;
 use folio_core::service::http::{HTTPS_REDIRECT_STATUS, https_location};
-use folio_core::service::jobs::memo::Memo;
 use folio_core::service::limits::Limits;
 use http::{HeaderValue, StatusCode};
 use rusqlite::Connection;
@@ -34,7 +34,6 @@ use crate::hub::Hub;
 use crate::passwords::{PASSWORD_CHECKS_AT_ONCE, PasswordChecks};
 use crate::peers::{PeerClient, PeerOptions};
 use crate::standings::Standings;
-use crate::users::UserCache;
 use crate::writer::{Effector, Writer};
 use crate::{db, https, tls, users};
 
@@ -173,9 +172,9 @@ struct SharedStore {
     /// Where the writer publishes what it committed, to the event streams.
     hub: Arc<Hub>,
     standings: Arc<Standings>,
-    /// Versions and types remembered between writes; the writer remembers
-    /// what it stored.
-    memo: Arc<Memo>,
+    /// What core keeps between requests; the writer tells its memo what
+    /// it stored.
+    resident: Arc<Resident>,
     /// Wakes the outbox's delivery loop: a commit queued notifications.
     outbox: Arc<tokio::sync::Notify>,
 }
@@ -202,11 +201,12 @@ fn start_store(
     )?;
     let standings = Arc::new(Standings::new(data));
     let outbox = Arc::new(tokio::sync::Notify::new());
-    let memo = Arc::new(Memo::new());
+    let replay = ReplayGuard::new(Clock.now()).with_app_share(options.replay_nonces_per_app.0);
+    let resident = Arc::new(Resident::new(replay, RateLimits::new(limits)));
     let effector = Effector {
         hub: Arc::clone(&hub),
         standings: Arc::clone(&standings),
-        memo: Arc::clone(&memo),
+        resident: Arc::clone(&resident),
         outbox: Arc::clone(&outbox),
     };
     let (writer, writer_thread) = Writer::start(writer_conn, Clock, effector, wal_restart)?;
@@ -216,7 +216,7 @@ fn start_store(
         readers,
         hub,
         standings,
-        memo,
+        resident,
         outbox,
     };
     let threads = StoreThreads {
@@ -259,23 +259,18 @@ fn build_app(
 ) -> Result<App, ServeError> {
     let peers = peer_client(options)?;
     Ok(App {
-        rates: Mutex::new(RateLimits::new(&settings.limits)),
         settings,
         session_key: SessionKey::from_bytes(data.session_key()?),
         clock: Clock,
         readers: store.readers,
         writer: store.writer,
         hub: store.hub,
-        users: UserCache::default(),
-        replay: Mutex::new(
-            ReplayGuard::new(Clock.now()).with_app_share(options.replay_nonces_per_app.0),
-        ),
         blobs: BlobStore::new(data.blobs()),
         password_checks: PasswordChecks::new(PASSWORD_CHECKS_AT_ONCE),
         shutdown,
         data: data.clone(),
         standings: store.standings,
-        memo: store.memo,
+        resident: store.resident,
         peers,
         outbox: store.outbox,
         outbox_retry: folio_core::service::federation::RetryPolicy {
@@ -293,7 +288,7 @@ async fn restore_nonces(app: &App) -> Result<i64, ServeError> {
     let stored = folio_core::Store::fetch(app, &ReplayGuard::stored_nonces(app.clock.now()))
         .await
         .map_err(|error| std::io::Error::other(format!("reading stored nonces: {error}")))?;
-    let mut replay = app.replay.lock().unwrap_or_else(|p| p.into_inner());
+    let mut replay = app.resident.replay();
     replay
         .restore(&stored)
         .map_err(|error| std::io::Error::other(format!("a stored nonce: {error}")))?;

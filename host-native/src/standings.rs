@@ -1,5 +1,6 @@
-//! Apps' standings remembered between requests (core's
-//! `service::standing`), and how this host tells when one may have changed.
+//! The epoch of what core remembers between requests (apps' standings,
+//! users, versions: core's `service::standing` and `Resident`): how this
+//! host tells when one may have changed.
 //!
 //! The epoch has two parts. The writer counts its commits that may change
 //! a standing ([`Done::changes_standing`](folio_core::Done::changes_standing))
@@ -19,7 +20,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use folio_core::service::standing::{Epoch, StandingCache};
+use folio_core::service::standing::Epoch;
 
 use crate::config::DataDir;
 
@@ -33,7 +34,6 @@ const OUTSIDE_CHANGES: &str = "apps.changed";
 const OUTSIDE_RECHECK: Duration = Duration::from_millis(1);
 
 pub struct Standings {
-    pub cache: StandingCache,
     commits: AtomicU64,
     outside: PathBuf,
     /// The last look at `outside`: when, and its stamp.
@@ -53,7 +53,6 @@ impl Standings {
 
     fn watching(outside: PathBuf) -> Self {
         Standings {
-            cache: StandingCache::new(),
             commits: AtomicU64::new(0),
             outside,
             looked: Mutex::new(None),

@@ -69,9 +69,7 @@ async fn drive(app: &App, round: &mut UpkeepRound) -> UpkeepReport {
                 Err(error) => round.failed(error),
             },
             UpkeepStep::ForgetIdleRates(now) => {
-                (app.rates.lock())
-                    .unwrap_or_else(|p| p.into_inner())
-                    .forget_idle(now);
+                app.resident.rates().forget_idle(now);
                 round.done();
             }
             UpkeepStep::Done(report) => {

@@ -2,9 +2,6 @@
 //! start), and finding a request's user. Every record involved is written
 //! through core's write transition, as the owner.
 
-use std::collections::HashMap;
-use std::sync::RwLock;
-
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use folio_core::auth::ServerKey;
@@ -20,7 +17,7 @@ use folio_core::store::{
     Statement, StoresToRemove, app_authorizations_sql, apps_sql, entity_record_sql,
     forget_server_key_sql, held_blobs_sql, insert_app_sql, insert_server_key_sql, insert_user_sql,
     insert_user_with_id_sql, latest_version_sql, read_version, remove_stores_sql, seed_statements,
-    server_key_sql, set_password_sql, types_by_name_sql, user_by_name_sql, users_sql,
+    server_key_sql, set_password_sql, types_by_name_sql, users_sql,
 };
 use folio_core::write::{PublishedType, RecordKey, TypeAddition, WriteError, WriteRequest};
 use folio_core::{CommitError, Done, Job, RecordWrite, Row, RowError, RowExt};
@@ -136,38 +133,6 @@ fn user_from_row(row: &rusqlite::Row<'_>) -> Result<User, DbError> {
 /// Every user, by name.
 pub fn list_users(conn: &Connection) -> Result<Vec<User>, DbError> {
     db::query(conn, &users_sql(), user_from_row)
-}
-
-/// The users a server knows, cached: users are never removed, so a hit
-/// stays true; a miss asks the database (a user added by the CLI meanwhile).
-#[derive(Default)]
-pub struct UserCache {
-    by_name: RwLock<HashMap<String, User>>,
-}
-
-impl UserCache {
-    pub async fn get(&self, readers: &db::Readers, name: &str) -> Result<Option<User>, DbError> {
-        if let Some(user) = self
-            .by_name
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-        {
-            return Ok(Some(user.clone()));
-        }
-        let statement = user_by_name_sql(name);
-        let found = readers
-            .with(|conn| db::query(conn, &statement, user_from_row))
-            .await?;
-        let Some(user) = found.into_iter().next() else {
-            return Ok(None);
-        };
-        self.by_name
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_owned(), user.clone());
-        Ok(Some(user))
-    }
 }
 
 /// A fresh password: 144 random bits, URL-safe.

@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
+use folio_core::Resident;
 use folio_core::model::RecordDate;
 use folio_core::service::events::{LiveCommit, LiveVersion};
 use folio_core::service::jobs::Finished;
-use folio_core::service::jobs::memo::{Memo, MemoAt};
 use folio_core::store::Statement;
 use folio_core::{CommitError, Decided, Effects, Job, JobOutcome, JobStep, Row, WriteJob};
 use rusqlite::Connection;
@@ -94,8 +94,8 @@ struct Submitted {
 enum Work {
     /// Runs it whole: decides it on the store and commits.
     Run(Job),
-    /// Checks what it read, stamps and commits it: decided on a read
-    /// snapshot by the request ([`prepare`]).
+    /// Checks what it read, stamps and commits it: decided by core
+    /// through the memo, or on a read snapshot ([`on_snapshot`]).
     Commit(Box<Decided>),
 }
 
@@ -106,8 +106,9 @@ pub struct Effector {
     pub hub: Arc<Hub>,
     /// Apps' standings, remembered between requests.
     pub standings: Arc<Standings>,
-    /// Versions remembered between writes: each record's latest, as stored.
-    pub memo: Arc<Memo>,
+    /// What core keeps between requests: its memo remembers each record's
+    /// latest, as stored.
+    pub resident: Arc<Resident>,
     /// Wakes the outbox's delivery loop.
     pub outbox: Arc<Notify>,
 }
@@ -138,7 +139,7 @@ impl Effector {
         if standings {
             self.standings.changed();
         }
-        let memo = self.standings.epoch().map(|epoch| self.memo.at(epoch));
+        let memo = (self.standings.epoch()).map(|epoch| self.resident.memo.at(epoch));
         if let Some(memo) = memo {
             memo.forget_latest(&moved);
         }
@@ -322,6 +323,24 @@ impl<'c> Tx<'c> {
         }
     }
 
+    /// Commits a job decided on a snapshot at `at`, inside the caller's
+    /// transaction: reads what it was decided on, then begins it with
+    /// the rows ([`Decided::begin`]).
+    pub fn commit_decided(
+        &mut self,
+        decided: Decided,
+        at: RecordDate,
+    ) -> Result<(JobOutcome, Effects), WriterError> {
+        let rows = (decided.reads().iter())
+            .map(|statement| self.fetch(statement))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(WriterError::of_db)?;
+        match self.drive(&mut decided.begin(at, rows))? {
+            Driven::Done(finished) => Ok((finished.outcome, finished.effects)),
+            Driven::Decided => Err(WriterError::Job("decided twice".into())),
+        }
+    }
+
     /// Runs `job` whole at `at`, inside the caller's transaction.
     pub fn run(&mut self, job: Job, at: RecordDate) -> Result<(JobOutcome, Effects), WriterError> {
         match self.drive(&mut WriteJob::start(job, at))? {
@@ -331,54 +350,15 @@ impl<'c> Tx<'c> {
     }
 }
 
-/// Decides `job` through `memo`, off the writer's thread: answered there
-/// (refused, or a replay), or decided for the writer to commit
-/// ([`Writer::commit`]). Only a job that reads the store takes a reader's
-/// connection, and its snapshot: an update whose record's latest the memo
-/// remembers reads nothing here (the writer checks that guess).
-pub async fn prepare(
-    readers: &db::Readers,
-    job: Job,
-    memo: Option<MemoAt<'_>>,
-) -> Result<Prepared, WriterError> {
-    let mut job = WriteJob::prepare(job, memo);
-    let decided = match job.step() {
-        JobStep::Read(_) => None,
-        JobStep::Decided => Some(Driven::Decided),
-        JobStep::Done(finished) => Some(Driven::Done(finished)),
-        JobStep::Failed(failure) => return Err(WriterError::Job(failure.to_string())),
-        JobStep::Commit(_) => return Err(WriterError::Job("a prepared job committed".into())),
-    };
-    let driven = match decided {
-        Some(driven) => driven,
-        None => readers
-            .with(|conn| Ok(on_snapshot(conn, &mut job)))
-            .await
-            .map_err(WriterError::Db)??,
-    };
-    Ok(match driven {
-        Driven::Done(finished) => Prepared::Answered(finished.outcome),
-        Driven::Decided => Prepared::Decided(job.decided()),
-    })
-}
-
 /// Drives a prepared `job` on a read snapshot of `conn`, a reader's
-/// connection.
-fn on_snapshot(conn: &Connection, job: &mut WriteJob<'_>) -> Result<Driven, WriterError> {
+/// connection, until it is decided (or answered: a refusal, a replay).
+pub fn on_snapshot(conn: &Connection, job: &mut WriteJob<'_>) -> Result<Driven, WriterError> {
     // Prepared once per connection, as the writer's are: parsing the text
     // again was 6% of preparing a write.
     db::control(conn, "BEGIN").map_err(WriterError::of_db)?;
     let driven = Tx::new(conn).drive(job);
     db::control(conn, "COMMIT").map_err(WriterError::of_db)?;
     driven
-}
-
-/// What preparing a job came to.
-pub enum Prepared {
-    /// Answered without the writer.
-    Answered(JobOutcome),
-    /// Decided: the writer commits it.
-    Decided(Decided),
 }
 
 fn run(
@@ -450,11 +430,7 @@ fn commit_some(
                 let mut tx = Tx::new(conn);
                 let result = match work {
                     Work::Run(job) => tx.run(job, now),
-                    Work::Commit(decided) => match tx.drive(&mut decided.begin(now)) {
-                        Ok(Driven::Done(finished)) => Ok((finished.outcome, finished.effects)),
-                        Ok(Driven::Decided) => Err(WriterError::Job("decided twice".into())),
-                        Err(error) => Err(error),
-                    },
+                    Work::Commit(decided) => tx.commit_decided(*decided, now),
                 };
                 let ended = match result {
                     Ok((Ok(_), _)) => db::control(conn, "RELEASE w"),
@@ -543,7 +519,10 @@ mod tests {
         Effector {
             hub,
             standings: Arc::new(Standings::for_tests()),
-            memo: Arc::new(Memo::new()),
+            resident: Arc::new(Resident::new(
+                folio_core::auth::ReplayGuard::new(RecordDate::EPOCH),
+                folio_core::RateLimits::new(&folio_core::service::limits::Limits::default()),
+            )),
             outbox: Arc::new(Notify::new()),
         }
     }

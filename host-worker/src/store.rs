@@ -21,8 +21,8 @@ use folio_core::service::{AccountAttempts, Peers};
 use folio_core::store::{Statement, user_by_name_sql, users_sql};
 use folio_core::{
     Blobs, Bodies, BodyError, Effects, Guards, Host, Job, JobOutcome, Jobs, Limited, Note, Rate,
-    RateLimits, Reply, ReplyBody, Row, RowExt, Secrets, Settings, Store, Streams, UploadFailure,
-    User, WriteFailure,
+    RateLimits, Reply, ReplyBody, Row, Secrets, Settings, Store, Streams, UploadFailure, User,
+    WriteFailure,
 };
 use futures_util::StreamExt;
 use futures_util::future::{Either, join_all, select};
@@ -430,6 +430,8 @@ impl DurableObject for UserStore {
             peer,
             now: now(),
             fresh: Fresh::from_seed(random_seed()),
+            // The user object keeps no Resident: it reads its own storage.
+            epoch: None,
         };
         let started = js_sys::Date::now();
         // Cloudflare's id of the request, as its logs name it.
@@ -507,12 +509,9 @@ fn upload_failure(error: impl std::fmt::Display) -> UploadFailure {
     UploadFailure::Failed(error.to_string())
 }
 
-fn user_of(row: &Row) -> Option<User> {
-    Some(User {
-        id: row.integer(0).ok()?,
-        name: row.text(1).ok()?.to_owned(),
-        entity: row.text(2).ok()?.parse().ok()?,
-    })
+/// A user's row, as core decodes it: a bad one is the store's failure.
+fn user_of(row: &Row) -> worker::Result<User> {
+    User::from_row(row).map_err(|error| worker::Error::RustError(format!("a user's row: {error}")))
 }
 
 /// One JSON line per request, with the fields of the native host's request
@@ -666,12 +665,12 @@ impl Store for UserStore {
 
     async fn user(&self, name: &UserName) -> worker::Result<Option<User>> {
         let rows = d1::fetch(&self.db()?, &user_by_name_sql(name.as_str())).await?;
-        Ok(rows.first().and_then(user_of))
+        rows.first().map(user_of).transpose()
     }
 
     async fn users(&self) -> worker::Result<Vec<User>> {
         let rows = d1::fetch(&self.db()?, &users_sql()).await?;
-        Ok(rows.iter().filter_map(user_of).collect())
+        rows.iter().map(user_of).collect()
     }
 
     async fn fetch(&self, statement: &Statement) -> worker::Result<Vec<Row>> {

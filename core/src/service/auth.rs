@@ -198,7 +198,8 @@ impl<H: Host> Context<'_, '_, H> {
                 ))
                 .into());
         }
-        let federation = Federation::new(self.host, user, request.now, &request.fresh);
+        let federation =
+            Federation::new(self.host, user, request.now, &request.fresh, request.epoch);
         // A server that cannot be reached now may be later: its
         // notification is retried, not refused for good.
         let unknown = |trouble: Trouble| -> Failure {
@@ -291,7 +292,7 @@ impl<H: Host> Context<'_, '_, H> {
             user: user.id,
             statements: vec![bring_forward_sql(user.id, entity, soon)],
         };
-        match self.host.run(job).await {
+        match self.run_job(job).await {
             Ok(Ok(_)) => {}
             Ok(Err(refused)) => self.host.report(&refused),
             Err(failure) => self.host.report(&failure),
@@ -332,17 +333,14 @@ impl<H: Host> Context<'_, '_, H> {
         ts_ms: i64,
         registration: bool,
     ) -> Result<(), Failure> {
-        self.host
-            .check_nonce(
-                user,
-                &NonceUse {
-                    app: app_id,
-                    nonce,
-                    ts_ms,
-                    now: self.request.now,
-                    registration,
-                },
-            )
+        let used = NonceUse {
+            app: app_id,
+            nonce,
+            ts_ms,
+            now: self.request.now,
+            registration,
+        };
+        super::resident::check_nonce(self.host, user, &used)
             .await
             .map_err(|error| match error {
                 ReplayError::Auth(e) => auth(&e),
@@ -363,7 +361,9 @@ impl<H: Host> Context<'_, '_, H> {
     /// between requests where the host can tell when it changes
     /// ([`standing`](super::standing)).
     async fn standing(&self, user: &User, app_id: &RecordId) -> Result<Standing, Failure> {
-        let remembered = self.host.standings();
+        let remembered = (self.host.resident())
+            .map(|resident| &resident.standings)
+            .zip(self.request.epoch);
         if let Some((cache, epoch)) = remembered
             && let Some(standing) = cache.get(user.id, app_id, epoch)
         {

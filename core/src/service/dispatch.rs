@@ -120,7 +120,8 @@ async fn dispatch<'r, H: Host>(
     };
     let user = match endpoint.user() {
         Some(name) => {
-            let found = host.user(name).await.map_err(Failure::internal)?;
+            let found = super::resident::user(host, name, request.epoch).await;
+            let found = found.map_err(Failure::internal)?;
             match found {
                 Some(user) => Some(user),
                 // A person reads the consent page: a page, not problem+json.

@@ -12,14 +12,14 @@ use crate::service::events::{CatchUp, EventStream};
 use crate::service::limits::Limits;
 use crate::store::Statement;
 
-use super::standing::{Epoch, StandingCache};
+use super::resident::Resident;
 
 use crate::service::blob::{LengthMismatch, Received, UploadMeter};
 use crate::service::events::{STREAM_CAP_RETRY_AFTER_SECS, StreamsFull};
 use crate::service::federation::{PeerAnswer, PeerFailure, PeerRequest};
 
-use super::store::Row;
-use crate::service::jobs::{Job, JobOutcome};
+use super::store::{Row, RowError, RowExt};
+use crate::service::jobs::{Decided, Job, JobOutcome, WriteJob};
 
 /// A user of this server: its `{user}` path segment and its entity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,21 @@ pub struct User {
     pub name: String,
     /// The user's entity: the author of the records the user writes.
     pub entity: Entity,
+}
+
+impl User {
+    /// A user as core's `user_by_name_sql` and `users_sql` read it.
+    pub fn from_row(row: &Row) -> Result<User, RowError> {
+        let entity = |text: &str| text.parse().ok();
+        Ok(User {
+            id: row.integer(0)?,
+            name: row.text(1)?.to_owned(),
+            entity: entity(row.text(2)?).ok_or(RowError {
+                column: 2,
+                expected: "an entity",
+            })?,
+        })
+    }
 }
 
 /// What a server is configured with.
@@ -197,7 +212,8 @@ impl fmt::Display for WriteFailure {
     }
 }
 
-/// Something worth a line in the host's log.
+/// Something a person running the server wants to see: a line in the
+/// host's log, or a count in its metrics.
 #[derive(Debug, Clone, Copy)]
 pub enum Note<'a> {
     /// An app registered in a user's store.
@@ -240,6 +256,10 @@ pub enum Note<'a> {
         /// The app's record id.
         app: &'a RecordId,
     },
+    /// A request over a rate was refused (counted in a
+    /// [`Resident`]'s buckets): for the host's metrics rather than its log,
+    /// which a flood would fill.
+    RateRefused(Rate<'a>),
     /// A sign-in found a stored password hash whose parameters are not the
     /// server's ([`check_password_hash`](crate::service::consent::check_password_hash)):
     /// refused without running argon2; the operator sets a new password.
@@ -272,6 +292,7 @@ impl fmt::Display for Note<'_> {
                 authorization,
             } => write!(f, "user {user} authorized app {app} ({authorization})"),
             Note::Denied { user, app } => write!(f, "user {user} denied app {app}"),
+            Note::RateRefused(rate) => write!(f, "a request over a rate was refused: {rate:?}"),
             Note::PasswordHashRefused { user, reason } => write!(
                 f,
                 "user {user}'s stored password hash is not checked ({reason}): nobody can sign \
@@ -287,6 +308,13 @@ impl fmt::Display for Note<'_> {
 pub trait Host: Store + Jobs + Bodies + Blobs + Streams + Guards + Secrets + Peers {
     /// The server's settings.
     fn settings(&self) -> &Settings;
+
+    /// What core keeps in this host's memory between requests, if the host
+    /// keeps it ([`Resident`]); `None` (the default) asks the host for each
+    /// user, nonce and rate, and runs each job whole ([`Jobs::run`]).
+    fn resident(&self) -> Option<&Resident> {
+        None
+    }
 
     /// Logs an unexpected failure (answered `server/500-internal`).
     fn report(&self, error: &dyn fmt::Display);
@@ -314,29 +342,39 @@ pub trait Store {
 
     /// The rows of a read.
     async fn fetch(&self, statement: &Statement) -> Result<Vec<Row>, Self::Error>;
-
-    /// Where this host remembers apps' standings between requests, and
-    /// its [`Epoch`] now, taken before the store is read; `None` (the
-    /// default) reads every request's standing from the store. A host
-    /// returns one only if every commit that
-    /// [changes a standing](crate::service::jobs::Effects::changes_standing) moves
-    /// the epoch before it is acknowledged, and so does every change made
-    /// to the store by anything else.
-    fn standings(&self) -> Option<(&StandingCache, Epoch)> {
-        None
-    }
 }
 
 /// The one ordered place where a user's writes commit.
+///
+/// A host that keeps no [`Resident`] is handed each job whole
+/// ([`run`](Jobs::run)). One that keeps one is handed what core decided
+/// without it: a job decided through the memo ([`commit`](Jobs::commit)),
+/// or one that must read the store first ([`decide`](Jobs::decide)).
 #[allow(async_fn_in_trait)]
 pub trait Jobs {
-    /// Runs `job` as a core [`WriteJob`](crate::service::jobs::WriteJob) over a
-    /// transaction of the host's, with the time at which the host's
-    /// scheduler runs it, and hands the versions it stored
-    /// ([`Effects::live`](crate::service::jobs::Effects::live))
-    /// to the open event streams of its user ([`Job::user_id`]) once they
-    /// are durable. A request runs at most one job.
+    /// Runs `job` as a core [`WriteJob`] over a transaction of the host's
+    /// ([`WriteJob::start`]), with the time at which the host's scheduler
+    /// runs it, and applies its [`Effects`](crate::service::jobs::Effects)
+    /// (hands the versions it stored to the open event streams of its user,
+    /// [`Job::user_id`]) once they are durable. A request runs at most one
+    /// job.
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure>;
+
+    /// Commits a job core decided ([`JobStep::Decided`](crate::service::jobs::JobStep::Decided)):
+    /// the host's scheduler reads [`Decided::reads`], then [begins](Decided::begin)
+    /// it with their rows at its time and drives it to its end, as
+    /// [`run`](Jobs::run) does. By default, runs it whole.
+    async fn commit(&self, decided: Decided) -> Result<JobOutcome, WriteFailure> {
+        self.run(decided.into_job()).await
+    }
+
+    /// Decides `job`, which asked to read the store
+    /// ([`JobStep::Read`](crate::service::jobs::JobStep::Read)), on one
+    /// read snapshot, away from the scheduler; then answers it (a refusal,
+    /// a replay) or [commits](Jobs::commit) it. By default, runs it whole.
+    async fn decide(&self, job: WriteJob<'_>) -> Result<JobOutcome, WriteFailure> {
+        self.run(job.into_job()).await
+    }
 }
 
 /// Request bodies, read on demand.
@@ -439,20 +477,36 @@ pub trait Streams: Bodies {
     fn event_stream(&self, subscription: Self::Subscription, catch_up: CatchUp) -> Self::Stream;
 }
 
-/// Counters that outlive a request: rates and nonces.
+/// The `Retry-After` of a request refused by [`Guards`]' default: the
+/// host counts nothing, and waiting will not change that.
+const UNCOUNTED_RETRY_AFTER_SECS: u64 = 60;
+
+/// Counters that outlive a request: rates and nonces, for a host that
+/// keeps no [`Resident`] (core counts in the resident state otherwise, and
+/// never asks). The default bodies refuse every request: a host that keeps
+/// neither counts nothing, and serves nothing that needs counting.
 #[allow(async_fn_in_trait)]
 pub trait Guards {
     /// Counts one request against `rate` at `now` (the request's time),
     /// with core's [`RateLimits`](super::RateLimits) kept where every
     /// request of the rate's key is counted (asynchronous: on the edge the
     /// buckets of an address live in an object of their own).
-    async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited>;
+    async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
+        let _ = (rate, now);
+        Err(Limited {
+            problem: Problem::new(crate::problem::ProblemType::Unavailable)
+                .with_detail("this server counts no rates"),
+            retry_after_secs: UNCOUNTED_RETRY_AFTER_SECS,
+        })
+    }
 
     /// Records a verified request's nonce for `app` in the user's store;
-    /// refuses one seen within the window (PROTOCOL.md §10). Natively a
-    /// [`ReplayGuard`](crate::auth::ReplayGuard) in memory; on the edge the
-    /// user object's own storage ([`nonce_table`](crate::auth::nonce_table)).
-    async fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError>;
+    /// refuses one seen within the window (PROTOCOL.md §10): on the edge
+    /// the user object's own storage ([`nonce_table`](crate::auth::nonce_table)).
+    async fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+        let _ = (user, used);
+        Err(ReplayError::Full)
+    }
 }
 
 /// The secrets of the consent page and the console.

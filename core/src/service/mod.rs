@@ -77,6 +77,7 @@ mod observe;
 mod outbox;
 mod rates;
 mod request;
+mod resident;
 
 pub use auth::Caller;
 pub use endpoints::federation::receive_locally;
@@ -102,5 +103,6 @@ pub use rates::{
 
 pub use dispatch::handle;
 pub use request::{Reply, ReplyBody, Request};
+pub use resident::{MAX_REMEMBERED_USERS, Resident};
 
 use request::{Context, Failure, Outcome};

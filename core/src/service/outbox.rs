@@ -243,7 +243,7 @@ impl Delivery {
                 None => receive_here(host, &self.user, local, &links, now, fresh).await,
             },
             None => {
-                Federation::new(host, &self.user, now, fresh)
+                Federation::new(host, &self.user, now, fresh, None)
                     .notify(&self.recipient, links)
                     .await
             }

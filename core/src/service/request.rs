@@ -9,6 +9,7 @@ use crate::model::RecordDate;
 use crate::problem::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use crate::service::fresh::Fresh;
 use crate::service::route::Method;
+use crate::service::standing::Epoch;
 
 use super::observe::NotificationReceipt;
 use super::{Host, Limited, Rate, STORAGE_FULL_RETRY_AFTER_SECS, store};
@@ -37,6 +38,11 @@ pub struct Request<'r> {
     pub now: RecordDate,
     /// The randomness the request may use (ids, keys, nonces).
     pub fresh: Fresh,
+    /// The host's [`Epoch`] when the request arrived, if it keeps a
+    /// [`Resident`](super::Resident): what it holds of standings and
+    /// versions is used only if read under this epoch. `None` uses none
+    /// of it.
+    pub epoch: Option<Epoch>,
 }
 
 impl Request<'_> {
@@ -255,6 +261,14 @@ impl<H: Host> Context<'_, '_, H> {
 
     /// Counts the request against `rate`.
     pub(in crate::service) async fn rate(&self, rate: Rate<'_>) -> Result<(), Limited> {
-        self.host.rate(rate, self.request.now).await
+        super::resident::count(self.host, rate, self.request.now).await
+    }
+
+    /// Runs `job` ([`resident::run`](super::resident::run)).
+    pub(in crate::service) async fn run_job(
+        &self,
+        job: crate::service::jobs::Job,
+    ) -> Result<crate::service::jobs::JobOutcome, super::WriteFailure> {
+        super::resident::run(self.host, job, self.request.epoch).await
     }
 }

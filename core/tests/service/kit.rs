@@ -27,13 +27,15 @@ use folio_core::service::events::{
     CatchUp, EventStream, OpenStreams, Opened, StreamCaps, StreamsFull, Subscriber,
 };
 use folio_core::service::fresh::Fresh;
+use folio_core::service::jobs::{Decided, Effects, WriteJob};
 use folio_core::service::jobs::{Job, JobOutcome};
 use folio_core::service::limits::{Limits, RateLimit, header_section_len};
+use folio_core::service::standing::Epoch;
 use folio_core::service::store::Row;
 use folio_core::service::{
     Blobs, Bodies, BodyError, Guards, Host, Jobs, Limited, Note, Rate, RateLimits, Reply,
-    ReplyBody, Request, Secrets, Settings, Store, Streams, UploadFailure, User, WriteFailure,
-    handle,
+    ReplyBody, Request, Resident, Secrets, Settings, Store, Streams, UploadFailure, User,
+    WriteFailure, handle,
 };
 use folio_core::store::Statement;
 use serde_json::Value;
@@ -277,6 +279,8 @@ pub enum Noted {
     PasswordHashRefused {
         user: String,
     },
+    /// A refusal counted in the resident buckets: the rate, as debugged.
+    RateRefused(String),
 }
 
 impl From<Note<'_>> for Noted {
@@ -312,6 +316,7 @@ impl From<Note<'_>> for Noted {
             Note::PasswordHashRefused { user, .. } => Noted::PasswordHashRefused {
                 user: user.to_owned(),
             },
+            Note::RateRefused(rate) => Noted::RateRefused(format!("{rate:?}")),
         }
     }
 }
@@ -486,12 +491,40 @@ pub trait Backend {
     /// Runs a job (a blob's row too, once its bytes are kept).
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure>;
 
+    /// Commits a job core decided, as the native writer does: its answer
+    /// and effects. By default, runs it whole (and applies nothing).
+    async fn commit(&self, decided: Decided) -> Result<(JobOutcome, Effects), WriteFailure> {
+        let outcome = self.run(decided.into_job()).await?;
+        Ok((outcome, Effects::none()))
+    }
+
+    /// Decides a job that asked to read the store, as the native host does
+    /// on a read snapshot. By default, runs it whole.
+    async fn decide(&self, job: WriteJob<'_>) -> Result<Prepared, WriteFailure> {
+        Ok(Prepared::Answered(self.run(job.into_job()).await?))
+    }
+
     /// Whether `password` matches `hash`.
     fn verify_password(&self, hash: &str, password: &str) -> bool;
 
     /// Forgets what the store logged of its own.
     fn clear_log(&self) {}
 }
+
+/// What deciding a job on the store came to ([`Backend::decide`]).
+pub enum Prepared {
+    /// Answered without committing: refused, or a replay.
+    Answered(JobOutcome),
+    /// Decided: to commit ([`Backend::commit`]).
+    Decided(Decided),
+}
+
+/// The epoch of a fake that keeps a [`Resident`]: every request carries it
+/// unless it sets its own.
+pub const RESIDENT_EPOCH: Epoch = Epoch {
+    commits: 7,
+    outside: [0; 3],
+};
 
 /// What a fake saw of every request, whatever its store.
 #[derive(Debug, Default)]
@@ -500,6 +533,8 @@ pub struct Log {
     pub fetched: Vec<String>,
     /// The name of every `Store::user`, in order.
     pub user_lookups: Vec<String>,
+    /// Each `Jobs` method core called (`run`, `commit`, `decide`), in order.
+    pub jobs_asked: Vec<&'static str>,
     pub notes: Vec<Noted>,
     pub reports: Vec<String>,
     pub bodies: BodyLog,
@@ -519,6 +554,9 @@ pub struct Fake<S> {
     session_key: SessionKey,
     /// Where `Peers::send` goes: none (the default) reaches no other server.
     network: RefCell<Option<Route>>,
+    /// What core keeps between requests, as the native host does; none by
+    /// default (core asks the fake for each user, rate and nonce).
+    resident: Option<Resident>,
 }
 
 /// How a fake reaches other servers: its requests, answered (a fake
@@ -543,7 +581,17 @@ impl<S: Backend> Fake<S> {
             blobs: RefCell::default(),
             session_key: SessionKey::from_bytes([0x4b; 32]),
             network: RefCell::default(),
+            resident: None,
         }
+    }
+
+    /// The fake, keeping a [`Resident`] from now on, as the native host
+    /// does: its requests carry [`RESIDENT_EPOCH`].
+    pub fn keeping_resident(mut self) -> Self {
+        let replay = ReplayGuard::new(date(BOOT));
+        let rates = RateLimits::new(&self.settings.limits);
+        self.resident = Some(Resident::new(replay, rates));
+        self
     }
 
     /// From now on `Peers::send` goes through `route`.
@@ -567,6 +615,11 @@ impl<S: Backend> Fake<S> {
     /// The statements fetched so far.
     pub fn fetched(&self) -> Vec<String> {
         self.log.borrow().fetched.clone()
+    }
+
+    /// Each `Jobs` method core called so far, in order.
+    pub fn jobs_asked(&self) -> Vec<&'static str> {
+        self.log.borrow().jobs_asked.clone()
     }
 
     pub fn user_lookups(&self) -> Vec<String> {
@@ -612,6 +665,10 @@ impl<S: Backend> Host for Fake<S> {
     fn note(&self, note: Note<'_>) {
         self.log.borrow_mut().notes.push(note.into());
     }
+
+    fn resident(&self) -> Option<&Resident> {
+        self.resident.as_ref()
+    }
 }
 
 impl<S: Backend> Store for Fake<S> {
@@ -637,7 +694,36 @@ impl<S: Backend> Store for Fake<S> {
 
 impl<S: Backend> Jobs for Fake<S> {
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
+        self.log.borrow_mut().jobs_asked.push("run");
         self.store.run(job).await
+    }
+
+    async fn commit(&self, decided: Decided) -> Result<JobOutcome, WriteFailure> {
+        self.log.borrow_mut().jobs_asked.push("commit");
+        self.commit_applying(decided).await
+    }
+
+    async fn decide(&self, job: WriteJob<'_>) -> Result<JobOutcome, WriteFailure> {
+        self.log.borrow_mut().jobs_asked.push("decide");
+        match self.store.decide(job).await? {
+            Prepared::Answered(outcome) => Ok(outcome),
+            Prepared::Decided(decided) => self.commit_applying(decided).await,
+        }
+    }
+}
+
+impl<S: Backend> Fake<S> {
+    /// Commits `decided`, then applies its effects to the resident memo,
+    /// as the native writer does once a commit is durable.
+    async fn commit_applying(&self, decided: Decided) -> Result<JobOutcome, WriteFailure> {
+        let store = decided.user_id();
+        let (outcome, effects) = self.store.commit(decided).await?;
+        if let (Some(resident), Some(store)) = (&self.resident, store) {
+            let memo = resident.memo.at(RESIDENT_EPOCH);
+            memo.forget_latest(&effects.moved_latest);
+            memo.remember_stored(store, &effects.live);
+        }
+        Ok(outcome)
     }
 }
 
@@ -771,6 +857,9 @@ pub struct Call {
     pub seed: [u8; 32],
     /// The header section's size, when a test sets it rather than have it counted.
     pub header_bytes: Option<usize>,
+    /// The host's epoch at the request, for a host that keeps a
+    /// [`Resident`](folio_core::service::Resident).
+    pub epoch: Option<Epoch>,
 }
 
 impl Call {
@@ -785,6 +874,7 @@ impl Call {
             now: now(),
             seed: SEED,
             header_bytes: None,
+            epoch: None,
         }
     }
 
@@ -855,6 +945,7 @@ impl Call {
             peer: self.peer,
             now: self.now,
             fresh: Fresh::from_seed(self.seed),
+            epoch: self.epoch.or(host.resident().map(|_| RESIDENT_EPOCH)),
         };
         handle(host, request, body).await
     }

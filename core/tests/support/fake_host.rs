@@ -28,7 +28,7 @@ use folio_core::service::discovery::entity_content;
 use folio_core::service::events::LiveVersion;
 use folio_core::service::jobs::memo::Memo;
 use folio_core::service::jobs::{
-    Decided, Done, Finished, Job, JobOutcome, JobStep, RecordWrite, WriteJob,
+    Decided, Done, Effects, Finished, Job, JobOutcome, JobStep, RecordWrite, WriteJob,
 };
 use folio_core::service::standing::Epoch;
 use folio_core::service::store::{CommitError, Row, RowExt};
@@ -43,7 +43,8 @@ use rusqlite::types::ValueRef;
 use serde_json::{Value, json};
 
 use crate::kit::{
-    BASE_URL, BOOT, Backend, Config, ENTITY, Fake, PASSWORD_HASH, SCHEDULER_NOW, Signer, USER, date,
+    BASE_URL, BOOT, Backend, Config, ENTITY, Fake, PASSWORD_HASH, Prepared, SCHEDULER_NOW, Signer,
+    USER, date,
 };
 use crate::sqlite::bind;
 
@@ -234,6 +235,17 @@ impl Tx<'_> {
                 JobStep::Failed(failure) => return Err(failure.to_string()),
             }
         }
+    }
+
+    /// Commits a job decided on a snapshot at `at`, as the native writer
+    /// does: reads what it was decided on, then begins it with the rows.
+    fn commit_decided(&mut self, decided: Decided, at: RecordDate) -> Result<Finished, String> {
+        let rows = (decided.reads().iter())
+            .map(|statement| query(self.db, statement))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| format!("store: {error}"))?;
+        self.drive(&mut decided.begin(at, rows))?
+            .ok_or_else(|| "a decided job was decided again".to_owned())
     }
 
     /// Runs `job` whole at `at`.
@@ -427,9 +439,7 @@ impl FakeHost {
             committed: &committed,
         };
         let store = prepared.user_id().expect("a record write's store");
-        let finished = (tx.drive(&mut prepared.begin(now)))
-            .expect("the commit runs")
-            .expect("the commit ends");
+        let finished = tx.commit_decided(*prepared, now).expect("the commit runs");
         let memo = self.store.memo.at(FIRST_EPOCH);
         memo.forget_latest(&finished.effects.moved_latest);
         memo.remember_stored(store, &finished.effects.live);
@@ -679,6 +689,52 @@ fn job_kind(job: &Job) -> JobKind {
 }
 
 impl SqlStore {
+    /// Runs a job of `kind` for store `user_id` with `run` in a
+    /// transaction at the scheduler's time, and logs it: its answer and
+    /// effects.
+    fn job(
+        &self,
+        kind: JobKind,
+        user_id: Option<i64>,
+        run: impl FnOnce(&mut Tx<'_>) -> Result<Finished, String>,
+    ) -> Result<(JobOutcome, Effects), WriteFailure> {
+        if self.busy.get() {
+            self.record_job(kind, Vec::new(), JobEnd::Busy);
+            return Err(WriteFailure::Busy);
+        }
+        let committed = RefCell::default();
+        let mut tx = Tx {
+            db: &self.db,
+            committed: &committed,
+        };
+        let outcome = run(&mut tx);
+        let committed = committed.into_inner();
+        match outcome.map(|finished| (finished.outcome, finished.effects)) {
+            Ok((Ok(done), effects)) => {
+                if let Some(user_id) = user_id {
+                    let live = (effects.live.iter())
+                        .map(|v| {
+                            let entries = v.entries.clone();
+                            LiveVersion::new(v.seq, v.record.clone(), entries, v.written_by)
+                        })
+                        .collect();
+                    self.log.borrow_mut().published.push((user_id, live));
+                }
+                self.record_job(kind, committed, JobEnd::Stored);
+                Ok((Ok(done), effects))
+            }
+            Ok((Err(refused), effects)) => {
+                let problem = Problem::from(&refused).kind;
+                self.record_job(kind, committed, JobEnd::Refused(problem));
+                Ok((Err(refused), effects))
+            }
+            Err(failure) => {
+                self.record_job(kind, committed, JobEnd::Failed(failure.clone()));
+                Err(WriteFailure::Failed(failure))
+            }
+        }
+    }
+
     fn record_job(&self, kind: JobKind, committed: Vec<String>, end: JobEnd) {
         self.log.borrow_mut().jobs.push(JobRecord {
             kind,
@@ -713,38 +769,29 @@ impl Backend for SqlStore {
 
     async fn run(&self, job: Job) -> Result<JobOutcome, WriteFailure> {
         let kind = job_kind(&job);
-        if self.busy.get() {
-            self.record_job(kind, Vec::new(), JobEnd::Busy);
-            return Err(WriteFailure::Busy);
-        }
+        let user_id = job.user_id();
+        let now = self.scheduler_now.get();
+        self.job(kind, user_id, |tx| tx.run(job, now))
+            .map(|(outcome, _)| outcome)
+    }
+
+    async fn commit(&self, decided: Decided) -> Result<(JobOutcome, Effects), WriteFailure> {
+        let kind = job_kind(decided.job());
+        let user_id = decided.user_id();
+        let now = self.scheduler_now.get();
+        self.job(kind, user_id, |tx| tx.commit_decided(decided, now))
+    }
+
+    async fn decide(&self, mut job: WriteJob<'_>) -> Result<Prepared, WriteFailure> {
         let committed = RefCell::default();
         let mut tx = Tx {
             db: &self.db,
             committed: &committed,
         };
-        let user_id = job.user_id();
-        let outcome = tx.run(job, self.scheduler_now.get());
-        let committed = committed.into_inner();
-        match outcome.map(|finished| (finished.outcome, finished.effects)) {
-            Ok((Ok(done), effects)) => {
-                if let Some(user_id) = user_id {
-                    self.log
-                        .borrow_mut()
-                        .published
-                        .push((user_id, effects.live));
-                }
-                self.record_job(kind, committed, JobEnd::Stored);
-                Ok(Ok(done))
-            }
-            Ok((Err(refused), _)) => {
-                let problem = Problem::from(&refused).kind;
-                self.record_job(kind, committed, JobEnd::Refused(problem));
-                Ok(Err(refused))
-            }
-            Err(failure) => {
-                self.record_job(kind, committed, JobEnd::Failed(failure.clone()));
-                Err(WriteFailure::Failed(failure))
-            }
+        match tx.drive_counting(&mut job, &self.prepared_reads) {
+            Ok(Some(finished)) => Ok(Prepared::Answered(finished.outcome)),
+            Ok(None) => Ok(Prepared::Decided(job.decided())),
+            Err(failure) => Err(WriteFailure::Failed(failure)),
         }
     }
 

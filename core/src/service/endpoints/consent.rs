@@ -160,8 +160,8 @@ async fn approve<H: Host>(
         requested_at: cx.request.now,
     })
     .collect();
-    match host
-        .run(Job::Writes {
+    match cx
+        .run_job(Job::Writes {
             user: user.clone(),
             writes,
         })

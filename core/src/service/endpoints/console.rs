@@ -1164,7 +1164,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 requested_at: self.cx.request.now,
             }],
         };
-        match self.cx.host.run(job).await {
+        match self.cx.run_job(job).await {
             Ok(Ok(Done::Written(written))) => Ok(Ok(written.answer.record)),
             Ok(Ok(_)) => Err(logged(self.cx.host, &"a console write stored no version")),
             Ok(Err(refused)) => Ok(Err(WriteRefused {
@@ -1551,8 +1551,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 .map_err(|error| logged(self.cx.host, &error))?;
             match self
                 .cx
-                .host
-                .run(Job::Writes {
+                .run_job(Job::Writes {
                     user: self.user.clone(),
                     writes,
                 })
@@ -1627,7 +1626,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
     }
 
     async fn run_statement(&self, statement: Statement) -> Result<(), Reply<H::Stream>> {
-        match self.cx.host.run(Job::Statements(vec![statement])).await {
+        match self.cx.run_job(Job::Statements(vec![statement])).await {
             Ok(_) => Ok(()),
             Err(failure) => Err(write_failed(self.cx.host, &self.user.name, &failure)),
         }

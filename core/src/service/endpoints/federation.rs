@@ -31,6 +31,7 @@ use crate::service::federation::{
     proxied_list, read_record, record_of_answer,
 };
 use crate::service::fresh::Fresh;
+use crate::service::standing::Epoch;
 use crate::store::{
     Statement, WriteOrigin, entity_record_sql, knows_entity_sql, latest_version_sql, read_version,
     received_usage_sql, server_key_sql, version_sql,
@@ -211,6 +212,9 @@ pub(crate) struct Federation<'a, H: Host> {
     user: &'a User,
     now: RecordDate,
     fresh: &'a Fresh,
+    /// The host's epoch at the request, for its resident memo
+    /// ([`Request::epoch`](crate::service::Request::epoch)).
+    epoch: Option<Epoch>,
     /// The requests to other servers this may still send, and the bytes
     /// of answer it may still read: what one request (a write, a
     /// notification received) or one recipient's delivery may cost.
@@ -225,12 +229,19 @@ pub(crate) const MAX_PEER_REQUESTS: usize = 256;
 pub(crate) const MAX_PEER_ANSWER_BYTES: usize = 32 * 1024 * 1024;
 
 impl<'a, H: Host> Federation<'a, H> {
-    pub(crate) fn new(host: &'a H, user: &'a User, now: RecordDate, fresh: &'a Fresh) -> Self {
+    pub(crate) fn new(
+        host: &'a H,
+        user: &'a User,
+        now: RecordDate,
+        fresh: &'a Fresh,
+        epoch: Option<Epoch>,
+    ) -> Self {
         Federation {
             host,
             user,
             now,
             fresh,
+            epoch,
             requests_left: AtomicUsize::new(MAX_PEER_REQUESTS),
             bytes_left: AtomicUsize::new(MAX_PEER_ANSWER_BYTES),
         }
@@ -405,7 +416,7 @@ impl<H: Host> Federation<'_, H> {
             user: self.user.clone(),
             writes,
         };
-        match self.host.run(job).await {
+        match crate::service::resident::run(self.host, job, self.epoch).await {
             Err(failure) => Err(write_failure(&failure).into()),
             Ok(Err(Refused::Write(error))) => Err(Trouble::Refused(error)),
             Ok(Err(refused)) => Err(Failure::internal(refused).into()),
@@ -789,7 +800,7 @@ impl<H: Host> Federation<'_, H> {
                 requested_at: self.now,
             }],
         };
-        match self.host.run(job).await {
+        match crate::service::resident::run(self.host, job, self.epoch).await {
             Err(failure) => Err(write_failure(&failure).into()),
             // Deleted meanwhile, by the user or another delivery: so be it.
             Ok(Err(Refused::Write(WriteError::Deleted(_) | WriteError::NotFound(_)))) => Ok(()),
@@ -1065,7 +1076,13 @@ pub(in crate::service) async fn new_notification<H: Host>(
         true => RecordSource::NotificationUnknown,
         false => RecordSource::Notification,
     };
-    let federation = Federation::new(cx.host, user, cx.request.now, &cx.request.fresh);
+    let federation = Federation::new(
+        cx.host,
+        user,
+        cx.request.now,
+        &cx.request.fresh,
+        cx.request.epoch,
+    );
     let (answer, first_refusal) = federation
         .receive_all(&notification.versions, source)
         .await
@@ -1118,7 +1135,7 @@ pub(in crate::service) async fn receive_here<H: Host>(
         true => RecordSource::NotificationUnknown,
         false => RecordSource::Notification,
     };
-    let (answer, _) = Federation::new(host, recipient, now, fresh)
+    let (answer, _) = Federation::new(host, recipient, now, fresh, None)
         .receive_all(links, source)
         .await?;
     Ok(answer)
@@ -1164,7 +1181,13 @@ pub(in crate::service) async fn proxy<H: Host>(
             ))
             .into());
     }
-    let federation = Federation::new(cx.host, user, cx.request.now, &cx.request.fresh);
+    let federation = Federation::new(
+        cx.host,
+        user,
+        cx.request.now,
+        &cx.request.fresh,
+        cx.request.epoch,
+    );
     let remote = federation
         .entity(entity, false)
         .await

@@ -462,10 +462,16 @@ impl<H: Host> Context<'_, '_, H> {
     /// detail saying what the other server answered; one whose server
     /// cannot be reached right now is `federation/503-link-unreachable`.
     async fn run_resolving(&self, user: &User, job: Job) -> Result<Done, Failure> {
-        let federation = Federation::new(self.host, user, self.request.now, &self.request.fresh);
+        let federation = Federation::new(
+            self.host,
+            user,
+            self.request.now,
+            &self.request.fresh,
+            self.request.epoch,
+        );
         let mut resolutions = 0;
         loop {
-            let refused = match self.host.run(job.clone()).await {
+            let refused = match self.run_job(job.clone()).await {
                 Err(failure) => return Err(self.write_failure(&failure)),
                 Ok(Ok(done)) => return Ok(done),
                 Ok(Err(refused)) => refused,
@@ -501,8 +507,7 @@ impl<H: Host> Context<'_, '_, H> {
     /// Runs the request's one job: what it stored, or the problem of a
     /// refusal or a failure.
     pub(in crate::service) async fn run(&self, job: Job) -> Result<Done, Failure> {
-        self.host
-            .run(job)
+        self.run_job(job)
             .await
             .map_err(|e| self.write_failure(&e))?
             .map_err(|refused| Problem::from(&refused).into())

@@ -16,13 +16,14 @@
 //! - **whole** ([`WriteJob::start`]): every read and the commit in one
 //!   transaction, at the scheduler's time (the worker's user object, the
 //!   native writer for a registration or statements);
-//! - **prepared** ([`WriteJob::prepare`]): the record writes are decided on
-//!   a read snapshot, away from the writer, until [`JobStep::Decided`]
-//!   (or [`JobStep::Done`], for a refusal or a replay that stores
-//!   nothing); the writer then [begins](Decided::begin) it in its
-//!   transaction at its time: it checks that every read still holds,
-//!   stamps `received_at` and commits. If a read changed, or the commit
-//!   conflicts, the job runs whole there instead.
+//! - **prepared** ([`WriteJob::prepare`]): the record writes are decided
+//!   away from the writer, through the memo and on a read snapshot if they
+//!   must read, until [`JobStep::Decided`] (or [`JobStep::Done`], for a
+//!   refusal or a replay that stores nothing); the writer then runs
+//!   [`Decided::reads`] in its transaction and [begins](Decided::begin) the
+//!   job with their rows at its time: it checks that every read still
+//!   holds, stamps `received_at` and commits. If a read changed, or the
+//!   commit conflicts, the job runs whole there instead.
 
 use std::mem;
 
@@ -72,27 +73,52 @@ pub struct WriteJob<'m> {
 /// A job decided on a read snapshot ([`JobStep::Decided`]), for the
 /// writer to [begin](Decided::begin). It holds no borrow.
 #[derive(Debug)]
-pub struct Decided(WriteJob<'static>);
+pub struct Decided {
+    job: WriteJob<'static>,
+    /// What the writer reads before it begins the job: each read the job
+    /// was decided on, then the store's latest `received_at`.
+    reads: Vec<Statement>,
+}
 
 impl Decided {
     /// The row id of the user whose store the job writes.
     pub fn user_id(&self) -> Option<i64> {
-        self.0.job.user_id()
+        self.job.job.user_id()
+    }
+
+    /// The reads to run in the writer's transaction, in order, before
+    /// [`begin`](Decided::begin): whether what the job was decided on
+    /// still holds. None for a job the writer runs whole.
+    pub fn reads(&self) -> &[Statement] {
+        &self.reads
     }
 
     /// Continues the job in the writer's transaction at `at`, the
-    /// writer's time: its versions are received then (or just after the
-    /// store's latest).
-    pub fn begin(self, at: RecordDate) -> WriteJob<'static> {
-        let WriteJob { job, state, .. } = self.0;
+    /// writer's time, with the rows of its [`reads`](Decided::reads), one
+    /// list per statement: its versions are received then (or just after
+    /// the store's latest). If a read changed, the job runs whole there.
+    pub fn begin(self, at: RecordDate, rows: Vec<Vec<Row>>) -> WriteJob<'static> {
+        let WriteJob { job, state, .. } = self.job;
         match state {
             State::Decided { pending, answered } => {
-                let asked = pending.recheck_statements();
-                WriteJob::in_transaction(job, at, State::Rechecking { pending, answered }, asked)
+                let rechecking = State::Rechecking { pending, answered };
+                let mut job = WriteJob::in_transaction(job, at, rechecking, self.reads);
+                job.supply(rows);
+                job
             }
             State::Whole => WriteJob::start(job, at),
             _ => WriteJob::in_transaction(job, at, State::Over, Vec::new()),
         }
+    }
+
+    /// The job as it was asked.
+    pub fn job(&self) -> &Job {
+        &self.job.job
+    }
+
+    /// The job as it was asked, to run whole.
+    pub fn into_job(self) -> Job {
+        self.job.job
     }
 }
 
@@ -258,7 +284,11 @@ impl<'m> WriteJob<'m> {
     /// The job, decided ([`JobStep::Decided`]), without its borrow of
     /// the memo: it may cross to the writer's thread.
     pub fn decided(self) -> Decided {
-        Decided(WriteJob {
+        let reads = match &self.state {
+            State::Decided { pending, .. } => pending.recheck_statements(),
+            _ => Vec::new(),
+        };
+        let job = WriteJob {
             job: self.job,
             at: self.at,
             memo: None,
@@ -268,7 +298,13 @@ impl<'m> WriteJob<'m> {
             attempts: self.attempts,
             state: self.state,
             asked: self.asked,
-        })
+        };
+        Decided { job, reads }
+    }
+
+    /// The job as it was asked, to run whole.
+    pub fn into_job(self) -> Job {
+        self.job
     }
 
     /// What the host does next.

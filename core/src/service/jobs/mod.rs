@@ -13,9 +13,15 @@
 //! host                               core (WriteJob)
 //!  start(job, at) / prepare(job) ──►
 //!                                ◄── Read(statements)        rows in: supply(rows)
+//!                                ◄── Decided                 (prepared) reads(), then begin(at, rows)
 //!                                ◄── Commit(statements)      committed(rows) | conflicted()
 //!                                ◄── Done(outcome, effects)  apply the effects once durable
 //! ```
+//!
+//! A host that keeps a [`Resident`](crate::service::Resident) does not
+//! prepare jobs: core prepares each itself and hands the host the job
+//! decided ([`Jobs::commit`](crate::service::Jobs::commit)), or the job that
+//! must read first ([`Jobs::decide`](crate::service::Jobs::decide)).
 //!
 //! Time: a write's default `created_at` is the time of the request that
 //! made it ([`RecordWrite::requested_at`]); its `received_at` is the time

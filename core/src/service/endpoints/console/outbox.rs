@@ -132,7 +132,7 @@ pub(super) async fn send_now<H: Host>(
             true,
         )],
     };
-    match cx.host.run(job).await {
+    match cx.run_job(job).await {
         Ok(_) => Ok(see_other(
             &console_href(&user.name, "/outbox?done=sent"),
             None,
