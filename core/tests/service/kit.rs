@@ -821,10 +821,15 @@ impl<S: Backend> Streams for Fake<S> {
 
 impl<S: Backend> Guards for Fake<S> {
     async fn rate(&self, rate: Rate<'_>, now: RecordDate) -> Result<(), Limited> {
+        assert!(
+            self.resident.is_none(),
+            "core asked for a rate it keeps: {rate:?}"
+        );
         self.counters.rate(rate, now)
     }
 
     async fn check_nonce(&self, user: &User, used: &NonceUse<'_>) -> Result<(), ReplayError> {
+        assert!(self.resident.is_none(), "core asked for a nonce it keeps");
         self.counters.check_nonce(user, used)
     }
 }

@@ -632,8 +632,7 @@ impl<H: Host> Federation<'_, H> {
     /// entity cannot be discovered again now or its record is unchanged.
     async fn moved(&self, known: &RemoteEntity) -> Option<RemoteEntity> {
         let entity = &known.entity;
-        self.host
-            .rate(Rate::Rediscovery(entity), self.now)
+        crate::service::resident::count(self.host, Rate::Rediscovery(entity), self.now)
             .await
             .ok()?;
         let found = self.discover(entity).await.ok()?;
