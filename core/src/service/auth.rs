@@ -198,8 +198,7 @@ impl<H: Host> Context<'_, '_, H> {
                 ))
                 .into());
         }
-        let federation =
-            Federation::new(self.host, user, request.now, &request.fresh, request.epoch);
+        let federation = Federation::for_request(self.host, user, request);
         // A server that cannot be reached now may be later: its
         // notification is retried, not refused for good.
         let unknown = |trouble: Trouble| -> Failure {

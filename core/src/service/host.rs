@@ -35,14 +35,14 @@ pub struct User {
 impl User {
     /// A user as core's `user_by_name_sql` and `users_sql` read it.
     pub fn from_row(row: &Row) -> Result<User, RowError> {
-        let entity = |text: &str| text.parse().ok();
+        let not_an_entity = |_| RowError {
+            column: 2,
+            expected: "an entity",
+        };
         Ok(User {
             id: row.integer(0)?,
             name: row.text(1)?.to_owned(),
-            entity: entity(row.text(2)?).ok_or(RowError {
-                column: 2,
-                expected: "an entity",
-            })?,
+            entity: row.text(2)?.parse().map_err(not_an_entity)?,
         })
     }
 }

@@ -39,9 +39,12 @@ pub struct Request<'r> {
     /// The randomness the request may use (ids, keys, nonces).
     pub fresh: Fresh,
     /// The host's [`Epoch`] when the request arrived, if it keeps a
-    /// [`Resident`](super::Resident): what it holds of standings and
-    /// versions is used only if read under this epoch. `None` uses none
-    /// of it.
+    /// [`Resident`](super::Resident): what that holds of users, standings
+    /// and versions is used only if read under this epoch. `None` uses none
+    /// of it. A host passes one only if every commit that
+    /// [changes a standing](crate::service::jobs::Effects::changes_standing)
+    /// moves its epoch before it is acknowledged, and so does every change
+    /// made to the store by anything else.
     pub epoch: Option<Epoch>,
 }
 

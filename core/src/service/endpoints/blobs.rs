@@ -146,13 +146,7 @@ async fn fetch_received_blob<H: Host>(
     link: &BlobLink,
 ) -> Result<u64, Failure> {
     let not_found = || Failure::from(Problem::new(ProblemType::BlobNotFound));
-    let federation = Federation::new(
-        cx.host,
-        user,
-        cx.request.now,
-        &cx.request.fresh,
-        cx.request.epoch,
-    );
+    let federation = Federation::for_request(cx.host, user, cx.request);
     let bytes = match federation
         .fetch_blob(record, link, MAX_PEER_ANSWER_BYTES)
         .await

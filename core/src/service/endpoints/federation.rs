@@ -44,7 +44,9 @@ use crate::service::jobs::{Job, RecordWrite, Refused, received_bytes};
 use crate::service::observe::NotificationReceipt;
 use crate::service::route::RecordPath;
 use crate::service::store::{RowExt, version_row};
-use crate::service::{Caller, Context, Failure, Host, Outcome, Rate, Reply, User, WriteFailure};
+use crate::service::{
+    Caller, Context, Failure, Host, Outcome, Rate, Reply, Request, User, WriteFailure,
+};
 
 /// The most versions fetched back from one received version towards one
 /// the store holds (`docs/federation.md` §6).
@@ -245,6 +247,14 @@ impl<'a, H: Host> Federation<'a, H> {
             requests_left: AtomicUsize::new(MAX_PEER_REQUESTS),
             bytes_left: AtomicUsize::new(MAX_PEER_ANSWER_BYTES),
         }
+    }
+}
+
+impl<'a, H: Host> Federation<'a, H> {
+    /// The user's server, answering `request`: at its time, with its
+    /// randomness and the host's epoch at it.
+    pub(crate) fn for_request(host: &'a H, user: &'a User, request: &'a Request<'_>) -> Self {
+        Federation::new(host, user, request.now, &request.fresh, request.epoch)
     }
 }
 
@@ -1075,13 +1085,7 @@ pub(in crate::service) async fn new_notification<H: Host>(
         true => RecordSource::NotificationUnknown,
         false => RecordSource::Notification,
     };
-    let federation = Federation::new(
-        cx.host,
-        user,
-        cx.request.now,
-        &cx.request.fresh,
-        cx.request.epoch,
-    );
+    let federation = Federation::for_request(cx.host, user, cx.request);
     let (answer, first_refusal) = federation
         .receive_all(&notification.versions, source)
         .await
@@ -1180,13 +1184,7 @@ pub(in crate::service) async fn proxy<H: Host>(
             ))
             .into());
     }
-    let federation = Federation::new(
-        cx.host,
-        user,
-        cx.request.now,
-        &cx.request.fresh,
-        cx.request.epoch,
-    );
+    let federation = Federation::for_request(cx.host, user, cx.request);
     let remote = federation
         .entity(entity, false)
         .await

@@ -462,13 +462,7 @@ impl<H: Host> Context<'_, '_, H> {
     /// detail saying what the other server answered; one whose server
     /// cannot be reached right now is `federation/503-link-unreachable`.
     async fn run_resolving(&self, user: &User, job: Job) -> Result<Done, Failure> {
-        let federation = Federation::new(
-            self.host,
-            user,
-            self.request.now,
-            &self.request.fresh,
-            self.request.epoch,
-        );
+        let federation = Federation::for_request(self.host, user, self.request);
         let mut resolutions = 0;
         loop {
             let refused = match self.run_job(job.clone()).await {
