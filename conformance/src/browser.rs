@@ -125,7 +125,7 @@ pub fn summary(response: &Response) -> String {
 }
 
 /// Fails unless the response has exactly this status.
-fn ensure_status(response: &Response, expected: u16) -> Result<(), String> {
+pub fn ensure_status(response: &Response, expected: u16) -> Result<(), String> {
     ensure!(
         response.status == expected,
         "expected status {expected}, got {}: {}",

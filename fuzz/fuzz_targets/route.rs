@@ -104,7 +104,6 @@ fn console_rest(page: &ConsolePage) -> String {
     let record = |r: &RecordPath| format!("/browse/{}/{}", r.entity, r.record_id);
     match page {
         ConsolePage::Overview => String::new(),
-        ConsolePage::Style => "/style.css".into(),
         ConsolePage::SignIn => "/sign-in".into(),
         ConsolePage::SignOut => "/sign-out".into(),
         ConsolePage::Records => "/browse".into(),

@@ -10,7 +10,7 @@ use url::Url;
 
 use super::{Check, CheckResult, Needs, check};
 use crate::apps::{NewApp, ScopeItem, authorize, consent_url, password, register, scope_type};
-use crate::browser::{Browser, csrf, html, see_other, summary};
+use crate::browser::{Browser, csrf, ensure_status, html, see_other, summary};
 use crate::client::{Call, Response};
 use crate::context::{Ctx, type_value};
 use crate::expect::{self, UNKNOWN_APP, ensure, ensure_eq, str_at};
@@ -203,8 +203,9 @@ async fn without_session(ctx: &Ctx) -> CheckResult {
     Ok(())
 }
 
-/// A browser's `GET /` is a page about the server that names no user; an
-/// API client's `HEAD /` is discovery as before.
+/// A browser's `GET /` is a styled page about the server that names no
+/// user, whose form leads to a console by the user name typed; an API
+/// client's `HEAD /` is discovery as before.
 async fn landing_page(ctx: &Ctx) -> CheckResult {
     let root = ctx.url("/")?;
     let response = ctx
@@ -221,6 +222,49 @@ async fn landing_page(ctx: &Ctx) -> CheckResult {
         "the page names the user {:?}",
         ctx.target.user
     );
+    // Styled by a stylesheet of its own origin, which the policy allows.
+    let sheet = page
+        .find("link", &[("rel", "stylesheet")])
+        .and_then(|link| link.attribute("href"))
+        .ok_or("the page links no stylesheet")?;
+    let sheet = root
+        .join(sheet)
+        .map_err(|e| format!("stylesheet {sheet:?}: {e}"))?;
+    ensure!(
+        sheet.origin() == root.origin(),
+        "the stylesheet is at {sheet}"
+    );
+    let css = ctx.send(Call::get(sheet.clone())).await?;
+    ensure_status(&css, 200)?;
+    let content_type = css.header("content-type").unwrap_or_default();
+    ensure!(
+        content_type.starts_with("text/css"),
+        "{sheet} is {content_type:?}"
+    );
+    // Its form: a GET of the user name, answered with that user's console.
+    let form = page
+        .find("form", &[("method", "get")])
+        .ok_or("the page has no form")?;
+    let action = root
+        .join(form.attribute("action").unwrap_or_default())
+        .map_err(|e| format!("the form's action: {e}"))?;
+    ensure!(
+        page.find("input", &[("name", "user")]).is_some(),
+        "the form asks for no user name"
+    );
+    let mut to_console = action.clone();
+    to_console
+        .query_pairs_mut()
+        .append_pair("user", &ctx.target.user);
+    let console = see_other(&ctx.send(Call::get(to_console.clone())).await?, &to_console)?;
+    ensure!(
+        console.path() == format!("/{}/console", ctx.target.user),
+        "the form leads to {console}"
+    );
+    let mut nameless = action;
+    nameless.query_pairs_mut().append_pair("user", " ");
+    let back = see_other(&ctx.send(Call::get(nameless.clone())).await?, &nameless)?;
+    ensure!(back.path() == "/", "a form without a name leads to {back}");
     let head = ctx.send(Call::new(reqwest::Method::HEAD, root)).await?;
     ensure!(
         head.status != 200

@@ -93,6 +93,12 @@ pub enum Endpoint {
         /// The path after [`ERROR_TYPES_PREFIX`], such as `record/409-version-conflict`.
         type_path: String,
     },
+    /// `/console.css`: the stylesheet of every page a person reads (the
+    /// console, the landing page), the same for every user.
+    Stylesheet,
+    /// `/console?user=NAME`: the landing page's way to a console, which
+    /// names no user on the page: a redirect to `/{NAME}/console`.
+    FindConsole,
     /// `/{user}/auth/{app_record_id}`: the consent page.
     Consent {
         /// The `{user}` segment.
@@ -178,7 +184,10 @@ impl Endpoint {
     pub fn methods(&self) -> &'static [Method] {
         use Method::*;
         match self {
-            Endpoint::Discovery | Endpoint::ErrorType { .. } => &[Head, Get],
+            Endpoint::Discovery
+            | Endpoint::ErrorType { .. }
+            | Endpoint::Stylesheet
+            | Endpoint::FindConsole => &[Head, Get],
             Endpoint::Consent { .. } | Endpoint::Console { .. } => &[Head, Get, Post],
             Endpoint::Records { .. } => &[Head, Get, Post],
             Endpoint::Record { .. } => &[Head, Get, Put, Delete],
@@ -198,6 +207,8 @@ impl Endpoint {
             (_, Method::Options) => "preflight",
             (Endpoint::Discovery, _) => "discovery",
             (Endpoint::ErrorType { .. }, _) => "error_type",
+            (Endpoint::Stylesheet, _) => "stylesheet",
+            (Endpoint::FindConsole, _) => "find_console",
             (Endpoint::Consent { .. }, _) => "consent",
             (Endpoint::Console { .. }, _) => "console",
             (Endpoint::Records { .. }, Method::Post) => "records.create",
@@ -220,7 +231,13 @@ impl Endpoint {
     /// CORS headers, so no other origin's script may read them, and their
     /// preflights allow nothing.
     pub fn is_page(&self) -> bool {
-        matches!(self, Endpoint::Consent { .. } | Endpoint::Console { .. })
+        matches!(
+            self,
+            Endpoint::Consent { .. }
+                | Endpoint::Console { .. }
+                | Endpoint::Stylesheet
+                | Endpoint::FindConsole
+        )
     }
 
     /// The `Allow` header value: the endpoint's methods and `OPTIONS`.
@@ -243,7 +260,10 @@ impl Endpoint {
     /// The `{user}` segment, for endpoints inside a user's API.
     pub fn user(&self) -> Option<&UserName> {
         match self {
-            Endpoint::Discovery | Endpoint::ErrorType { .. } => None,
+            Endpoint::Discovery
+            | Endpoint::ErrorType { .. }
+            | Endpoint::Stylesheet
+            | Endpoint::FindConsole => None,
             Endpoint::Consent { user, .. }
             | Endpoint::Console { user, .. }
             | Endpoint::Records { user }
@@ -306,6 +326,8 @@ pub fn route(path: &str) -> Result<Endpoint, Problem> {
     // `/api/auth/records` is that user's records, not user `api`'s consent
     // page (an app id is never `records`, `blobs`, … anyway).
     Ok(match segments.as_slice() {
+        ["console.css"] => Endpoint::Stylesheet,
+        ["console"] => Endpoint::FindConsole,
         ["api", name, "records"] => Endpoint::Records { user: user(name)? },
         ["api", name, "blobs"] => Endpoint::NewBlob { user: user(name)? },
         ["api", name, "events"] => Endpoint::Events { user: user(name)? },
@@ -378,7 +400,6 @@ fn console_page_of(segments: &[&str]) -> Option<ConsolePage> {
     };
     Some(match segments {
         [] | [""] => ConsolePage::Overview,
-        ["style.css"] => ConsolePage::Style,
         ["sign-in"] => ConsolePage::SignIn,
         ["sign-out"] => ConsolePage::SignOut,
         ["browse"] => ConsolePage::Records,
@@ -415,8 +436,6 @@ fn console_page_of(segments: &[&str]) -> Option<ConsolePage> {
 pub enum ConsolePage {
     /// `console`: counts, apps, the latest versions.
     Overview,
-    /// `console/style.css`: the console's one stylesheet.
-    Style,
     /// `console/sign-in`: the password form's target.
     SignIn,
     /// `console/sign-out`.

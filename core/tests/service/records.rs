@@ -284,6 +284,52 @@ fn discovery_answers_204_with_a_link_to_the_entity_record() {
 }
 
 #[test]
+fn a_browser_at_the_root_gets_a_styled_page_whose_form_leads_to_a_console() {
+    let host = FakeHost::new();
+    let page = send(
+        &host,
+        &Call::get("/").header("accept", "text/html"),
+        Body::empty(),
+    );
+    assert_eq!(page.status, 200);
+    let html = text(&page);
+    assert!(
+        html.contains(r#"<link rel="stylesheet" href="/console.css">"#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"<form method="get" action="/console">"#),
+        "{html}"
+    );
+    assert!(
+        !html.contains(&format!("/{USER}/")),
+        "names no user: {html}"
+    );
+
+    let sheet = send(&host, &Call::get("/console.css"), Body::empty());
+    assert_eq!(sheet.status, 200);
+    assert_eq!(header(&sheet, "content-type"), "text/css; charset=utf-8");
+    assert!(
+        sheet.header("access-control-allow-origin").is_none(),
+        "a page's, not the API's"
+    );
+
+    let to = |query: &str| {
+        let reply = send(&host, &Call::get(format!("/console{query}")), Body::empty());
+        assert_eq!(reply.status, 303, "{query}");
+        header(&reply, "location").to_owned()
+    };
+    assert_eq!(to("?user=alice"), "/alice/console");
+    assert_eq!(
+        to("?user=%20alice%20"),
+        "/alice/console",
+        "spaces typed around it"
+    );
+    assert_eq!(to("?user=a%2Fb"), "/", "no user can be named so");
+    assert_eq!(to(""), "/");
+}
+
+#[test]
 fn a_failing_store_is_500_internal_with_no_detail_and_is_reported() {
     let (host, app) = host_with_app(Config::default());
     host.set_failing_store(true);

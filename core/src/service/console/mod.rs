@@ -37,7 +37,7 @@ pub const PAGE_HEADERS: [(&str, &str); 5] = [
     ("cache-control", "no-store"),
 ];
 
-/// The console's stylesheet, served at `console/style.css`.
+/// The stylesheet of the pages a person reads, served at `/console.css`.
 pub const STYLE: &str = include_str!("../../../templates/console/style.css");
 
 /// How long browsers may keep the stylesheet.

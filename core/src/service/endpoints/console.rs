@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::auth::access::{Access, is_type};
 use crate::auth::apps::Scope;
-use crate::model::{Entity, Permissions, Record, RecordId, VersionLink};
+use crate::model::{Entity, Permissions, Record, RecordId, UserName, VersionLink};
 use crate::problem::{Problem, ProblemType};
 use crate::query::{IndexEntry, ListQuery, position_of};
 use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_record_type};
@@ -57,15 +57,6 @@ pub(in crate::service) async fn console<H: Host>(
     page: ConsolePage,
     body: H::Body,
 ) -> Reply<H::Stream> {
-    if page == ConsolePage::Style {
-        cx.host.discard(body).await;
-        return match cx.method {
-            Method::Post => method_not_allowed(user),
-            _ => Reply::new(200, ReplyBody::Bytes(STYLE.as_bytes().to_vec()))
-                .with("content-type", "text/css; charset=utf-8")
-                .with("cache-control", STYLE_CACHE_CONTROL),
-        };
-    }
     match answer(cx, user, page, body).await {
         Ok(reply) | Err(reply) => reply,
     }
@@ -80,6 +71,26 @@ pub(in crate::service) fn no_such_user<S>() -> Reply<S> {
         "No console here",
         "This server has no console at this address. Check the user name in the address.",
     )
+}
+
+/// The stylesheet of every page a person reads (`/console.css`).
+pub(in crate::service) fn stylesheet<S>() -> Reply<S> {
+    Reply::new(200, ReplyBody::Bytes(STYLE.as_bytes().to_vec()))
+        .with("content-type", "text/css; charset=utf-8")
+        .with("cache-control", STYLE_CACHE_CONTROL)
+}
+
+/// The landing page's form (`/console?user=NAME`): a redirect to that
+/// user's console, whether or not the user exists (the console says so,
+/// naming no one); without a name that can be a user's, back to `/`.
+pub(in crate::service) fn find_console<S>(params: &[(String, String)]) -> Reply<S> {
+    let named = params.iter().find(|(key, _)| key == "user");
+    let name = named.and_then(|(_, name)| name.trim().parse::<UserName>().ok());
+    let location = match name {
+        Some(name) => console_href(name.as_str(), ""),
+        None => "/".to_owned(),
+    };
+    see_other(&location, None)
 }
 
 /// The page of a browser's `GET /`: what this server is, and where a
