@@ -144,7 +144,7 @@ async fn dispatch<'r, H: Host>(
         (Endpoint::Discovery, _) => discovery(&cx).await,
         (Endpoint::ErrorType { type_path }, _) => error_type(&type_path),
         (Endpoint::Stylesheet, _) => Ok(endpoints::console::stylesheet()),
-        (Endpoint::FindConsole, _) => Ok(endpoints::console::find_console(&cx.params)),
+        (Endpoint::FindConsole, _) => Ok(endpoints::console::find_console(query)),
         (Endpoint::Consent { app, .. }, Some(user)) => {
             Ok(endpoints::consent::consent(&cx, &user, app, take(body)?).await)
         }

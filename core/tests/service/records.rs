@@ -325,6 +325,12 @@ fn a_browser_at_the_root_gets_a_styled_page_whose_form_leads_to_a_console() {
         "/alice/console",
         "spaces typed around it"
     );
+    assert_eq!(
+        to("?user=+alice+"),
+        "/alice/console",
+        "as a form sends them"
+    );
+    assert_eq!(to("?user=a%2Bb"), "/a%2Bb/console");
     assert_eq!(to("?user=a%2Fb"), "/", "no user can be named so");
     assert_eq!(to(""), "/");
 }

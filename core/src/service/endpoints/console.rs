@@ -80,12 +80,13 @@ pub(in crate::service) fn stylesheet<S>() -> Reply<S> {
         .with("cache-control", STYLE_CACHE_CONTROL)
 }
 
-/// The landing page's form (`/console?user=NAME`): a redirect to that
-/// user's console, whether or not the user exists (the console says so,
-/// naming no one); without a name that can be a user's, back to `/`.
-pub(in crate::service) fn find_console<S>(params: &[(String, String)]) -> Reply<S> {
-    let named = params.iter().find(|(key, _)| key == "user");
-    let name = named.and_then(|(_, name)| name.trim().parse::<UserName>().ok());
+/// The landing page's form (`/console?user=NAME`, as a browser sends a
+/// `GET` form: `+` is a space): a redirect to that user's console, whether
+/// or not the user exists (the console says so, naming no one); without a
+/// name that can be a user's, back to `/`.
+pub(in crate::service) fn find_console<S>(query: &str) -> Reply<S> {
+    let form = Form::from_query(query);
+    let name = (form.get("user")).and_then(|name| name.trim().parse::<UserName>().ok());
     let location = match name {
         Some(name) => console_href(name.as_str(), ""),
         None => "/".to_owned(),
