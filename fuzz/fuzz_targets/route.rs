@@ -136,6 +136,8 @@ fn write_path(endpoint: &Endpoint) -> String {
     let record = |r: &RecordPath| format!("{}/{}", r.entity, r.record_id);
     match endpoint {
         Endpoint::Discovery => "/".to_owned(),
+        Endpoint::Stylesheet => "/console.css".to_owned(),
+        Endpoint::FindConsole => "/console".to_owned(),
         Endpoint::ErrorType { type_path } => format!("{ERROR_TYPES_PREFIX}{type_path}"),
         Endpoint::Consent { user, app } => format!("/{}/auth/{app}", segment(user.as_str())),
         Endpoint::Console { user, page } => {

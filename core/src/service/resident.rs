@@ -49,8 +49,10 @@ pub struct Resident {
 }
 
 impl Resident {
-    /// A resident state around the host's replay guard (restored from the
-    /// store, with its fence) and rate limits (from its settings).
+    /// A resident state around a replay guard, which the host then gives
+    /// back the nonces the last process stored ([`ReplayGuard::restore`],
+    /// through [`Resident::replay`]) before it serves, and the rate limits
+    /// of its settings.
     pub fn new(replay: ReplayGuard, rates: RateLimits) -> Self {
         Resident {
             users: RwLock::default(),
