@@ -434,8 +434,13 @@ fn open(store: &Store) -> Connection {
     let db = fresh_db();
     let tx = db.unchecked_transaction().expect("a transaction");
     for (record, entries) in &store.versions {
-        for statement in version_statements(USER_ID, &received(record), entries, Default::default())
-        {
+        for statement in version_statements(
+            USER_ID,
+            &received(record),
+            entries,
+            None,
+            Default::default(),
+        ) {
             run(&tx, &statement.sql, &statement.params);
         }
     }
@@ -659,7 +664,7 @@ fn store_over(
         (Some(_), None) => Replaces::Unread,
     };
     let statements =
-        version_statements_replacing(USER_ID, &received(record), &entries, replaces, origin);
+        version_statements_replacing(USER_ID, &received(record), &entries, None, replaces, origin);
     for statement in statements {
         tx.execute(
             &statement.sql,
@@ -870,6 +875,7 @@ fn events_are_numbered_per_user_and_read_back_after_a_point() {
         OTHER_USER_ID,
         &received(&theirs),
         &entries,
+        None,
         Default::default(),
     ) {
         run(&db, &statement.sql, &statement.params);
@@ -1001,6 +1007,7 @@ fn statements_as_literal_sql_store_what_bound_parameters_store() {
             USER_ID,
             &received(record),
             &links(record),
+            None,
             Default::default(),
         ));
     }
@@ -1470,7 +1477,13 @@ fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
     let mut create = record.clone();
     create.id = "cccccccccccccccccccccccccccccccc".parse().expect("an id");
     create.version.parent_hash = None;
-    for statement in version_statements(USER_ID, &received(&create), entries, Default::default()) {
+    for statement in version_statements(
+        USER_ID,
+        &received(&create),
+        entries,
+        None,
+        Default::default(),
+    ) {
         statements.push(("a create", statement));
     }
     // A record's history: one range of its versions, in receipt order.
@@ -1499,11 +1512,12 @@ fn lookups_by_key_alone_updates_and_event_reads_search_indexes() {
     });
     let origin = Default::default();
     for update in [
-        version_statements(USER_ID, &received(&update), entries, origin),
+        version_statements(USER_ID, &received(&update), entries, None, origin),
         version_statements_replacing(
             USER_ID,
             &received(&update),
             entries,
+            None,
             Replaces::Read(&replaced),
             origin,
         ),

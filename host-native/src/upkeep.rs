@@ -91,7 +91,9 @@ fn log(report: &UpkeepReport) {
             unheld_files = report.stray_blobs,
             expired_blobs = report.expired_blobs,
             collected_blobs = report.collected_blobs,
-            "upkeep removed what nothing holds"
+            searched = report.searched,
+            unsearchable = report.unsearchable,
+            "upkeep removed what nothing holds and indexed unsearched records"
         );
     }
 }

@@ -131,11 +131,14 @@ fn log(report: &UpkeepReport) {
     }
     if report.did_anything() {
         worker::console_log!(
-            "upkeep: {} unfinished uploads, {} unheld blobs, {} expired blobs of which {} collected",
+            "upkeep: {} unfinished uploads, {} unheld blobs, {} expired blobs of which {} collected, \
+             {} records indexed for search ({} unreadable)",
             report.unfinished_uploads,
             report.stray_blobs,
             report.expired_blobs,
-            report.collected_blobs
+            report.collected_blobs,
+            report.searched,
+            report.unsearchable
         );
     }
 }

@@ -11,6 +11,7 @@ mod index;
 mod page;
 mod params;
 mod query_string;
+mod search;
 
 pub(crate) use eval::{ID_PATH, SOURCE_PATH};
 pub use eval::{
@@ -33,6 +34,10 @@ pub use params::{
     PAGE_SIZES, QueryError, Sort, SortProperty, SortValue, VersionsQuery, proxy_to,
 };
 pub use query_string::{QueryStringError, decode_query_string};
+pub use search::{
+    MAX_INDEXED_WORDS, MAX_SEARCH_BYTES, MAX_SEARCH_WORDS, MAX_WORD_BYTES, Search, SearchError,
+    Word, record_words, words, words_json,
+};
 
 /// The index of the quote that ends the JSON string literal `text` starts
 /// with (escapes skipped), as filters' tags and list bounds are written.

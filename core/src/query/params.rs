@@ -5,6 +5,7 @@ use std::fmt;
 
 use super::filter::{Filter, FilterError, MAX_FILTERS, parse_filter};
 use super::json_string_end;
+use super::search::Search;
 use crate::model::{Entity, LinkPath, RecordDate, RecordId, RecordSource};
 use crate::problem::{Problem, ProblemType};
 
@@ -154,6 +155,9 @@ pub struct ListQuery {
     pub include_deleted: bool,
     /// Only records from these sources (`None`: all). Unknown values match nothing.
     pub sources: Option<Vec<RecordSource>>,
+    /// `search`: only records holding these words (a Folio extension,
+    /// `docs/search.md`).
+    pub search: Option<Search>,
     /// Another entity whose server answers the list (`proxy_to`,
     /// `docs/federation.md` §5); `None` for this store, also when
     /// `proxy_to` names the store's own entity.
@@ -283,6 +287,22 @@ impl ListQuery {
                 .collect()
         });
         let proxy_to = proxy_to(params.params, user)?;
+        let search = params
+            .single("search")?
+            .map(|text| {
+                let ranked = params.single("sort")?.is_none();
+                Search::parse(text, ranked).map_err(|error| invalid("search", error.reason()))
+            })
+            .transpose()?;
+        if search.is_some() && distinct.is_some() {
+            return Err(invalid("search", "cannot be combined with `distinct`"));
+        }
+        if search.as_ref().is_some_and(|s| s.ranked) && page_start.is_some() {
+            return Err(invalid(
+                "page_start",
+                "does not apply to a ranked search, which is one page (give a `sort` to page)",
+            ));
+        }
         Ok(ListQuery {
             sort,
             min,
@@ -294,6 +314,7 @@ impl ListQuery {
             include_links,
             include_deleted: params.include_deleted()?,
             sources,
+            search,
             proxy_to,
         })
     }
@@ -342,6 +363,14 @@ impl EventsQuery {
     /// and ignored, whatever their value.
     pub fn from_params(params: &[(String, String)], now: RecordDate) -> Result<Self, QueryError> {
         let params = Params { params };
+        // A stream matches versions as they come, by their links alone: a
+        // `search` it ignored would send what the client did not ask for.
+        if params.single("search")?.is_some() {
+            return Err(invalid(
+                "search",
+                "applies to lists, not to event streams (filter the stream, search the list)",
+            ));
+        }
         let earliest = now.saturating_sub_millis(EVENTS_LOOKBACK_MS);
         let min = match params.single("min")? {
             None => earliest,

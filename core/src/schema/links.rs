@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use super::tree::RecordTypeRef;
 use crate::model::{BlobHash, Entity, Link, LinkPath, RecordLink, VersionLink};
+use crate::query::Word;
 
 /// A link a record holds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -76,6 +77,8 @@ pub struct Validated {
     pub links: Vec<FoundLink>,
     /// What only the store can check about the links.
     pub checks: StoreChecks,
+    /// The words of its content's strings and tags, for search.
+    pub words: Vec<Word>,
 }
 
 impl Validated {

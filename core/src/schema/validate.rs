@@ -16,6 +16,7 @@ use crate::model::{
     BlobLink, Entity, EntityLink, Link, LinkPath, Permissions, ReadPermission, Record, RecordBody,
     RecordLink, Tag, VersionLink,
 };
+use crate::query::record_words;
 
 /// The deepest a record's values may nest below the record itself.
 pub const MAX_VALUE_DEPTH: usize = 64;
@@ -167,6 +168,8 @@ struct Walk<'a> {
     /// The length of `link_path` before each value entered.
     link_marks: Vec<usize>,
     found: Vec<Found<'a>>,
+    /// The content's strings and tags: the text a search finds it by.
+    texts: Vec<&'a str>,
 }
 
 impl<'a> Walk<'a> {
@@ -180,6 +183,7 @@ impl<'a> Walk<'a> {
             link_path: String::from("$"),
             link_marks: Vec::new(),
             found: Vec::new(),
+            texts: Vec::new(),
         }
     }
 
@@ -438,6 +442,9 @@ impl<'a> Walk<'a> {
             Node::String(rules) => {
                 let text = value.as_str().ok_or_else(|| wrong_type(self, "a string"))?;
                 self.check_string(text, rules)?;
+                if in_content {
+                    self.texts.push(text);
+                }
                 Ok(Keys::default())
             }
             Node::Int { allowed, min, max } => {
@@ -465,6 +472,9 @@ impl<'a> Walk<'a> {
                     .parse()
                     .map_err(|e| self.violation(Rule::InvalidLink(format!("{e}"))))?;
                 self.check_string(text, rules)?;
+                if in_content {
+                    self.texts.push(text);
+                }
                 self.found_here(Link::Tag(tag), in_content, false, Constraint::None);
                 Ok(Keys::any())
             }
@@ -527,7 +537,7 @@ impl<'a> Walk<'a> {
                 let mut matches = 0;
                 let mut closest: Option<Violation> = None;
                 for branch in branches {
-                    let mark = self.found.len();
+                    let mark = (self.found.len(), self.texts.len());
                     let mut result = self.check(branch.node, value, in_content, depth);
                     if *strict
                         && result.is_ok()
@@ -548,7 +558,8 @@ impl<'a> Walk<'a> {
                             return Err(violation);
                         }
                         Err(violation) => {
-                            self.found.truncate(mark);
+                            self.found.truncate(mark.0);
+                            self.texts.truncate(mark.1);
                             if closest
                                 .as_ref()
                                 .is_none_or(|c| violation.path.len() > c.path.len())
@@ -652,6 +663,9 @@ impl<'a> Walk<'a> {
         let mut validated = Validated {
             links: Vec::with_capacity(self.found.len()),
             checks: StoreChecks::default(),
+            // A value two branches of a union both accept is read twice:
+            // its words count once.
+            words: record_words(distinct_texts(&self.texts)),
         };
         for (found, keep) in self.found.into_iter().zip(keep) {
             if !keep {
@@ -694,6 +708,16 @@ impl<'a> Walk<'a> {
         }
         validated
     }
+}
+
+/// Each text once, by address: a union's branches may each have pushed it.
+fn distinct_texts<'t>(texts: &[&'t str]) -> Vec<&'t str> {
+    let mut seen = HashSet::with_capacity(texts.len());
+    texts
+        .iter()
+        .copied()
+        .filter(|text| seen.insert(text.as_ptr()))
+        .collect()
 }
 
 /// Whether each found link is the first with its (path, link). A record

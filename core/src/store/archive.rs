@@ -597,6 +597,8 @@ impl ArchiveReader {
             self.user_id,
             &received,
             &entries,
+            // An archive's words are not trusted: the backfill finds them.
+            None,
             origin,
         ))
     }

@@ -109,18 +109,35 @@ impl SqlBuilder {
                 "{value} {direction}, {prefix}record_id {direction}, {prefix}author {direction}"
             )
         };
-        let limit = self.binder.bind(i64::from(query.page_size) + 1);
+        // A search reads the records holding its words first (`CROSS
+        // JOIN` keeps that order): a word is rarer than a sort value.
+        let search_from = match &query.search {
+            None => String::new(),
+            Some(search) => {
+                conditions.push("r.row = m.row".to_owned());
+                format!("{} CROSS JOIN ", self.search(&search.words))
+            }
+        };
+        let ranked = query.search.as_ref().is_some_and(|search| search.ranked);
+        // A ranked search is one page, its best matches: no row beyond.
+        let limit = match ranked {
+            true => self.binder.bind(i64::from(query.page_size)),
+            false => self.binder.bind(i64::from(query.page_size) + 1),
+        };
         let text = match &query.distinct {
             None => {
                 if let Some(start) = &query.page_start {
                     conditions.push(self.after(&sort_expr, start, direction));
                 }
+                let order = match ranked {
+                    true => "m.score DESC, r.record_id DESC, r.author DESC".to_owned(),
+                    false => order("r.", &sort_expr),
+                };
                 format!(
-                    "SELECT v.record, v.links FROM records r{sort_join} \
+                    "SELECT v.record, v.links FROM {search_from}records r{sort_join} \
                      JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
-                     WHERE {} ORDER BY {} LIMIT {limit}",
+                     WHERE {} ORDER BY {order} LIMIT {limit}",
                     conditions.join(" AND "),
-                    order("r.", &sort_expr),
                 )
             }
             Some(path) => {
@@ -181,6 +198,33 @@ impl SqlBuilder {
         };
         binder.params[1] = values.into_param();
         binder.finish(text)
+    }
+
+    /// The records of the user holding every word, as `m (row, score)`:
+    /// the first word's entries, each looked up with the others by key.
+    fn search(&mut self, words: &[String]) -> String {
+        let user = self.user.clone();
+        let mut joins = String::new();
+        let mut score = vec!["w0.weight".to_owned()];
+        let mut first = String::new();
+        for (at, word) in words.iter().enumerate() {
+            let word = self.value(word.as_str());
+            match at {
+                0 => first = word,
+                _ => {
+                    joins.push_str(&format!(
+                        " JOIN record_words w{at} ON w{at}.user_id = {user} \
+                         AND w{at}.word = {word} AND w{at}.record_row = w0.record_row"
+                    ));
+                    score.push(format!("w{at}.weight"));
+                }
+            }
+        }
+        format!(
+            "(SELECT w0.record_row AS row, {} AS score FROM record_words w0{joins} \
+             WHERE w0.user_id = {user} AND w0.word = {first}) m",
+            score.join(" + ")
+        )
     }
 
     /// Positions strictly after `bound` in `direction`; a bound without a

@@ -70,6 +70,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "audiences",
         sql: include_str!("sql/0010_audiences.sql"),
     },
+    Migration {
+        version: 11,
+        name: "search",
+        sql: include_str!("sql/0011_search.sql"),
+    },
 ];
 
 impl Migration {

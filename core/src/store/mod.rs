@@ -16,6 +16,7 @@ mod literal;
 mod migrations;
 mod outbox;
 mod read;
+mod search;
 mod users;
 mod version;
 mod write;
@@ -38,6 +39,7 @@ pub use read::{
     event_log_bounds_sql, events_sql, latest_hash_sql, latest_version_sql, linked_sql,
     prune_events_sql, seed_statements, version_sql, versions_sql,
 };
+pub use search::{Backfill, SEARCH_BACKFILL_BATCH, unsearched_sql};
 pub use users::entity_received_sql;
 pub use users::{
     StoresToRemove, app_authorizations_sql, app_credentials_sql, app_key_sql, apps_sql,

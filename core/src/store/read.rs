@@ -214,18 +214,18 @@ pub fn seed_statements(user_id: i64) -> Vec<Statement> {
     builtin_records()
         .iter()
         .flat_map(|record| {
-            let links = type_type()
+            let validated = type_type()
                 .schema
                 .validate(record)
-                .expect("the built-in types follow the Type type")
-                .links;
+                .expect("the built-in types follow the Type type");
             // Each built-in record carries its receipt dates (builtin.rs).
             let record =
                 ReceivedRecord::new(record.clone()).expect("a built-in record is received");
             version_statements(
                 user_id,
                 &record,
-                &index_entries(&links),
+                &index_entries(&validated.links),
+                Some(&validated.words),
                 WriteOrigin::default(),
             )
         })

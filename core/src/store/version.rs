@@ -1,7 +1,7 @@
 //! Storing one version, and reading stored versions back.
 
 use crate::model::{ClientId, ReceivedRecord, Record, RecordBody, RecordId, VersionHash};
-use crate::query::IndexEntry;
+use crate::query::{IndexEntry, Word, words_json};
 
 use super::{Binder, Statement};
 
@@ -23,17 +23,22 @@ pub struct WriteOrigin {
 /// `version.received_at` that does not increase; each makes the
 /// transaction fail with a constraint error, after which the host runs the
 /// write again from its first step.
+///
+/// `words` are the version's words for search; `None` when the writer does
+/// not know them (an imported archive carries none): the version is stored
+/// unsearched, and [`super::search`]'s backfill finds its words later.
 pub fn version_statements(
     user_id: i64,
     record: &ReceivedRecord,
     entries: &[IndexEntry],
+    words: Option<&[Word]>,
     origin: WriteOrigin,
 ) -> Vec<Statement> {
     let replaces = match record.version.parent_hash {
         None => Replaces::Nothing,
         Some(_) => Replaces::Unread,
     };
-    version_statements_replacing(user_id, record, entries, replaces, origin)
+    version_statements_replacing(user_id, record, entries, words, replaces, origin)
 }
 
 /// What a new version replaces in the store.
@@ -62,6 +67,7 @@ pub fn version_statements_replacing(
     user_id: i64,
     record: &ReceivedRecord,
     entries: &[IndexEntry],
+    words: Option<&[Word]>,
     replaces: Replaces<'_>,
     origin: WriteOrigin,
 ) -> Vec<Statement> {
@@ -71,6 +77,7 @@ pub fn version_statements_replacing(
     let author = record.author.entity.as_str();
     let record_id = record.id.to_string();
     let links = entries_json(entries);
+    let words = words.map(words_json);
     let record_json = serde_json::to_string(record.record()).expect("a record serializes");
 
     let mut statements = Vec::with_capacity(6);
@@ -88,7 +95,7 @@ pub fn version_statements_replacing(
     };
     let sql = format!(
         "INSERT INTO versions (user_id, hash, author, record_id, parent_hash, received_at, links, \
-         record, app_id, record_row) VALUES ({user}, {}, {}, {}, {}, {}, {}, {}, {}, {row})",
+         record, app_id, record_row, words) VALUES ({user}, {}, {}, {}, {}, {}, {}, {}, {}, {row}, {})",
         b.bind(hash.as_str()),
         b.bind(author),
         b.bind(record_id.as_str()),
@@ -97,6 +104,7 @@ pub fn version_statements_replacing(
         b.bind(links.as_str()),
         b.bind(record_json),
         b.bind(origin.app.map(|app| app.to_string())),
+        b.bind(words.clone()),
     );
     statements.push(b.finish(sql));
 
@@ -184,6 +192,13 @@ pub fn version_statements_replacing(
     };
     statements.extend(change(LinkChange::Remove, &removed));
     statements.extend(change(LinkChange::Add, &added));
+    statements.extend(word_statements(
+        user_id,
+        author,
+        &record_id,
+        record.version.parent_hash.filter(|_| !first),
+        words.as_deref(),
+    ));
 
     // A blob a record links is no longer collected.
     if entries.iter().any(IndexEntry::is_blob) {
@@ -214,6 +229,50 @@ pub fn version_statements_replacing(
         b.bind(origin.client_id.map(|id| id.to_string())),
     );
     statements.push(b.finish(sql));
+    statements
+}
+
+/// The statements that keep the search index (`record_words`) at the
+/// record's latest version's words: the parent's words this version no
+/// longer has go (read from the parent's `versions.words`, by exact key),
+/// and this version's are added or reweighed. Words unknown (`None`)
+/// remove the parent's and add none: the version waits for the backfill.
+fn word_statements(
+    user_id: i64,
+    author: &str,
+    record_id: &str,
+    parent: Option<VersionHash>,
+    words: Option<&str>,
+) -> Vec<Statement> {
+    let mut statements = Vec::with_capacity(2);
+    let words = words.unwrap_or("[]");
+    if let Some(parent) = parent {
+        let mut b = Binder::default();
+        let user = b.bind(user_id);
+        let row = record_row(&mut b, &user, author, record_id);
+        let sql = format!(
+            "DELETE FROM record_words WHERE user_id = {user} AND record_row = {row} AND word IN \
+             (SELECT json_extract(j.value, '$[0]') FROM versions v, json_each(v.words) j \
+             WHERE v.record_row = {row} AND v.hash = {}) \
+             AND word NOT IN (SELECT json_extract(value, '$[0]') FROM json_each({}))",
+            b.bind(parent.to_string()),
+            b.bind(words),
+        );
+        statements.push(b.finish(sql));
+    }
+    if words != "[]" {
+        let mut b = Binder::default();
+        let user = b.bind(user_id);
+        let row = record_row(&mut b, &user, author, record_id);
+        let sql = format!(
+            "INSERT INTO record_words (user_id, word, record_row, weight) \
+             SELECT {user}, json_extract(value, '$[0]'), {row}, json_extract(value, '$[1]') \
+             FROM json_each({}) WHERE true \
+             ON CONFLICT DO UPDATE SET weight = excluded.weight",
+            b.bind(words),
+        );
+        statements.push(b.finish(sql));
+    }
     statements
 }
 

@@ -125,6 +125,8 @@ pub(super) fn tombstone(
     Ok(NewVersion {
         record,
         links,
+        // A tombstone has no text.
+        words: Vec::new(),
         replaces: Some(live.version.hash),
         // A tombstone concerns whom the live version did: the same
         // permissions, its content links kept as `no_content` links.
@@ -141,7 +143,7 @@ pub(super) fn live(content: &Content) -> RecordBody {
 /// compiled once per process; the others are also looked up in, and added
 /// to, the host's [`TypeMemo`] when the write has one.
 #[derive(Debug, Default)]
-pub(super) struct Types {
+pub(crate) struct Types {
     compiled: HashMap<(RecordKey, VersionHash), Arc<RecordType>>,
     memo: Option<Arc<TypeMemo>>,
 }
@@ -157,7 +159,7 @@ impl Types {
     /// The type that `link` names, given the version fetched for it
     /// (`None`: the store has no such version). It must be a live Type
     /// record whose schema compiles; the error says why not.
-    pub(super) fn get(
+    pub(crate) fn get(
         &mut self,
         link: &VersionLink,
         type_record: Option<&Record>,

@@ -50,13 +50,14 @@ pub use type_memo::TypeMemo;
 use std::mem;
 use std::sync::Arc;
 
-use build::Types;
+pub(crate) use build::Types;
 use needs::Fetched;
 use phases::{Advance, Env, Phase};
 use request::Operation;
 
 use crate::auth::access::Access;
 use crate::model::{Entity, ReceivedRecord, Record, RecordDate, RecordId, VersionHash};
+use crate::query::Word;
 use crate::schema::FoundLink;
 
 /// The most records one write may store: the written one and every record
@@ -121,6 +122,8 @@ pub struct NewVersion {
     /// [`Schema::validate`](crate::schema::Schema::validate) found them: the
     /// rows of the link index.
     pub links: Vec<FoundLink>,
+    /// The words of its content, for search (none for a tombstone).
+    pub words: Vec<Word>,
     /// The latest version it replaces, `None` for a record's first version.
     /// The store writes it only if that is still the latest.
     pub replaces: Option<VersionHash>,

@@ -416,6 +416,7 @@ impl Env {
                 let version = NewVersion {
                     record: *candidate,
                     links: Vec::new(),
+                    words: Vec::new(),
                     replaces,
                     former_audience,
                 };
@@ -460,6 +461,7 @@ impl Env {
             Some(Ok(())) => {
                 let (mut written, validated) = *checked;
                 written.links = validated.links;
+                written.words = validated.words;
                 Advance::Done(Ok(Commit::Store {
                     written: Box::new(written),
                     cascaded: Vec::new(),
@@ -564,8 +566,8 @@ impl Env {
             Ok(record_type) => record_type,
             Err(error) => return fail(error),
         };
-        let links = match record_type.schema.validate(record) {
-            Ok(validated) => validated.links,
+        let (links, words) = match record_type.schema.validate(record) {
+            Ok(validated) => (validated.links, validated.words),
             Err(violation) => return fail(WriteError::SchemaViolation(violation)),
         };
         // A version of a record the store holds continues what the user
@@ -592,6 +594,7 @@ impl Env {
         let written = NewVersion {
             record: ReceivedRecord::stamp(received, at),
             links,
+            words,
             replaces,
             former_audience: Vec::new(),
         };

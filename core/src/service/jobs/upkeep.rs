@@ -17,7 +17,11 @@
 //!    [`ExpiredBlob::release`] as a job, read [`ExpiredBlob::held`] and
 //!    when the bytes were stored, and remove them only when
 //!    [`Upkeep::may_remove_bytes`] says so;
-//! 4. forget idle rate buckets.
+//! 4. forget idle rate buckets;
+//! 5. give their words to versions stored without them (the search
+//!    index's backfill, `store::search`): read [`unsearched_sql`], run the
+//!    [`Backfill`] of its rows as a job, and again, at most
+//!    [`SEARCH_BATCHES_PER_ROUND`] times.
 //!
 //! A blob's steps run under the host's placement lock (the one an upload
 //! places its bytes and writes its row under), where it has one. A step
@@ -25,8 +29,10 @@
 //! with the next, and its [`UpkeepReport`] says what failed.
 //!
 //! Before it serves, a host runs [`UpkeepRound::before_serving`]: the sweep
-//! alone, which removes every kept blob no store holds, whatever its age
-//! (no upload is on its way to its row then), and every unfinished upload.
+//! and the backfill: the sweep removes every kept blob no store holds,
+//! whatever its age (no upload is on its way to its row then), and every
+//! unfinished upload; the backfill indexes an upgraded store's records
+//! before its first search, when there are few enough.
 //!
 //! Nonces and rate buckets past their windows are also forgotten by their
 //! own owners as they go.
@@ -39,8 +45,8 @@ use crate::model::RecordDate;
 use crate::service::blob::UNLINKED_BLOB_LIFETIME_MS;
 use crate::service::events::retention_cutoff;
 use crate::store::{
-    Statement, blob_held_sql, delete_blob_sql, expired_blobs_sql, held_blobs_sql, prune_events_sql,
-    prune_nonces_sql,
+    Backfill, Statement, blob_held_sql, delete_blob_sql, expired_blobs_sql, held_blobs_sql,
+    prune_events_sql, prune_nonces_sql, unsearched_sql,
 };
 
 use crate::service::store::{Row, RowError, RowExt};
@@ -50,6 +56,11 @@ use super::Job;
 
 /// How often a host runs its upkeep.
 pub const UPKEEP_INTERVAL_MS: u64 = 60_000;
+
+/// The most backfill batches ([`crate::store::SEARCH_BACKFILL_BATCH`]
+/// versions each) one round runs: 10,000 versions, each batch its own job,
+/// so that writes are never held up for long.
+pub const SEARCH_BATCHES_PER_ROUND: usize = 50;
 
 /// How often a host looks for stray blob bytes: it reads every blob's
 /// bytes' place, too costly each minute.
@@ -214,6 +225,11 @@ pub struct UpkeepReport {
     pub expired_blobs: usize,
     /// Expired blobs whose bytes were removed.
     pub collected_blobs: usize,
+    /// Versions given their words by the search backfill.
+    pub searched: usize,
+    /// Latest versions the backfill could not read words from (stored
+    /// with none).
+    pub unsearchable: usize,
     /// The phases that failed, each with the host's error.
     pub failures: Vec<(&'static str, String)>,
 }
@@ -226,7 +242,13 @@ fn read_step(asked: &mut Option<Statement>, statement: Statement) -> UpkeepStep<
 impl UpkeepReport {
     /// Whether the round removed or released anything: what a host logs.
     pub fn did_anything(&self) -> bool {
-        self.unfinished_uploads + self.stray_blobs + self.expired_blobs + self.collected_blobs > 0
+        self.unfinished_uploads
+            + self.stray_blobs
+            + self.expired_blobs
+            + self.collected_blobs
+            + self.searched
+            + self.unsearchable
+            > 0
     }
 }
 
@@ -251,6 +273,10 @@ enum Phase {
     Unlocking(Box<Phase>),
     /// The idle rate buckets.
     ForgetIdle,
+    /// The read of unsearched versions, after this many batches.
+    Unsearched(usize),
+    /// The job that stores one batch's words, and how many came before.
+    Search(Vec<Statement>, usize),
     Done,
 }
 
@@ -339,6 +365,8 @@ impl UpkeepRound {
             },
             Phase::Unlocking(_) => UpkeepStep::Unlock,
             Phase::ForgetIdle => UpkeepStep::ForgetIdleRates(upkeep.now),
+            Phase::Unsearched(_) => read(&mut self.asked, unsearched_sql()),
+            Phase::Search(statements, _) => UpkeepStep::Run(Job::Statements(statements.clone())),
             Phase::Done => UpkeepStep::Done(&self.report),
         }
     }
@@ -346,7 +374,7 @@ impl UpkeepRound {
     /// What follows the sweep.
     fn after_sweep(&self) -> Phase {
         match self.before_serving {
-            true => Phase::Done,
+            true => Phase::Unsearched(0),
             false => Phase::Prune,
         }
     }
@@ -387,7 +415,11 @@ impl UpkeepRound {
                 other => Phase::Collect(blobs, other),
             },
             Phase::Unlocking(next) => *next,
-            Phase::ForgetIdle => Phase::Done,
+            Phase::ForgetIdle => Phase::Unsearched(0),
+            Phase::Search(_, batches) if batches + 1 < SEARCH_BATCHES_PER_ROUND => {
+                Phase::Unsearched(batches + 1)
+            }
+            Phase::Search(..) => Phase::Done,
             other => other,
         };
     }
@@ -436,6 +468,15 @@ impl UpkeepRound {
                 let held = !unheld(&rows);
                 Phase::Collect(blobs, BlobStage::StoredAt { held })
             }
+            Phase::Unsearched(_) if rows.is_empty() => Phase::Done,
+            Phase::Unsearched(batches) => match Backfill::of(&rows) {
+                Ok(backfill) => {
+                    self.report.searched += backfill.searched;
+                    self.report.unsearchable += backfill.unreadable;
+                    Phase::Search(backfill.statements, batches)
+                }
+                Err(error) => self.failure("search", error, Phase::Done),
+            },
             other => other,
         };
     }
@@ -480,7 +521,8 @@ impl UpkeepRound {
             Phase::Prune => ("prune", Phase::Expired),
             Phase::Expired | Phase::Collect(..) => ("expired blobs", Phase::ForgetIdle),
             Phase::Unlocking(next) => ("unlock", *next),
-            Phase::ForgetIdle | Phase::Done => ("rates", Phase::Done),
+            Phase::ForgetIdle => ("rates", Phase::Unsearched(0)),
+            Phase::Unsearched(_) | Phase::Search(..) | Phase::Done => ("search", Phase::Done),
         };
         self.phase = self.failure(name, error, next);
         if locked {
@@ -582,6 +624,11 @@ mod tests {
         Failed,
     }
 
+    /// The partial index the backfill reads through, and how [`script`]
+    /// writes that read.
+    const UNSEARCHED: &str = "versions_unsearched";
+    const UNSEARCHED_READ: &str = "read SELECT v.user_id, v.";
+
     /// Half past an hour: no sweep in a round a minute long.
     const NOW: i64 = 10 * STRAY_SWEEP_INTERVAL_MS + STRAY_SWEEP_INTERVAL_MS / 2;
 
@@ -595,6 +642,9 @@ mod tests {
         let old = Some(at_ms(NOW - UNLINKED_BLOB_LIFETIME_MS - 1));
         let mut held = [0, 1].into_iter();
         let seen = script(&mut round, &mut |step| match step {
+            UpkeepStep::Read(statement) if statement.sql.contains(UNSEARCHED) => {
+                Answer::Rows(Vec::new())
+            }
             UpkeepStep::Read(statement) if statement.sql.contains("expires_at") => {
                 Answer::Rows(vec![
                     vec![SqlValue::Integer(1), SqlValue::Text("a".repeat(64))],
@@ -620,6 +670,7 @@ mod tests {
             format!("stored_at {b}"),
             "unlock".into(),
             "rates".into(),
+            UNSEARCHED_READ.into(),
             "done".into(),
         ];
         assert_eq!(seen[0], "run", "the prune first: {seen:?}");
@@ -640,6 +691,9 @@ mod tests {
         let mut round = UpkeepRound::before_serving(at_ms(NOW));
         let seen = script(&mut round, &mut |step| match step {
             UpkeepStep::RemoveUnfinishedUploads { begun_before: None } => Answer::Uploads(2),
+            UpkeepStep::Read(statement) if statement.sql.contains(UNSEARCHED) => {
+                Answer::Rows(Vec::new())
+            }
             UpkeepStep::Read(statement) if statement.sql.contains("DISTINCT") => {
                 Answer::Rows(vec![vec![SqlValue::Text("h".repeat(64))]])
             }
@@ -658,6 +712,7 @@ mod tests {
                 seen[4].clone(),
                 format!("remove {s}"),
                 "unlock".into(),
+                UNSEARCHED_READ.into(),
                 "done".into()
             ]
         );
@@ -674,6 +729,9 @@ mod tests {
         let mut round = UpkeepRound::start(at_ms(NOW), 60_000);
         let mut reads = 0;
         let seen = script(&mut round, &mut |step| match step {
+            UpkeepStep::Read(statement) if statement.sql.contains(UNSEARCHED) => {
+                Answer::Rows(Vec::new())
+            }
             UpkeepStep::Read(_) => {
                 reads += 1;
                 match reads {
@@ -688,7 +746,15 @@ mod tests {
         });
         assert_eq!(
             seen[2..],
-            ["lock", "run", seen[4].as_str(), "unlock", "rates", "done"],
+            [
+                "lock",
+                "run",
+                seen[4].as_str(),
+                "unlock",
+                "rates",
+                UNSEARCHED_READ,
+                "done"
+            ],
             "{seen:?}"
         );
         match round.step() {
