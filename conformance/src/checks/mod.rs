@@ -31,6 +31,7 @@ mod records;
 mod registration;
 mod revocation;
 mod scopes;
+mod search;
 mod transport;
 mod types;
 mod updates;
@@ -100,6 +101,7 @@ pub fn all() -> Vec<Check> {
         links::checks(),
         list::checks(),
         filters::checks(),
+        search::checks(),
         versions::checks(),
         permissions::checks(),
         scopes::checks(),
