@@ -153,6 +153,12 @@ export interface Condition {
 export interface ListOptions {
   /** A condition, a filter in the protocol's grammar, or several (any matches). */
   filter?: Condition | string | Array<Condition | string>;
+  /**
+   * Words every record listed holds in its text: its strings and tags (a
+   * Folio extension, docs/search.md). Without `sort`, the best matches
+   * first, in one page; with one, every match in that order.
+   */
+  search?: string;
   /** E.g. `$['received_at']+asc`. */
   sort?: string;
   pageSize?: number;

@@ -219,19 +219,23 @@ export class Records {
   }
 
   /**
-   * The first page of a list: `{filter, sort, pageSize, includeLinks,
+   * The first page of a list: `{filter, search, sort, pageSize, includeLinks,
    * includeDeleted, distinct, sources, proxyTo}`. `filter` is a condition from `filter.js`,
    * a string in the protocol's grammar, or an array of them (any matches).
+   * `search` is words the records must all hold in their text (a Folio
+   * extension, docs/search.md): without `sort`, the best matches first, in
+   * one page; with one, every match in that order, page after page.
    * With `proxyTo` (an entity), the list is `proxyTo`'s own records that the
    * user may read there, asked of its server by the user's server and
    * answered with `source: "proxy"`, not stored; the next pages ask it too
    * (docs/federation.md §5).
    */
-  async page({ filter, sort, pageSize, includeLinks, includeDeleted, distinct, sources, proxyTo } = {}) {
+  async page({ filter, search, sort, pageSize, includeLinks, includeDeleted, distinct, sources, proxyTo } = {}) {
     const url = this.folio.url("records");
     const filters = filter === undefined ? undefined : [filter].flat().map(toFilter);
     url.search = query({
       filter: filters,
+      search,
       sort,
       page_size: pageSize,
       include_links: includeLinks?.join(","),

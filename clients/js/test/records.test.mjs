@@ -76,6 +76,22 @@ test("a list pages through 250 records in order, each once", async () => {
   assert.equal(counted, 250);
 });
 
+test("search: the records holding every word, best first, or in a sort", async () => {
+  const word = `w${noteType.record_id.slice(0, 12)}`;
+  const long = await folio.records.create({ type: noteType, content: { title: `a long title naming ${word} once` } });
+  const short = await folio.records.create({ type: noteType, content: { title: `${word} soon` } });
+  await folio.records.create({ type: noteType, content: { title: "nothing to find" } });
+  const ranked = await folio.records.page({ search: word });
+  assert.deepEqual(ranked.records.map((r) => r.id), [short.id, long.id], "the short title first");
+  assert.equal(ranked.nextPage, null, "a ranked search is one page");
+  const sorted = [];
+  for await (const record of folio.records.list({ search: `${word.toUpperCase()}`, sort: "$['received_at']+asc", pageSize: 1 })) {
+    sorted.push(record.id);
+  }
+  assert.deepEqual(sorted, [long.id, short.id], "every match, in the sort, a page at a time");
+  await assert.rejects(folio.records.page({ search: "?!" }), { status: 400, code: "invalid_parameter" });
+});
+
 test("problems are FolioErrors with the protocol's code", async () => {
   await assert.rejects(folio.records.get("0".repeat(32)), { name: "FolioError", status: 404, code: "record_not_found" });
   await assert.rejects(folio.records.create({ type: noteType, content: { title: 7 } }), {

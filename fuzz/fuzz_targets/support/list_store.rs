@@ -11,7 +11,7 @@ use std::cell::RefCell;
 
 use folio_core::auth::access::{Access, AppGrant};
 use folio_core::model::{Entity, ReceivedRecord, Record, RecordDate, RecordLink};
-use folio_core::query::{IndexEntry, ListItem, ListQuery, index_entries};
+use folio_core::query::{IndexEntry, ListItem, ListQuery, Word, index_entries};
 use folio_core::schema::Schema;
 use folio_core::store::{MIGRATIONS, Statement, list_sql, read_version, version_statements};
 use rusqlite::Connection;
@@ -46,6 +46,11 @@ pub fn with_store<T>(f: impl FnOnce(&ListStore) -> T) -> T {
         let mut slot = cell.borrow_mut();
         f(slot.get_or_insert_with(build))
     })
+}
+
+/// A version's words for search, as a write finds them.
+fn words_of(record: &Record) -> Vec<Word> {
+    schema().validate(record).expect("valid").words
 }
 
 pub fn user() -> Entity {
@@ -99,6 +104,59 @@ impl ListStore {
             .collect()
     }
 
+    /// The page core's in-memory reference chooses, as version hashes, and
+    /// whether more follow. A search is the same list over the versions
+    /// holding every word; a ranked one, its matches by score (then id and
+    /// author, descending), one page.
+    fn reference(&self, query: &ListQuery, access: &Access) -> (Vec<String>, bool) {
+        let hash = |record: &Record| record.version.hash.to_string();
+        let Some(search) = &query.search else {
+            let page = query.select_page(
+                access,
+                self.versions
+                    .iter()
+                    .map(|(record, entries)| ListItem { record, entries }),
+            );
+            return (page.records.iter().map(|r| hash(r)).collect(), page.more);
+        };
+        let score = |record: &Record| -> Option<u64> {
+            let words = words_of(record);
+            search
+                .words
+                .iter()
+                .map(|word| {
+                    (words.iter())
+                        .find(|w| &w.word == word)
+                        .map(|w| u64::from(w.weight))
+                })
+                .sum()
+        };
+        let matching = self
+            .versions
+            .iter()
+            .filter(|(record, _)| !record.is_tombstone() && score(record).is_some());
+        let mut unsearched = query.clone();
+        unsearched.search = None;
+        if !search.ranked {
+            let page = unsearched.select_page(
+                access,
+                matching.map(|(record, entries)| ListItem { record, entries }),
+            );
+            return (page.records.iter().map(|r| hash(r)).collect(), page.more);
+        }
+        unsearched.page_size = 200;
+        let page = unsearched.select_page(
+            access,
+            matching.map(|(record, entries)| ListItem { record, entries }),
+        );
+        let mut ranked: Vec<&Record> = page.records.to_vec();
+        ranked.sort_by(|a, b| {
+            (score(b), b.id, &b.author.entity).cmp(&(score(a), a.id, &a.author.entity))
+        });
+        ranked.truncate(query.page_size as usize);
+        (ranked.iter().map(|r| hash(r)).collect(), false)
+    }
+
     /// Runs `query`'s SQL for every access and checks it answers the page
     /// core's in-memory reference chooses: the same versions in the same
     /// order, and whether more follow.
@@ -123,24 +181,14 @@ impl ListStore {
                 .collect();
             let more = got.len() > query.page_size as usize;
             got.truncate(query.page_size as usize);
-            let expected = query.select_page(
-                &access,
-                self.versions
-                    .iter()
-                    .map(|(record, entries)| ListItem { record, entries }),
-            );
-            let expected_hashes: Vec<String> = expected
-                .records
-                .iter()
-                .map(|record| record.version.hash.to_string())
-                .collect();
+            let (expected_hashes, expected_more) = self.reference(query, &access);
             assert_eq!(
                 got, expected_hashes,
                 "the SQL lists other versions than the reference, as {access:?}\n{query:?}\n{}",
                 sql.sql
             );
             assert_eq!(
-                more, expected.more,
+                more, expected_more,
                 "the SQL and the reference disagree on `more`\n{query:?}"
             );
         }
@@ -317,7 +365,14 @@ fn build() -> ListStore {
     .expect("a user");
     for (record, entries) in &versions {
         let received = ReceivedRecord::new(record.clone()).expect("a stored version is received");
-        for statement in version_statements(USER_ID, &received, entries, Default::default()) {
+        let words = words_of(record);
+        for statement in version_statements(
+            USER_ID,
+            &received,
+            entries,
+            Some(&words),
+            Default::default(),
+        ) {
             db.execute(
                 &statement.sql,
                 rusqlite::params_from_iter(bind(&statement.params)),
