@@ -24,6 +24,7 @@ use tokio::process::{Child, Command};
 use crate::drive::Workload;
 use crate::http::{Answer, Conn, Endpoint, request};
 use crate::sse::{EventStream, Feed, first_id};
+use crate::text::{self, Text};
 use crate::{Durability, Heads, free_port};
 
 /// The user the load runs as, and its entity.
@@ -78,6 +79,8 @@ pub struct Folio {
     ctx: Ctx,
     /// The users made besides `bench` for the delivery test (`--users`).
     others: Vec<OtherUser>,
+    /// The text of the records the load writes.
+    pub text: Text,
 }
 
 /// A user of the delivery test besides `bench`: `u2`, `u3`, … at entity
@@ -212,6 +215,7 @@ impl Folio {
             api: format!("/api/{USER}/"),
             ctx: Ctx::new(&target)?,
             others,
+            text: Text::default(),
         })
     }
 
@@ -301,7 +305,7 @@ impl Folio {
         FolioWorkload {
             kind,
             server: self.shared(),
-            body: create_body(&fixture.ty, &fixture.project),
+            body: create_body(&fixture.ty, &fixture.project, self.text),
             one: self.record_target(&fixture.one),
             public: self.record_target(&fixture.public),
             list: list_target(
@@ -376,6 +380,8 @@ pub enum Kind {
     /// as an app filters (Folio only): every note has the tag, so the page
     /// is the same; the server reads the type to check the condition.
     ListTagged,
+    /// The list of [`Kind::List`] searching one word, ranked (Folio only).
+    Search,
 }
 
 impl Kind {
@@ -398,6 +404,7 @@ impl Kind {
             Kind::Update => "update",
             Kind::List50 => "list-50",
             Kind::ListTagged => "list-tagged",
+            Kind::Search => "search",
             Kind::ConsoleList => "console-list",
         }
     }
@@ -468,6 +475,11 @@ impl Workload for FolioWorkload {
             Kind::List | Kind::ListSorted | Kind::List50 | Kind::ListTagged => {
                 signed(Method::GET, &self.list, Bytes::new())
             }
+            Kind::Search => {
+                let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+                let target = format!("{}&search={}", self.list, text::search_word(seq));
+                signed(Method::GET, &target, Bytes::new())
+            }
             Kind::ConsoleList => request(
                 &server.endpoint,
                 Method::GET,
@@ -512,11 +524,15 @@ impl Workload for FolioWorkload {
 struct CreateBody {
     ty: String,
     project: String,
+    text: Text,
 }
 
 impl CreateBody {
     fn content(&self, seq: u64) -> String {
-        let (title, body) = note_text(seq);
+        let (title, body) = match self.text {
+            Text::Repeated => note_text(seq),
+            Text::Varied => (format!("Load note {seq}"), text::varied(seq, 900)),
+        };
         format!(
             r#"{{"title":"{title}","body":"{body}","person":{{"entity":"{ENTITY}"}},"project":{},"label":"bench"}}"#,
             self.project
@@ -539,10 +555,11 @@ impl CreateBody {
     }
 }
 
-fn create_body(ty: &Value, project: &Value) -> CreateBody {
+fn create_body(ty: &Value, project: &Value, text: Text) -> CreateBody {
     CreateBody {
         ty: ty.to_string(),
         project: project.to_string(),
+        text,
     }
 }
 
@@ -735,7 +752,7 @@ impl Folio {
     pub async fn feed(&self, fixture: &Fixture, users: usize) -> Result<FolioFeed, String> {
         let mut feed_users = vec![FeedUser {
             server: self.shared(),
-            body: create_body(&fixture.ty, &fixture.project),
+            body: create_body(&fixture.ty, &fixture.project, self.text),
             type_filter: fixture.type_filter.clone(),
         }];
         if users > 1 {
@@ -753,7 +770,7 @@ impl Folio {
                 let project = json!({"type": ty, "content": content});
                 let project = record_link(&server.create(&mut conn, &project).await?)?;
                 feed_users.push(FeedUser {
-                    body: create_body(&ty, &project),
+                    body: create_body(&ty, &project, Text::default()),
                     type_filter: format!(
                         "$['type']={},$['author']={}",
                         type_value(&ty)?,

@@ -12,6 +12,7 @@ pub mod pocketbase;
 pub mod procfs;
 pub mod report;
 pub mod sse;
+pub mod text;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -64,6 +65,10 @@ pub enum Step {
     /// Folio alone, not in the default steps: the list with a condition
     /// on the type's tag as well.
     ListTagged,
+    /// Folio alone, not in the default steps: a one-word search of the
+    /// type's records, ranked (`search=`), the word drawn as the text's
+    /// words are (`--text`).
+    Search,
 }
 
 impl Step {
@@ -88,6 +93,7 @@ impl Step {
             Step::List50 => Kind::List50,
             Step::ConsoleList => Kind::ConsoleList,
             Step::ListTagged => Kind::ListTagged,
+            Step::Search => Kind::Search,
             Step::Sse => return None,
         })
     }
@@ -114,6 +120,8 @@ pub struct Options {
     /// The users the delivery test spreads its streams and writes over
     /// (Folio only; each made with the CLI, with a full-access app).
     pub users: usize,
+    /// The text of the records written (Folio only).
+    pub text: text::Text,
 }
 
 /// The update chains, one per worker: each record's id and its latest
@@ -263,7 +271,8 @@ pub async fn run_folio(
     durability: Durability,
     options: &Options,
 ) -> Result<Vec<Row>, String> {
-    let folio = Folio::start(binary, dir, durability, &[], options.users).await?;
+    let mut folio = Folio::start(binary, dir, durability, &[], options.users).await?;
+    folio.text = options.text;
     let prepared = Prepared::new(folio, options).await?;
     let mut rows = Vec::new();
     for &step in &options.steps {

@@ -145,6 +145,10 @@ struct Common {
     /// (Folio: `--subscribers 10000 --users 1000` is 10 streams a user).
     #[arg(long, default_value_t = 1)]
     users: usize,
+    /// The text of the records written (Folio only): `repeated`, one
+    /// sentence; `varied`, words by Zipf's law, as the search step needs.
+    #[arg(long, value_enum, default_value = "repeated")]
+    text: folio_load::text::Text,
     /// The `folio` binary (default: beside this one).
     #[arg(long)]
     folio: Option<PathBuf>,
@@ -170,6 +174,7 @@ impl Common {
             subscribers: self.subscribers,
             sse_rate: self.sse_rate,
             users: self.users.max(1),
+            text: self.text,
         }
     }
 

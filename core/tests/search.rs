@@ -1,8 +1,9 @@
-//! Search over records' text (`docs/search.md`) on a real SQLite: the words
-//! each write keeps in `record_words`, a list's `search` ranked or in its
-//! sort, combined with filters and permissions, updates and deletions
-//! keeping the index at the latest version, and upkeep's backfill for
-//! versions stored without words (a migrated store, an imported archive).
+//! Search over records' text (`docs/search.md`) on a real SQLite: the text
+//! each write keeps in the full-text index (`record_text`), a list's
+//! `search` ranked or in its sort, combined with filters and permissions,
+//! updates and deletions keeping the index at the latest version, and
+//! upkeep's backfill for versions stored unsearched (a migrated store, an
+//! imported archive).
 //!
 //! Native only: it needs SQLite.
 
@@ -183,7 +184,7 @@ impl Store {
             USER_ID,
             &received,
             &index_entries(&validated.links),
-            words.then_some(validated.words.as_slice()),
+            words.then_some(validated.search_text.as_str()),
             replaces,
             Default::default(),
         ) {
@@ -213,18 +214,6 @@ impl Store {
             })
             .collect()
     }
-
-    fn word_rows(&self) -> Vec<(String, i64)> {
-        let mut statement = self
-            .db
-            .prepare("SELECT word, weight FROM record_words ORDER BY word, record_row")
-            .expect("prepares");
-        statement
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-            .expect("runs")
-            .map(|row| row.expect("a row"))
-            .collect()
-    }
 }
 
 fn owner() -> Access {
@@ -238,7 +227,7 @@ const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const C: &str = "cccccccccccccccccccccccccccccccc";
 
 #[test]
-fn a_search_ranks_records_by_their_words_weights() {
+fn a_search_ranks_its_matches_by_bm25() {
     let mut store = Store::new();
     store.note(
         A,
@@ -247,10 +236,11 @@ fn a_search_ranks_records_by_their_words_weights() {
     );
     store.note(B, None, json!({"title": "Pinned thing"}));
     store.note(C, None, json!({"title": "Café plans", "label": "pinned"}));
-    // The tag is text too; a title of two words outweighs a body of seven.
+    // BM25: the word in a record of two words, then of three (the tag is
+    // text too), then of nine.
     assert_eq!(
         store.titles(&[("search", "pinned")], &owner()),
-        ["Café plans", "Pinned thing", "Groceries"]
+        ["Pinned thing", "Café plans", "Groceries"]
     );
     // Every word must be there; accents and case do not matter.
     assert_eq!(
@@ -271,7 +261,7 @@ fn a_search_ranks_records_by_their_words_weights() {
     // A ranked search is one page: its best matches, no more.
     assert_eq!(
         store.titles(&[("search", "pinned"), ("page_size", "2")], &owner()),
-        ["Café plans", "Pinned thing"]
+        ["Pinned thing", "Café plans"]
     );
 }
 
@@ -308,20 +298,16 @@ fn a_search_with_a_sort_pages_in_that_order_and_keeps_filters_and_permissions() 
 fn the_index_holds_the_latest_version_and_a_deletion_empties_it() {
     let mut store = Store::new();
     let first = store.note(A, None, json!({"title": "pinned draft"}));
-    let words: Vec<String> = store.word_rows().into_iter().map(|(w, _)| w).collect();
-    assert!(words.contains(&"draft".to_owned()), "{words:?}");
+    assert_eq!(
+        store.titles(&[("search", "draft")], &owner()),
+        ["pinned draft"]
+    );
     let second = store.note(A, Some(&first), json!({"title": "final pinned version"}));
     assert!(store.titles(&[("search", "draft")], &owner()).is_empty());
     assert_eq!(
         store.titles(&[("search", "final")], &owner()),
         ["final pinned version"]
     );
-    // The weight follows the new text: three words, not two.
-    let pinned: Vec<i64> = (store.word_rows().into_iter())
-        .filter(|(w, _)| w == "pinned")
-        .map(|(_, weight)| weight)
-        .collect();
-    assert_eq!(pinned, [577]);
     // A tombstone has no text.
     let ty = serde_json::to_value(&second.type_link).expect("a link");
     let mut tombstone = store.record(A, Some(&second), ty, json!({}));
@@ -332,15 +318,19 @@ fn the_index_holds_the_latest_version_and_a_deletion_empties_it() {
     tombstone.version.hash = tombstone.hash_input().hash();
     let schema = store.schema.clone();
     store.store(&tombstone, Some(&second), &schema, true);
-    assert!(
-        !store.word_rows().iter().any(|(w, _)| w == "final"),
-        "{:?}",
-        store.word_rows()
-    );
+    let indexed: i64 = store
+        .db
+        .query_row(
+            "SELECT count(*) FROM record_text WHERE record_text MATCH 'final'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("counts");
+    assert_eq!(indexed, 0, "the tombstone's record left the index");
 }
 
 #[test]
-fn upkeep_gives_versions_stored_without_words_their_words() {
+fn upkeep_indexes_versions_stored_unsearched() {
     let mut store = Store::new();
     // As an archive import or a store migrated from before search stores them.
     let schema = store.schema.clone();
@@ -378,7 +368,7 @@ fn upkeep_gives_versions_stored_without_words_their_words() {
 }
 
 #[test]
-fn a_search_reads_its_words_entries_by_key() {
+fn a_search_reads_the_full_text_index_then_each_record_by_row() {
     let mut store = Store::new();
     for i in 0..50 {
         let id = format!("{i:032x}");
@@ -411,11 +401,18 @@ fn a_search_reads_its_words_entries_by_key() {
         };
         assert!(
             plan.iter()
-                .any(|step| step.starts_with("SEARCH w0 USING PRIMARY KEY (user_id=? AND word=?)")),
+                .any(|step| step.starts_with("SCAN record_text VIRTUAL TABLE INDEX")),
             "{params:?}: {plan:?}"
         );
         assert!(
-            !plan.iter().any(|step| step.starts_with("SCAN r")),
+            plan.iter()
+                .any(|step| step == "SEARCH r USING INTEGER PRIMARY KEY (rowid=?)"),
+            "{params:?}: {plan:?}"
+        );
+        assert!(
+            !plan
+                .iter()
+                .any(|step| step == "SCAN r" || step.starts_with("SCAN r USING")),
             "{params:?}: {plan:?}"
         );
     }

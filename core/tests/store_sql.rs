@@ -1418,10 +1418,12 @@ fn entity_records_are_found_through_the_entity_they_describe() {
 
 /// Fails if a step reads a whole table: every step must search an index
 /// (scans of a JSON array, of the distinct paths, of the entries found by
-/// key and of a subquery's rows are of what the statement already found).
+/// key and of a subquery's rows are of what the statement already found;
+/// FTS5 shows a lookup of one rowid as a "scan" of index `0:=`).
 fn assert_searched(what: &str, steps: &[String]) {
     for step in steps {
         let scan = step.starts_with("SCAN ")
+            && step != "SCAN record_text VIRTUAL TABLE INDEX 0:="
             && !step.starts_with("SCAN j")
             && !step.starts_with("SCAN json_each")
             && !step.starts_with("SCAN kept VIRTUAL TABLE")

@@ -17,7 +17,7 @@ use crate::expect::{self, INVALID_PARAMETER, ensure, ensure_eq, str_at};
 
 pub fn checks() -> Vec<Check> {
     vec![
-        check!("search/ranked-by-weight-in-one-page", ranked),
+        check!("search/ranked-by-bm25-in-one-page", ranked),
         check!("search/every-word-must-match", every_word),
         check!("search/case-and-accents-do-not-matter", folded),
         check!("search/with-a-sort-pages-in-that-order", sorted_pages),
@@ -62,7 +62,7 @@ async fn ranked(ctx: &Ctx) -> CheckResult {
     ensure_eq!(
         ids(&page)?,
         vec![twice.clone(), short.clone(), long.clone()],
-        "the records by weight: two of four words, one of two, one of seven"
+        "by BM25: the word twice in four words, once in two, once in seven"
     );
     // Its best matches, one page: no next page, whatever the page size.
     let page = search(ctx, &w, &[("page_size", "2")]).await?;
@@ -159,7 +159,12 @@ async fn tags_and_links(ctx: &Ctx) -> CheckResult {
     );
     // The entity link's name is not text: searching it and the word
     // finds nothing beyond what the word alone does.
-    let entity_word = ctx.entity().split('.').next().unwrap_or_default().to_owned();
+    let entity_word = ctx
+        .entity()
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     let found = ids(&search(ctx, &format!("{w} {entity_word}"), &[]).await?)?;
     ensure!(
         !found.contains(&str_at(&linked, "/id")?.to_string()),
@@ -243,6 +248,9 @@ async fn ranked_page_start(ctx: &Ctx) -> CheckResult {
 
 async fn on_events(ctx: &Ctx) -> CheckResult {
     let url = with_query(ctx.events_url()?, &[("search", "word")]);
-    expect::problem_response(&ctx.send(Call::get(url).signed(&ctx.full)).await?, INVALID_PARAMETER)
-        .map(drop)
+    expect::problem_response(
+        &ctx.send(Call::get(url).signed(&ctx.full)).await?,
+        INVALID_PARAMETER,
+    )
+    .map(drop)
 }

@@ -35,8 +35,8 @@ pub use params::{
 };
 pub use query_string::{QueryStringError, decode_query_string};
 pub use search::{
-    MAX_INDEXED_WORDS, MAX_SEARCH_BYTES, MAX_SEARCH_WORDS, MAX_WORD_BYTES, Search, SearchError,
-    Word, record_words, words, words_json,
+    MAX_INDEXED_WORDS, MAX_SEARCH_BYTES, MAX_SEARCH_WORDS, MAX_WORD_BYTES, RANKED_MATCHES, Search,
+    SearchError, record_text, words,
 };
 
 /// The index of the quote that ends the JSON string literal `text` starts

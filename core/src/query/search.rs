@@ -1,19 +1,15 @@
 //! Search over records' text: a Folio extension (`docs/search.md`) that a
 //! client not using it never sees.
 //!
-//! A record's **words** come from the strings of its content that its
-//! schema types as strings or tags (links' parts, numbers and envelope
-//! fields are not text). A word is a run of letters and digits, lowercased,
-//! with its accents dropped, so that `Café` and `cafe` are one word. Each
-//! word of a record has a weight: every occurrence in a string of `n` words
-//! adds `1/√n`, so a word of a short title outweighs the same word once in
-//! a long body. A weight depends on the record alone, never on the rest of
-//! the store, so a record's rank does not move when other records change.
-//!
-//! The store keeps the latest version's words in `record_words`
-//! (`store::search`), and a search lists the records that hold every word
-//! it asks for, ranked by the sum of their weights, or in the list's sort
-//! order when the request names one.
+//! A record's **text** is the strings of its content that its schema types
+//! as strings or tags (links' parts, numbers and envelope fields are not
+//! text), as **words**: runs of letters and digits, lowercased, their
+//! accents dropped, so that `Café` and `cafe` are one word. The store keeps
+//! the latest version's words in SQLite's full-text index, FTS5, on both
+//! hosts (`record_text`, migration 11; D1 runs SQLite), and a search lists
+//! the records holding every word it asks for: ranked by BM25 (how often
+//! the words occur in the record, against how long it is and how common
+//! they are), or in the list's sort when the request names one.
 
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
@@ -21,25 +17,17 @@ use unicode_normalization::char::is_combining_mark;
 /// The longest word indexed or searched for, in bytes: longer runs are
 /// identifiers, hashes or noise, not words a person types.
 pub const MAX_WORD_BYTES: usize = 64;
-/// The most distinct words indexed per record: its heaviest. A write's
-/// cost grows with its words, and a record's rank with its best few.
-pub const MAX_INDEXED_WORDS: usize = 500;
+/// The most words of one version indexed: its first. A write's cost
+/// grows with its words.
+pub const MAX_INDEXED_WORDS: usize = 20_000;
 /// The longest `search` parameter, in bytes.
 pub const MAX_SEARCH_BYTES: usize = 256;
 /// The most distinct words in one search.
 pub const MAX_SEARCH_WORDS: usize = 8;
-
-/// What a weight of 1.0 is stored as: weights are integers in the store.
-const WEIGHT_SCALE: f64 = 1000.0;
-
-/// One word of a record and its weight.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Word {
-    /// The word, lowercased and without accents.
-    pub word: String,
-    /// Its weight in the record, ×1000.
-    pub weight: u32,
-}
+/// How many matches a ranked search ranks: the newest that the caller may
+/// list. Ranking every match of a word in most records would read them
+/// all; a person looking for a record wants the best of the recent ones.
+pub const RANKED_MATCHES: u32 = 1_000;
 
 /// The words of `text`, as the index and a search both read them.
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
@@ -59,43 +47,18 @@ fn fold(run: &str) -> String {
     bare.to_lowercase().nfc().collect()
 }
 
-/// The words of a record whose text is `texts` (each string of its
-/// content that holds text), weighted, sorted by word, at most
-/// [`MAX_INDEXED_WORDS`] of them (the heaviest).
-pub fn record_words<'t>(texts: impl IntoIterator<Item = &'t str>) -> Vec<Word> {
-    let mut weights: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
-    for text in texts {
-        let found: Vec<String> = words(text).collect();
-        if found.is_empty() {
-            continue;
+/// The text a record is found by, from its content's strings and tags:
+/// their words in order, separated by spaces, at most
+/// [`MAX_INDEXED_WORDS`] of them. Empty for a record with no text.
+pub fn record_text<'t>(texts: impl IntoIterator<Item = &'t str>) -> String {
+    let mut text = String::new();
+    for word in texts.into_iter().flat_map(words).take(MAX_INDEXED_WORDS) {
+        if !text.is_empty() {
+            text.push(' ');
         }
-        let each = 1.0 / (found.len() as f64).sqrt();
-        for word in found {
-            *weights.entry(word).or_default() += each;
-        }
+        text.push_str(&word);
     }
-    let mut words: Vec<Word> = weights
-        .into_iter()
-        .map(|(word, weight)| Word {
-            word,
-            // At least 1: a word that is there always counts.
-            weight: (weight * WEIGHT_SCALE)
-                .round()
-                .clamp(1.0, f64::from(u32::MAX)) as u32,
-        })
-        .collect();
-    if words.len() > MAX_INDEXED_WORDS {
-        words.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.word.cmp(&b.word)));
-        words.truncate(MAX_INDEXED_WORDS);
-        words.sort_unstable_by(|a, b| a.word.cmp(&b.word));
-    }
-    words
-}
-
-/// Words as stored in `versions.words`: `[[word, weight], …]`.
-pub fn words_json(words: &[Word]) -> String {
-    let pairs: Vec<(&str, u32)> = words.iter().map(|w| (w.word.as_str(), w.weight)).collect();
-    serde_json::to_string(&pairs).expect("words serialize")
+    text
 }
 
 /// A list's `search` parameter.
@@ -135,6 +98,17 @@ impl SearchError {
 }
 
 impl Search {
+    /// The FTS5 query: every word, each a quoted string (a word holds
+    /// letters and digits only, so nothing in it is FTS5 syntax).
+    pub fn match_expression(&self) -> String {
+        let quoted: Vec<String> = self
+            .words
+            .iter()
+            .map(|word| format!("\"{word}\""))
+            .collect();
+        quoted.join(" AND ")
+    }
+
     /// Reads a `search` parameter; `ranked` when the request names no sort.
     pub fn parse(text: &str, ranked: bool) -> Result<Search, SearchError> {
         if text.len() > MAX_SEARCH_BYTES {
@@ -178,39 +152,23 @@ mod tests {
     }
 
     #[test]
-    fn a_word_in_a_short_string_weighs_more_than_once_in_a_long_one() {
-        let title = record_words(["Pinned thing"]);
-        let body = record_words(["one two three four five six seven eight pinned"]);
-        let weight = |words: &[Word]| words.iter().find(|w| w.word == "pinned").unwrap().weight;
-        assert_eq!(weight(&title), 707);
-        assert_eq!(weight(&body), 333);
-        // Occurrences add up, across strings too.
-        let both = record_words(["pinned", "pinned"]);
+    fn a_records_text_is_its_words_in_order() {
         assert_eq!(
-            both,
-            [Word {
-                word: "pinned".into(),
-                weight: 2000
-            }]
+            record_text(["Pinned: thing!", "", "Déjà vu"]),
+            "pinned thing deja vu"
         );
-    }
-
-    #[test]
-    fn a_record_keeps_its_heaviest_words() {
-        let text: String = (0..MAX_INDEXED_WORDS + 10)
-            .map(|i| format!("w{i} "))
-            .chain(["heavy ".repeat(20)])
-            .collect();
-        let words = record_words([text.as_str()]);
-        assert_eq!(words.len(), MAX_INDEXED_WORDS);
-        assert!(words.iter().any(|w| w.word == "heavy"));
-        assert!(words.windows(2).all(|pair| pair[0].word < pair[1].word));
+        let long = "word ".repeat(MAX_INDEXED_WORDS + 5);
+        assert_eq!(
+            record_text([long.as_str()]).split(' ').count(),
+            MAX_INDEXED_WORDS
+        );
     }
 
     #[test]
     fn a_search_is_its_distinct_words() {
         let search = Search::parse("Pinned, pinned THING", true).unwrap();
         assert_eq!(search.words, ["pinned", "thing"]);
+        assert_eq!(search.match_expression(), "\"pinned\" AND \"thing\"");
         assert_eq!(Search::parse(" !? ", true), Err(SearchError::NoWord));
         assert_eq!(
             Search::parse(&"x".repeat(65), true),

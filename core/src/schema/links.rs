@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 
 use super::tree::RecordTypeRef;
 use crate::model::{BlobHash, Entity, Link, LinkPath, RecordLink, VersionLink};
-use crate::query::Word;
 
 /// A link a record holds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -77,8 +76,9 @@ pub struct Validated {
     pub links: Vec<FoundLink>,
     /// What only the store can check about the links.
     pub checks: StoreChecks,
-    /// The words of its content's strings and tags, for search.
-    pub words: Vec<Word>,
+    /// The text of its content's strings and tags, as search finds it
+    /// ([`crate::query::record_text`]).
+    pub search_text: String,
 }
 
 impl Validated {

@@ -16,7 +16,7 @@ use crate::model::{
     BlobLink, Entity, EntityLink, Link, LinkPath, Permissions, ReadPermission, Record, RecordBody,
     RecordLink, Tag, VersionLink,
 };
-use crate::query::record_words;
+use crate::query::record_text;
 
 /// The deepest a record's values may nest below the record itself.
 pub const MAX_VALUE_DEPTH: usize = 64;
@@ -665,7 +665,7 @@ impl<'a> Walk<'a> {
             checks: StoreChecks::default(),
             // A value two branches of a union both accept is read twice:
             // its words count once.
-            words: record_words(distinct_texts(&self.texts)),
+            search_text: record_text(distinct_texts(&self.texts)),
         };
         for (found, keep) in self.found.into_iter().zip(keep) {
             if !keep {

@@ -4,8 +4,8 @@
 use crate::auth::access::{ALWAYS_READABLE_TYPES, Access};
 use crate::query::{AUTHOR_PATH, TYPE_PATH, VERSION_AUTHOR_PATH};
 use crate::query::{
-    Bound, Condition, Direction, Filter, FilterValue, ListQuery, SortProperty, SortValue,
-    entity_key, value_key,
+    Bound, Condition, Direction, Filter, FilterValue, ListQuery, RANKED_MATCHES, SortProperty,
+    SortValue, entity_key, value_key,
 };
 use crate::query::{ID_PATH, SOURCE_PATH};
 use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY};
@@ -109,13 +109,16 @@ impl SqlBuilder {
                 "{value} {direction}, {prefix}record_id {direction}, {prefix}author {direction}"
             )
         };
-        // A search reads the records holding its words first (`CROSS
-        // JOIN` keeps that order): a word is rarer than a sort value.
+        // A search reads the records holding its words from the full-text
+        // index first (`CROSS JOIN` keeps that order): a word is rarer than
+        // a sort value.
         let search_from = match &query.search {
             None => String::new(),
             Some(search) => {
-                conditions.push("r.row = m.row".to_owned());
-                format!("{} CROSS JOIN ", self.search(&search.words))
+                let expression = self.value(search.match_expression());
+                conditions.push(format!("record_text MATCH {expression}"));
+                conditions.push("r.row = record_text.rowid".to_owned());
+                "record_text CROSS JOIN ".to_owned()
             }
         };
         let ranked = query.search.as_ref().is_some_and(|search| search.ranked);
@@ -129,16 +132,48 @@ impl SqlBuilder {
                 if let Some(start) = &query.page_start {
                     conditions.push(self.after(&sort_expr, start, direction));
                 }
-                let order = match ranked {
-                    true => "m.score DESC, r.record_id DESC, r.author DESC".to_owned(),
-                    false => order("r.", &sort_expr),
-                };
-                format!(
-                    "SELECT v.record, v.links FROM {search_from}records r{sort_join} \
-                     JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
-                     WHERE {} ORDER BY {order} LIMIT {limit}",
-                    conditions.join(" AND "),
-                )
+                match &query.search {
+                    None => format!(
+                        "SELECT v.record, v.links FROM records r{sort_join} \
+                         JOIN versions v ON v.record_row = r.row AND v.hash = r.version_hash \
+                         WHERE {} ORDER BY {} LIMIT {limit}",
+                        conditions.join(" AND "),
+                        order("r.", &sort_expr),
+                    ),
+                    // A search orders its matches by what the records'
+                    // rows hold, then reads the versions of the page alone.
+                    // Ranked, it ranks the newest matches the caller may
+                    // list (`RANKED_MATCHES`) by BM25, best (lowest) first.
+                    Some(_) => {
+                        let matches = match ranked {
+                            true => format!(
+                                "SELECT * FROM (SELECT r.row, r.version_hash, r.record_id, \
+                                 r.author, bm25(record_text) AS sort_value \
+                                 FROM {search_from}records r{sort_join} WHERE {} \
+                                 ORDER BY record_text.rowid DESC LIMIT {RANKED_MATCHES}) \
+                                 ORDER BY sort_value, record_id DESC, author DESC LIMIT {limit}",
+                                conditions.join(" AND "),
+                            ),
+                            false => format!(
+                                "SELECT r.row, r.version_hash, r.record_id, r.author, \
+                                 {sort_expr} AS sort_value \
+                                 FROM {search_from}records r{sort_join} WHERE {} \
+                                 ORDER BY {} LIMIT {limit}",
+                                conditions.join(" AND "),
+                                order("r.", &sort_expr),
+                            ),
+                        };
+                        let outer = match ranked {
+                            true => "c.sort_value, c.record_id DESC, c.author DESC".to_owned(),
+                            false => order("c.", "c.sort_value"),
+                        };
+                        format!(
+                            "SELECT v.record, v.links FROM ({matches}) c \
+                             JOIN versions v ON v.record_row = c.row AND v.hash = c.version_hash \
+                             ORDER BY {outer}"
+                        )
+                    }
+                }
             }
             Some(path) => {
                 // Distinct before paging: rank every candidate within its
@@ -198,33 +233,6 @@ impl SqlBuilder {
         };
         binder.params[1] = values.into_param();
         binder.finish(text)
-    }
-
-    /// The records of the user holding every word, as `m (row, score)`:
-    /// the first word's entries, each looked up with the others by key.
-    fn search(&mut self, words: &[String]) -> String {
-        let user = self.user.clone();
-        let mut joins = String::new();
-        let mut score = vec!["w0.weight".to_owned()];
-        let mut first = String::new();
-        for (at, word) in words.iter().enumerate() {
-            let word = self.value(word.as_str());
-            match at {
-                0 => first = word,
-                _ => {
-                    joins.push_str(&format!(
-                        " JOIN record_words w{at} ON w{at}.user_id = {user} \
-                         AND w{at}.word = {word} AND w{at}.record_row = w0.record_row"
-                    ));
-                    score.push(format!("w{at}.weight"));
-                }
-            }
-        }
-        format!(
-            "(SELECT w0.record_row AS row, {} AS score FROM record_words w0{joins} \
-             WHERE w0.user_id = {user} AND w0.word = {first}) m",
-            score.join(" + ")
-        )
     }
 
     /// Positions strictly after `bound` in `direction`; a bound without a

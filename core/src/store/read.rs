@@ -225,7 +225,7 @@ pub fn seed_statements(user_id: i64) -> Vec<Statement> {
                 user_id,
                 &record,
                 &index_entries(&validated.links),
-                Some(&validated.words),
+                Some(&validated.search_text),
                 WriteOrigin::default(),
             )
         })

@@ -1,15 +1,14 @@
-//! The search index's backfill: the words of versions stored without them
+//! The search index's backfill: versions stored without being indexed
 //! (before migration 11, or imported from an archive), found by upkeep
 //! ([`crate::service::UpkeepRound`]) a batch at a time on both hosts.
 //!
-//! A version stored unsearched has `versions.words` NULL. The record's
-//! latest gets its words from its schema, in `versions.words` and in
-//! `record_words`; any other gets `[]` and never counts again.
+//! A version stored unsearched has `versions.searched` NULL. The record's
+//! latest has its text found from its schema and indexed in `record_text`;
+//! every one is marked searched and never read again.
 
 use std::sync::Arc;
 
 use crate::model::Record;
-use crate::query::{Word, words_json};
 use crate::service::store::{Row, RowError, RowExt};
 use crate::write::Types;
 
@@ -33,7 +32,7 @@ pub fn unsearched_sql() -> Statement {
          AND tr.record_id = r.type_record_id) END \
          FROM versions v INDEXED BY versions_unsearched \
          LEFT JOIN records r ON r.row = v.record_row \
-         WHERE v.words IS NULL LIMIT {}",
+         WHERE v.searched IS NULL LIMIT {}",
         b.bind(SEARCH_BACKFILL_BATCH)
     );
     b.finish(sql)
@@ -44,11 +43,11 @@ pub fn unsearched_sql() -> Statement {
 pub struct Backfill {
     /// The statements that store the batch's words, in one transaction.
     pub statements: Vec<Statement>,
-    /// Latest versions given their words.
+    /// Latest versions indexed.
     pub searched: usize,
-    /// Latest versions whose words could not be found (a stored record
-    /// or type that does not read back, or no longer validates): stored
-    /// with none, and counted.
+    /// Latest versions whose text could not be found (a stored record or
+    /// type that does not read back, or no longer validates): marked with
+    /// none, and counted.
     pub unreadable: usize,
 }
 
@@ -61,73 +60,84 @@ impl Backfill {
             let user_id = row.integer(0)?;
             let record_row = row.integer(1)?;
             let hash = row.text(2)?;
-            let words = match (row.optional_text(3)?, row.optional_text(4)?) {
-                (Some(record), type_record) => match words_of(&mut types, record, type_record) {
-                    Some(words) => {
+            let text = match (row.optional_text(3)?, row.optional_text(4)?) {
+                (Some(record), type_record) => match text_of(&mut types, record, type_record) {
+                    Some(text) => {
                         backfill.searched += 1;
-                        Some(words)
+                        Some(text)
                     }
                     None => {
                         backfill.unreadable += 1;
-                        Some(Vec::new())
+                        None
                     }
                 },
-                // Not its record's latest: it has no words to index.
+                // Not its record's latest: nothing to index.
                 (None, _) => None,
             };
             backfill.statements.extend(searched_statements(
                 user_id,
                 record_row,
                 hash,
-                words.as_deref(),
+                text.as_deref(),
             ));
         }
         Ok(backfill)
     }
 }
 
-/// The words of a stored latest version, from its type's schema.
-fn words_of(types: &mut Types, record: &str, type_record: Option<&str>) -> Option<Vec<Word>> {
+/// The search text of a stored latest version, from its type's schema.
+fn text_of(types: &mut Types, record: &str, type_record: Option<&str>) -> Option<String> {
     let record: Record = read_record(record).ok()?;
     let type_record: Option<Arc<Record>> = match type_record {
         Some(json) => Some(Arc::new(read_record(json).ok()?)),
         None => None,
     };
     let record_type = types.get(&record.type_link, type_record.as_deref()).ok()?;
-    Some(record_type.schema.validate(&record).ok()?.words)
+    Some(record_type.schema.validate(&record).ok()?.search_text)
 }
 
-/// A version's words stored: `[]` for one that is not its record's latest
-/// (`None`); a latest's also added to `record_words`, if it is still the
-/// latest when the batch commits (a write in between indexed its own).
+/// A version marked searched; a latest's text indexed too, if it is still
+/// the latest when the batch commits (a write in between indexed its own).
 fn searched_statements(
     user_id: i64,
     record_row: i64,
     hash: &str,
-    words: Option<&[Word]>,
+    text: Option<&str>,
 ) -> Vec<Statement> {
-    let json = words_json(words.unwrap_or_default());
-    let mut statements = Vec::with_capacity(2);
+    let mut statements = Vec::with_capacity(3);
     let mut b = Binder::default();
     let sql = format!(
-        "UPDATE versions SET words = {} WHERE record_row = {} AND hash = {} AND words IS NULL",
-        b.bind(json.as_str()),
+        "UPDATE versions SET searched = 1 WHERE record_row = {} AND hash = {} \
+         AND searched IS NULL",
         b.bind(record_row),
         b.bind(hash),
     );
     statements.push(b.finish(sql));
-    if words.is_some_and(|words| !words.is_empty()) {
+    if let Some(text) = text.filter(|text| !text.is_empty()) {
+        let latest = |b: &mut Binder| {
+            format!(
+                "EXISTS (SELECT 1 FROM records WHERE row = {} AND user_id = {} \
+                 AND version_hash = {})",
+                b.bind(record_row),
+                b.bind(user_id),
+                b.bind(hash),
+            )
+        };
+        // A row the index may hold already (an import over a store) goes
+        // first: FTS5 keeps one row per rowid.
         let mut b = Binder::default();
-        let user = b.bind(user_id);
-        let row = b.bind(record_row);
         let sql = format!(
-            "INSERT INTO record_words (user_id, word, record_row, weight) \
-             SELECT {user}, json_extract(value, '$[0]'), {row}, json_extract(value, '$[1]') \
-             FROM json_each({}) WHERE EXISTS (SELECT 1 FROM records \
-             WHERE row = {row} AND version_hash = {}) \
-             ON CONFLICT DO UPDATE SET weight = excluded.weight",
-            b.bind(json),
-            b.bind(hash),
+            "DELETE FROM record_text WHERE rowid = {} AND {}",
+            b.bind(record_row),
+            latest(&mut b)
+        );
+        statements.push(b.finish(sql));
+        let mut b = Binder::default();
+        let sql = format!(
+            "INSERT INTO record_text (rowid, words) SELECT {}, {} WHERE {}",
+            b.bind(record_row),
+            b.bind(text),
+            latest(&mut b)
         );
         statements.push(b.finish(sql));
     }

@@ -1,7 +1,7 @@
 //! Storing one version, and reading stored versions back.
 
 use crate::model::{ClientId, ReceivedRecord, Record, RecordBody, RecordId, VersionHash};
-use crate::query::{IndexEntry, Word, words_json};
+use crate::query::IndexEntry;
 
 use super::{Binder, Statement};
 
@@ -24,21 +24,22 @@ pub struct WriteOrigin {
 /// transaction fail with a constraint error, after which the host runs the
 /// write again from its first step.
 ///
-/// `words` are the version's words for search; `None` when the writer does
-/// not know them (an imported archive carries none): the version is stored
-/// unsearched, and [`super::search`]'s backfill finds its words later.
+/// `search_text` is the version's text for search
+/// ([`crate::query::record_text`]); `None` when the writer does not know it
+/// (an imported archive carries none): the version is stored unsearched,
+/// and upkeep's backfill ([`super::Backfill`]) indexes it later.
 pub fn version_statements(
     user_id: i64,
     record: &ReceivedRecord,
     entries: &[IndexEntry],
-    words: Option<&[Word]>,
+    search_text: Option<&str>,
     origin: WriteOrigin,
 ) -> Vec<Statement> {
     let replaces = match record.version.parent_hash {
         None => Replaces::Nothing,
         Some(_) => Replaces::Unread,
     };
-    version_statements_replacing(user_id, record, entries, words, replaces, origin)
+    version_statements_replacing(user_id, record, entries, search_text, replaces, origin)
 }
 
 /// What a new version replaces in the store.
@@ -67,7 +68,7 @@ pub fn version_statements_replacing(
     user_id: i64,
     record: &ReceivedRecord,
     entries: &[IndexEntry],
-    words: Option<&[Word]>,
+    search_text: Option<&str>,
     replaces: Replaces<'_>,
     origin: WriteOrigin,
 ) -> Vec<Statement> {
@@ -77,7 +78,6 @@ pub fn version_statements_replacing(
     let author = record.author.entity.as_str();
     let record_id = record.id.to_string();
     let links = entries_json(entries);
-    let words = words.map(words_json);
     let record_json = serde_json::to_string(record.record()).expect("a record serializes");
 
     let mut statements = Vec::with_capacity(6);
@@ -95,7 +95,8 @@ pub fn version_statements_replacing(
     };
     let sql = format!(
         "INSERT INTO versions (user_id, hash, author, record_id, parent_hash, received_at, links, \
-         record, app_id, record_row, words) VALUES ({user}, {}, {}, {}, {}, {}, {}, {}, {}, {row}, {})",
+         record, app_id, record_row, searched) \
+         VALUES ({user}, {}, {}, {}, {}, {}, {}, {}, {}, {row}, {})",
         b.bind(hash.as_str()),
         b.bind(author),
         b.bind(record_id.as_str()),
@@ -104,7 +105,7 @@ pub fn version_statements_replacing(
         b.bind(links.as_str()),
         b.bind(record_json),
         b.bind(origin.app.map(|app| app.to_string())),
-        b.bind(words.clone()),
+        b.bind(search_text.map(|_| 1i64)),
     );
     statements.push(b.finish(sql));
 
@@ -192,12 +193,12 @@ pub fn version_statements_replacing(
     };
     statements.extend(change(LinkChange::Remove, &removed));
     statements.extend(change(LinkChange::Add, &added));
-    statements.extend(word_statements(
+    statements.extend(text_statements(
         user_id,
         author,
         &record_id,
-        record.version.parent_hash.filter(|_| !first),
-        words.as_deref(),
+        !first,
+        search_text,
     ));
 
     // A blob a record links is no longer collected.
@@ -232,48 +233,40 @@ pub fn version_statements_replacing(
     statements
 }
 
-/// The statements that keep the search index (`record_words`) at the
-/// record's latest version's words: the parent's words this version no
-/// longer has go (read from the parent's `versions.words`, by exact key),
-/// and this version's are added or reweighed. Words unknown (`None`)
-/// remove the parent's and add none: the version waits for the backfill.
-fn word_statements(
+/// The statements that keep the search index (`record_text`) at the
+/// record's latest version: the row of a record that had one goes, and the
+/// version's text, if it has any, comes in its place. Text unknown
+/// (`None`) adds nothing: the version waits for the backfill.
+fn text_statements(
     user_id: i64,
     author: &str,
     record_id: &str,
-    parent: Option<VersionHash>,
-    words: Option<&str>,
+    replaces: bool,
+    search_text: Option<&str>,
 ) -> Vec<Statement> {
     let mut statements = Vec::with_capacity(2);
-    let words = words.unwrap_or("[]");
-    if let Some(parent) = parent {
+    if replaces {
         let mut b = Binder::default();
         let user = b.bind(user_id);
         let row = record_row(&mut b, &user, author, record_id);
-        let sql = format!(
-            "DELETE FROM record_words WHERE user_id = {user} AND record_row = {row} AND word IN \
-             (SELECT json_extract(j.value, '$[0]') FROM versions v, json_each(v.words) j \
-             WHERE v.record_row = {row} AND v.hash = {}) \
-             AND word NOT IN (SELECT json_extract(value, '$[0]') FROM json_each({}))",
-            b.bind(parent.to_string()),
-            b.bind(words),
-        );
-        statements.push(b.finish(sql));
+        statements.push(b.finish(format!("DELETE FROM record_text WHERE rowid = {row}")));
     }
-    if words != "[]" {
-        let mut b = Binder::default();
-        let user = b.bind(user_id);
-        let row = record_row(&mut b, &user, author, record_id);
-        let sql = format!(
-            "INSERT INTO record_words (user_id, word, record_row, weight) \
-             SELECT {user}, json_extract(value, '$[0]'), {row}, json_extract(value, '$[1]') \
-             FROM json_each({}) WHERE true \
-             ON CONFLICT DO UPDATE SET weight = excluded.weight",
-            b.bind(words),
-        );
-        statements.push(b.finish(sql));
+    if let Some(text) = search_text.filter(|text| !text.is_empty()) {
+        statements.push(index_text_sql(user_id, author, record_id, text));
     }
     statements
+}
+
+/// Indexes `text` as the search text of a record's row.
+fn index_text_sql(user_id: i64, author: &str, record_id: &str, text: &str) -> Statement {
+    let mut b = Binder::default();
+    let user = b.bind(user_id);
+    let row = record_row(&mut b, &user, author, record_id);
+    let sql = format!(
+        "INSERT INTO record_text (rowid, words) VALUES ({row}, {})",
+        b.bind(text)
+    );
+    b.finish(sql)
 }
 
 /// The row a new record takes: the one after the last, as SQLite itself

@@ -194,7 +194,7 @@ pub fn commit_statements(user_id: i64, commit: &Commit, origin: WriteOrigin) -> 
                 user_id,
                 &version.record,
                 &index_entries(&version.links),
-                Some(&version.words),
+                Some(&version.search_text),
                 origin,
             )
         })

@@ -126,7 +126,7 @@ pub(super) fn tombstone(
         record,
         links,
         // A tombstone has no text.
-        words: Vec::new(),
+        search_text: String::new(),
         replaces: Some(live.version.hash),
         // A tombstone concerns whom the live version did: the same
         // permissions, its content links kept as `no_content` links.

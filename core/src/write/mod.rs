@@ -57,7 +57,6 @@ use request::Operation;
 
 use crate::auth::access::Access;
 use crate::model::{Entity, ReceivedRecord, Record, RecordDate, RecordId, VersionHash};
-use crate::query::Word;
 use crate::schema::FoundLink;
 
 /// The most records one write may store: the written one and every record
@@ -122,8 +121,8 @@ pub struct NewVersion {
     /// [`Schema::validate`](crate::schema::Schema::validate) found them: the
     /// rows of the link index.
     pub links: Vec<FoundLink>,
-    /// The words of its content, for search (none for a tombstone).
-    pub words: Vec<Word>,
+    /// The text search finds it by (empty for a tombstone).
+    pub search_text: String,
     /// The latest version it replaces, `None` for a record's first version.
     /// The store writes it only if that is still the latest.
     pub replaces: Option<VersionHash>,

@@ -416,7 +416,7 @@ impl Env {
                 let version = NewVersion {
                     record: *candidate,
                     links: Vec::new(),
-                    words: Vec::new(),
+                    search_text: String::new(),
                     replaces,
                     former_audience,
                 };
@@ -461,7 +461,7 @@ impl Env {
             Some(Ok(())) => {
                 let (mut written, validated) = *checked;
                 written.links = validated.links;
-                written.words = validated.words;
+                written.search_text = validated.search_text;
                 Advance::Done(Ok(Commit::Store {
                     written: Box::new(written),
                     cascaded: Vec::new(),
@@ -566,8 +566,8 @@ impl Env {
             Ok(record_type) => record_type,
             Err(error) => return fail(error),
         };
-        let (links, words) = match record_type.schema.validate(record) {
-            Ok(validated) => (validated.links, validated.words),
+        let (links, search_text) = match record_type.schema.validate(record) {
+            Ok(validated) => (validated.links, validated.search_text),
             Err(violation) => return fail(WriteError::SchemaViolation(violation)),
         };
         // A version of a record the store holds continues what the user
@@ -594,7 +594,7 @@ impl Env {
         let written = NewVersion {
             record: ReceivedRecord::stamp(received, at),
             links,
-            words,
+            search_text,
             replaces,
             former_audience: Vec::new(),
         };

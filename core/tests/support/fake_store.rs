@@ -69,7 +69,7 @@ mod fake_store {
             let version = NewVersion {
                 record,
                 links: Vec::new(),
-                words: Vec::new(),
+                search_text: String::new(),
                 replaces: None,
                 former_audience: Vec::new(),
             };

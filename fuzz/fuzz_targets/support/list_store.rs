@@ -11,7 +11,7 @@ use std::cell::RefCell;
 
 use folio_core::auth::access::{Access, AppGrant};
 use folio_core::model::{Entity, ReceivedRecord, Record, RecordDate, RecordLink};
-use folio_core::query::{IndexEntry, ListItem, ListQuery, Word, index_entries};
+use folio_core::query::{IndexEntry, ListItem, ListQuery, index_entries};
 use folio_core::schema::Schema;
 use folio_core::store::{MIGRATIONS, Statement, list_sql, read_version, version_statements};
 use rusqlite::Connection;
@@ -48,9 +48,9 @@ pub fn with_store<T>(f: impl FnOnce(&ListStore) -> T) -> T {
     })
 }
 
-/// A version's words for search, as a write finds them.
-fn words_of(record: &Record) -> Vec<Word> {
-    schema().validate(record).expect("valid").words
+/// A version's search text, as a write finds it.
+fn text_of(record: &Record) -> String {
+    schema().validate(record).expect("valid").search_text
 }
 
 pub fn user() -> Entity {
@@ -106,8 +106,9 @@ impl ListStore {
 
     /// The page core's in-memory reference chooses, as version hashes, and
     /// whether more follow. A search is the same list over the versions
-    /// holding every word; a ranked one, its matches by score (then id and
-    /// author, descending), one page.
+    /// holding every word. A ranked one is ranked by SQLite's BM25, which
+    /// the reference does not compute: it gives every match, for
+    /// [`ListStore::check_list`] to hold the page to.
     fn reference(&self, query: &ListQuery, access: &Access) -> (Vec<String>, bool) {
         let hash = |record: &Record| record.version.hash.to_string();
         let Some(search) = &query.search else {
@@ -119,42 +120,25 @@ impl ListStore {
             );
             return (page.records.iter().map(|r| hash(r)).collect(), page.more);
         };
-        let score = |record: &Record| -> Option<u64> {
-            let words = words_of(record);
-            search
-                .words
-                .iter()
-                .map(|word| {
-                    (words.iter())
-                        .find(|w| &w.word == word)
-                        .map(|w| u64::from(w.weight))
-                })
-                .sum()
+        let holds_every_word = |record: &Record| {
+            let text = text_of(record);
+            let words: Vec<&str> = text.split(' ').collect();
+            search.words.iter().all(|word| words.contains(&word.as_str()))
         };
         let matching = self
             .versions
             .iter()
-            .filter(|(record, _)| !record.is_tombstone() && score(record).is_some());
+            .filter(|(record, _)| !record.is_tombstone() && holds_every_word(record));
         let mut unsearched = query.clone();
         unsearched.search = None;
-        if !search.ranked {
-            let page = unsearched.select_page(
-                access,
-                matching.map(|(record, entries)| ListItem { record, entries }),
-            );
-            return (page.records.iter().map(|r| hash(r)).collect(), page.more);
+        if search.ranked {
+            unsearched.page_size = 200;
         }
-        unsearched.page_size = 200;
         let page = unsearched.select_page(
             access,
             matching.map(|(record, entries)| ListItem { record, entries }),
         );
-        let mut ranked: Vec<&Record> = page.records.to_vec();
-        ranked.sort_by(|a, b| {
-            (score(b), b.id, &b.author.entity).cmp(&(score(a), a.id, &a.author.entity))
-        });
-        ranked.truncate(query.page_size as usize);
-        (ranked.iter().map(|r| hash(r)).collect(), false)
+        (page.records.iter().map(|r| hash(r)).collect(), page.more)
     }
 
     /// Runs `query`'s SQL for every access and checks it answers the page
@@ -182,6 +166,21 @@ impl ListStore {
             let more = got.len() > query.page_size as usize;
             got.truncate(query.page_size as usize);
             let (expected_hashes, expected_more) = self.reference(query, &access);
+            if query.search.as_ref().is_some_and(|search| search.ranked) {
+                // Ranked: the best of the matches, by a score the reference
+                // does not compute: as many as the page holds, each a match.
+                assert!(
+                    got.iter().all(|hash| expected_hashes.contains(hash)),
+                    "a ranked search lists a record that does not match\n{query:?}"
+                );
+                assert_eq!(
+                    got.len(),
+                    expected_hashes.len().min(query.page_size as usize),
+                    "a ranked search's page holds every match it can\n{query:?}"
+                );
+                assert!(!more, "a ranked search is one page\n{query:?}");
+                continue;
+            }
             assert_eq!(
                 got, expected_hashes,
                 "the SQL lists other versions than the reference, as {access:?}\n{query:?}\n{}",
@@ -365,12 +364,12 @@ fn build() -> ListStore {
     .expect("a user");
     for (record, entries) in &versions {
         let received = ReceivedRecord::new(record.clone()).expect("a stored version is received");
-        let words = words_of(record);
+        let text = text_of(record);
         for statement in version_statements(
             USER_ID,
             &received,
             entries,
-            Some(&words),
+            Some(&text),
             Default::default(),
         ) {
             db.execute(

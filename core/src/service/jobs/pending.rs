@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::model::{
     ClientId, Entity, ReceivedRecord, Record, RecordDate, RecordSource, VersionHash,
 };
-use crate::query::{IndexEntry, Word, index_entries};
+use crate::query::{IndexEntry, index_entries};
 use crate::service::User;
 use crate::service::events::LiveVersion;
 use crate::service::federation::notify::{Audience, announces};
@@ -47,8 +47,8 @@ pub(super) struct Pending {
 struct PendingVersion {
     record: ReceivedRecord,
     entries: Vec<IndexEntry>,
-    /// Its words, for search.
-    words: Vec<Word>,
+    /// The text search finds it by.
+    search_text: String,
     /// The parent's index entries, when the job read them: then the link
     /// index changes by the difference alone
     /// ([`version_statements_replacing`]).
@@ -216,7 +216,7 @@ impl Pending {
             self.versions.push(PendingVersion {
                 received,
                 entries: index_entries(&version.links),
-                words: version.words,
+                search_text: version.search_text,
                 replaced,
                 first: version.replaces.is_none(),
                 record: version.record,
@@ -333,7 +333,7 @@ impl Pending {
                     user_id,
                     &version.record,
                     &version.entries,
-                    Some(&version.words),
+                    Some(&version.search_text),
                     replaces,
                     version.origin,
                 )

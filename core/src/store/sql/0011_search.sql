@@ -1,16 +1,15 @@
--- Search (a Folio extension, docs/search.md): the words of each
--- record's latest version, weighted, found by word. A version keeps its
--- words (`[[word, weight], …]`) so that the next one removes exactly them.
+-- Search (a Folio extension, docs/search.md): the text of each record's
+-- latest version in SQLite's full-text index, FTS5, whose rowid is the
+-- record's row. Contentless: the index keeps the words' postings, not the
+-- text (the version holds it), and `contentless_delete` lets a row go by
+-- its rowid alone when its record changes.
+CREATE VIRTUAL TABLE record_text USING fts5(
+    words, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'
+);
+
 -- Versions stored before this migration, and versions imported from an
--- archive, have none (NULL): the host's backfill reads them through
--- `versions_unsearched`, gives the latest of each record its words and the
--- others `[]`, and the index empties.
-ALTER TABLE versions ADD COLUMN words TEXT;
-CREATE TABLE record_words (
-    user_id INTEGER NOT NULL,
-    word TEXT NOT NULL,
-    record_row INTEGER NOT NULL,
-    weight INTEGER NOT NULL,
-    PRIMARY KEY (user_id, word, record_row)
-) STRICT, WITHOUT ROWID;
-CREATE INDEX versions_unsearched ON versions (record_row) WHERE words IS NULL;
+-- archive, were never indexed (`searched` NULL): upkeep's backfill reads
+-- them through `versions_unsearched`, indexes the latest of each record,
+-- marks them all, and the partial index empties.
+ALTER TABLE versions ADD COLUMN searched INTEGER;
+CREATE INDEX versions_unsearched ON versions (record_row) WHERE searched IS NULL;
