@@ -185,7 +185,10 @@ async function main() {
 
   // 3. Back from the worker's store to a new native data directory.
   const dump = join(dir, "d1.sql");
-  run(WRANGLER, ["d1", "export", "DB", "--local", "--env", "dev", "--output", dump], { cwd: project });
+  // By table: a database holding the search index (an FTS5 table) cannot
+  // be exported whole; these are the tables an archive is made from.
+  const tables = ["users", "versions", "blobs", "apps"].flatMap((table) => ["--table", table]);
+  run(WRANGLER, ["d1", "export", "DB", "--local", "--env", "dev", "--output", dump, ...tables], { cwd: project });
   const fetched = join(dir, "fetched");
   mkdirSync(fetched);
   for (const key of keys) {

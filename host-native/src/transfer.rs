@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use folio_core::model::{BlobHash, RecordDate, RecordId};
 use folio_core::store::archive::{
-    ARCHIVE_FORMAT, AppKey, ArchiveError, ArchiveReader, ArchiveWriter, BLOB_CHUNK_BYTES, BlobLine,
-    Header, MAX_LINE_BYTES, VersionOrder, export_app_keys_sql, export_blobs_sql, export_user_sql,
-    export_versions_sql,
+    ARCHIVE_FORMAT, ARCHIVE_TABLES, AppKey, ArchiveError, ArchiveReader, ArchiveWriter,
+    BLOB_CHUNK_BYTES, BlobLine, Header, MAX_LINE_BYTES, VersionOrder, export_app_keys_sql,
+    export_blobs_sql, export_user_sql, export_versions_sql,
 };
 use folio_core::store::{LiteralSqlError, Statement, read_version, server_key_sql};
 use rusqlite::Connection;
@@ -52,6 +52,11 @@ pub enum TransferError {
     Sql(#[from] LiteralSqlError),
     #[error("{0}")]
     Provision(#[from] ProvisionError),
+    #[error(
+        "the D1 export has no table `{0}`: export these tables by name, \
+         wrangler d1 export DB --output FILE --table users --table versions --table blobs --table apps"
+    )]
+    DumpLacks(&'static str),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -298,6 +303,16 @@ fn load_dump(dump: &Path) -> Result<Connection, TransferError> {
             continue;
         }
         statement.raw_execute()?;
+    }
+    for table in ARCHIVE_TABLES {
+        let present: bool = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1)",
+            [table],
+            |row| row.get(0),
+        )?;
+        if !present {
+            return Err(TransferError::DumpLacks(table));
+        }
     }
     Ok(conn)
 }

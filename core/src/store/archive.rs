@@ -41,6 +41,13 @@ use crate::store::{
     user_row_id, version_statements,
 };
 
+/// The tables an archive of a store is written from. A D1 database holding
+/// the search index (an FTS5 table) cannot be exported whole (`wrangler d1
+/// export` refuses virtual tables), so an export for `folio export
+/// --from-d1` names these: `--table users --table versions --table blobs
+/// --table apps`. The search index is built again where the archive goes.
+pub const ARCHIVE_TABLES: [&str; 4] = ["users", "versions", "blobs", "apps"];
+
 /// The format this module writes and reads.
 pub const ARCHIVE_FORMAT: u32 = 1;
 
