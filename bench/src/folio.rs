@@ -382,6 +382,8 @@ pub enum Kind {
     ListTagged,
     /// The list of [`Kind::List`] searching one word, ranked (Folio only).
     Search,
+    /// The same for one of the commonest words (Folio only).
+    SearchCommon,
 }
 
 impl Kind {
@@ -405,6 +407,7 @@ impl Kind {
             Kind::List50 => "list-50",
             Kind::ListTagged => "list-tagged",
             Kind::Search => "search",
+            Kind::SearchCommon => "search-common",
             Kind::ConsoleList => "console-list",
         }
     }
@@ -475,9 +478,13 @@ impl Workload for FolioWorkload {
             Kind::List | Kind::ListSorted | Kind::List50 | Kind::ListTagged => {
                 signed(Method::GET, &self.list, Bytes::new())
             }
-            Kind::Search => {
+            Kind::Search | Kind::SearchCommon => {
                 let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-                let target = format!("{}&search={}", self.list, text::search_word(seq));
+                let word = match self.kind {
+                    Kind::Search => text::search_word(seq),
+                    _ => text::common_word(seq),
+                };
+                let target = format!("{}&search={word}", self.list);
                 signed(Method::GET, &target, Bytes::new())
             }
             Kind::ConsoleList => request(

@@ -66,9 +66,12 @@ pub enum Step {
     /// on the type's tag as well.
     ListTagged,
     /// Folio alone, not in the default steps: a one-word search of the
-    /// type's records, ranked (`search=`), the word drawn as the text's
-    /// words are (`--text`).
+    /// type's records, ranked (`search=`), for any word of the varied
+    /// text's vocabulary (`--text varied`).
     Search,
+    /// Folio alone, not in the default steps: the same for one of the 20
+    /// commonest words, each in most records.
+    SearchCommon,
 }
 
 impl Step {
@@ -94,6 +97,7 @@ impl Step {
             Step::ConsoleList => Kind::ConsoleList,
             Step::ListTagged => Kind::ListTagged,
             Step::Search => Kind::Search,
+            Step::SearchCommon => Kind::SearchCommon,
             Step::Sse => return None,
         })
     }

@@ -286,7 +286,11 @@ impl Workload for PocketBaseWorkload {
                 note_json(&self.user_id, &self.project, seq),
             ),
             Kind::Get => request(&self.endpoint, Method::GET, &self.one, &auth, Bytes::new()),
-            Kind::List50 | Kind::ConsoleList | Kind::ListTagged | Kind::Search => Err(format!(
+            Kind::List50
+            | Kind::ConsoleList
+            | Kind::ListTagged
+            | Kind::Search
+            | Kind::SearchCommon => Err(format!(
                 "{} is a workload of Folio's alone",
                 self.kind.name()
             )),

@@ -5,8 +5,9 @@
 //! people write it: words drawn from a vocabulary of [`VOCABULARY`] with
 //! Zipf's law (the word of rank r about 1/r as often as the commonest), so
 //! a few words are in nearly every record and most in few: about 100
-//! distinct words a record. The search step asks for words drawn the same
-//! way, the commonest included.
+//! distinct words a record. The search step asks for a word of the
+//! vocabulary, each as likely; the common-word step for one of the 20
+//! commonest, in nearly every record.
 
 use clap::ValueEnum;
 
@@ -60,9 +61,16 @@ pub fn word(rank: u64) -> String {
     word
 }
 
-/// The word a search with this number asks for.
+/// The word a search with this number asks for: any of the vocabulary,
+/// each as likely.
 pub fn search_word(seq: u64) -> String {
-    word(zipf_rank(mix(seq ^ 0x5EA2_C4)))
+    word(mix(seq ^ 0x5EA2_C4) % VOCABULARY)
+}
+
+/// The word a common-word search with this number asks for: one of the 20
+/// commonest, each in most records.
+pub fn common_word(seq: u64) -> String {
+    word(mix(seq ^ 0xC0_4404) % 20)
 }
 
 /// About `bytes` of varied text for record `seq`.

@@ -417,3 +417,33 @@ fn a_search_reads_the_full_text_index_then_each_record_by_row() {
         );
     }
 }
+
+#[test]
+fn a_ranked_search_ranks_the_newest_matches_alone() {
+    let mut store = Store::new();
+    // The best match (the word alone) is the oldest; then more matches
+    // than a ranked search ranks, each the word among four others.
+    store.note(A, None, json!({"title": "pinned"}));
+    let ranked = folio_core::query::RANKED_MATCHES as usize;
+    for i in 0..ranked {
+        let id = format!("{:032x}", i + 1);
+        store.note(
+            &id,
+            None,
+            json!({"title": format!("pinned one two three {i}")}),
+        );
+    }
+    let titles = store.titles(&[("search", "pinned")], &owner());
+    assert_eq!(titles.len(), 20);
+    assert!(!titles.contains(&"pinned".to_owned()), "{titles:?}");
+    // A sorted search lists every match, the oldest too.
+    let oldest = store.titles(
+        &[
+            ("search", "pinned"),
+            ("sort", "$['received_at']+asc"),
+            ("page_size", "1"),
+        ],
+        &owner(),
+    );
+    assert_eq!(oldest[0], "pinned");
+}

@@ -25,9 +25,10 @@ pub const MAX_SEARCH_BYTES: usize = 256;
 /// The most distinct words in one search.
 pub const MAX_SEARCH_WORDS: usize = 8;
 /// How many matches a ranked search ranks: the newest that the caller may
-/// list. Ranking every match of a word in most records would read them
-/// all; a person looking for a record wants the best of the recent ones.
-pub const RANKED_MATCHES: u32 = 1_000;
+/// list. BM25 costs about 3 µs a match, and a common word is in most
+/// records: ranking them all would read every one (`bench/README.md`,
+/// "Search"). A person looking for a record wants the best of the recent.
+pub const RANKED_MATCHES: u32 = 100;
 
 /// The words of `text`, as the index and a search both read them.
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
