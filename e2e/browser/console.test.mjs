@@ -1,6 +1,6 @@
 // Browser end-to-end test of the owner's console (issue 22): headless
 // Chromium, no script on any page, against a real `folio serve`. The owner
-// signs in, reads the overview, filters and pages records, opens a record
+// signs in, reads the overview, filters, searches and pages records, opens a record
 // and a version's differences, edits it (and sees a stale edit refused),
 // deletes one, checks a record against a type, revokes an app (whose next
 // signed request is refused), changes the password and signs out. Each page
@@ -208,6 +208,18 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     assert.match(await error.textContent(), /cannot be read/);
     assert.equal(await page.locator("mark.fault").count(), 1, "the error marks its position");
     await shot(page, "records-filter-error");
+
+    // Search: the words of the records' text (any case), best match first.
+    await page.getByLabel("Filter").fill("");
+    await page.getByLabel("Words to find").fill("MILK groceries");
+    await page.getByLabel("Order").selectOption({ value: "best" });
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL(/search=/);
+    assert.equal(await rows.count(), 1, "the one note holding both words");
+    assert.match(await rows.first().textContent(), /Groceries: milk, eggs/);
+    await shot(page, "records-search");
+    await page.getByLabel("Words to find").fill("");
+    await page.getByLabel("Order").selectOption({ value: "$['received_at']+desc" });
 
     // Every note of the type, paged by next_page.
     await page.getByLabel("Filter").fill("");

@@ -146,7 +146,9 @@ pub struct ListForm {
     pub type_link: String,
     /// The filter as typed.
     pub filter: String,
-    /// One of [`SORTS`]' values.
+    /// The words searched for (`docs/search.md`), as typed.
+    pub search: String,
+    /// One of [`SORTS`]' values, or [`BEST_MATCH`] with a search.
     pub sort: String,
     /// Whether deleted records are listed too.
     pub include_deleted: bool,
@@ -161,6 +163,10 @@ pub const SORTS: [(&str, &str); 4] = [
     ("$['version.received_at']+desc", "Last changed first"),
     ("$['created_at']+desc", "Created last first"),
 ];
+
+/// The records page's order for a search ranked by how well each record
+/// matches: no API sort, so one page of the best matches.
+pub const BEST_MATCH: &str = "best";
 
 /// Whether `sort` is a sort on a path of the content (`$['content']…+asc`
 /// or `+desc`), as the records page offers for a type's tags; the list
@@ -395,9 +401,14 @@ impl ListForm {
     /// the first of [`SORTS`]. A condition from the page's builder
     /// (`add_path`, `add_value`) joins the filter's top level.
     pub fn from_query(form: &Form) -> ListForm {
+        let search = form.get("search").unwrap_or_default().trim().to_owned();
         let sort = form
             .get("sort")
-            .filter(|sort| SORTS.iter().any(|(value, _)| value == sort) || is_tag_sort(sort))
+            .filter(|sort| {
+                SORTS.iter().any(|(value, _)| value == sort)
+                    || is_tag_sort(sort)
+                    || (*sort == BEST_MATCH && !search.is_empty())
+            })
             .unwrap_or(SORTS[0].0);
         let mut filter = form.get("filter").unwrap_or_default().trim().to_owned();
         let added = form
@@ -412,6 +423,7 @@ impl ListForm {
         ListForm {
             type_link: form.get("type").unwrap_or_default().trim().to_owned(),
             filter,
+            search,
             sort: sort.to_owned(),
             include_deleted: form.get("include_deleted") == Some("true"),
             page_start: form.get("page_start").map(str::to_owned),
@@ -424,10 +436,15 @@ impl ListForm {
     /// level of parentheses flips it), so the filter means what it meant.
     pub fn api_params(&self) -> Result<Vec<(String, String)>, FilterProblem> {
         let mut params = vec![
-            ("sort".to_owned(), self.sort.clone()),
             ("page_size".to_owned(), PAGE_SIZE.to_string()),
             ("include_links".to_owned(), String::new()),
         ];
+        if self.sort != BEST_MATCH {
+            params.push(("sort".to_owned(), self.sort.clone()));
+        }
+        if !self.search.is_empty() {
+            params.push(("search".to_owned(), self.search.clone()));
+        }
         if !self.filter.is_empty() {
             parse_filter(&self.filter).map_err(|error| {
                 FilterProblem::at(&self.filter, error.position, error.to_string())
@@ -463,6 +480,9 @@ impl ListForm {
         }
         if !self.filter.is_empty() {
             query.append_pair("filter", &self.filter);
+        }
+        if !self.search.is_empty() {
+            query.append_pair("search", &self.search);
         }
         query.append_pair("sort", &self.sort);
         if self.include_deleted {
@@ -837,7 +857,8 @@ mod tests {
         let form = ListForm {
             type_link: "a.example+0123456789abcdef0123456789abcdef".into(),
             filter: "$['content']['tag']=a b+c".into(),
-            sort: SORTS[1].0.into(),
+            search: "café + crème".into(),
+            sort: BEST_MATCH.into(),
             include_deleted: true,
             page_start: None,
         };
@@ -854,6 +875,16 @@ mod tests {
             },
             form
         );
+    }
+
+    #[test]
+    fn best_match_is_a_search_without_a_sort_and_nothing_without_words() {
+        let form = |query: &str| ListForm::from_query(&Form::from_query(query));
+        let params = form("search=milk&sort=best").api_params().expect("reads");
+        assert!(params.iter().all(|(name, _)| name != "sort"), "{params:?}");
+        assert!(params.contains(&("search".into(), "milk".into())));
+        // Without words, best match is the default order.
+        assert_eq!(form("sort=best").sort, SORTS[0].0);
     }
 
     #[test]

@@ -733,6 +733,10 @@ impl<H: Host> Console<'_, '_, '_, H> {
             .map(|(value, label)| (value.to_string(), label.to_string()))
             .collect();
         sorts.extend(console::tag_sorts(&filterable));
+        sorts.push((
+            console::BEST_MATCH.to_owned(),
+            "Best match first (with words to find)".to_owned(),
+        ));
         let columns: Vec<String> = (chosen_type.as_ref())
             .map(|t| {
                 t.schema
