@@ -64,13 +64,13 @@ pub fn word(rank: u64) -> String {
 /// The word a search with this number asks for: any of the vocabulary,
 /// each as likely.
 pub fn search_word(seq: u64) -> String {
-    word(mix(seq ^ 0x5EA2_C4) % VOCABULARY)
+    word(mix(seq ^ 0x005E_A2C4) % VOCABULARY)
 }
 
 /// The word a common-word search with this number asks for: one of the 20
 /// commonest, each in most records.
 pub fn common_word(seq: u64) -> String {
-    word(mix(seq ^ 0xC0_4404) % 20)
+    word(mix(seq ^ 0x00C0_4404) % 20)
 }
 
 /// About `bytes` of varied text for record `seq`.
