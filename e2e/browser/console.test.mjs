@@ -254,9 +254,13 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     await shot(page, "record-blob");
 
     // An edit made stale by an app's write is refused; then made again.
+    // The edit page is a form of the type's fields.
     await page.goto(`${CONSOLE}/browse/${ENTITY}/${pinned.id}/edit`);
-    const json = page.getByLabel("The record, as JSON");
-    await json.fill(JSON.stringify({ content: { title: "Groceries: milk, eggs, bread", label: "pinned" } }, null, 2));
+    const title = page.getByLabel("title", { exact: true });
+    assert.equal(await title.inputValue(), "Groceries: milk, eggs", "the form shows the record");
+    assert.equal(await page.getByLabel("label (optional)").inputValue(), "pinned");
+    await shot(page, "edit-form");
+    await title.fill("Groceries: milk, eggs, bread");
     const meanwhile = (await full.ok("PUT", `${API}/records/${ENTITY}/${pinned.id}`, {
       content: { title: "Groceries: milk, eggs, tea", label: "pinned" },
     })).record;
@@ -266,16 +270,27 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     assert.equal((await full.ok("GET", `${API}/records/${ENTITY}/${pinned.id}`)).record.version.hash, meanwhile.version.hash);
     await page.getByRole("link", { name: "Open the current version" }).click();
     await page.getByRole("link", { name: "Edit" }).click();
-    await json.fill(JSON.stringify({ content: { title: "Groceries: milk, eggs, tea, bread", label: "pinned" } }));
+    await title.fill("Groceries: milk, eggs, tea, bread");
     await page.getByRole("button", { name: "Save" }).click();
     await page.waitForURL(`${CONSOLE}/browse/${ENTITY}/${pinned.id}?done=saved`);
     assert.match(await page.textContent("main"), /milk, eggs, tea, bread/);
     const edited = (await full.ok("GET", `${API}/records/${ENTITY}/${pinned.id}`)).record;
     assert.equal(edited.content.title, "Groceries: milk, eggs, tea, bread");
+    assert.equal(edited.content.label, "pinned", "the form kept the untouched field");
     assert.equal(edited.version.parent_hash, meanwhile.version.hash);
 
-    // A save the type refuses shows the violation's path and stores nothing.
+    // What a field cannot take is said beside it, and nothing is stored.
     await page.getByRole("link", { name: "Edit" }).click();
+    await page.getByLabel("photo (optional)").fill("{");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.locator("#field\\.photo-error").waitFor();
+    assert.match(await page.locator("#field\\.photo-error").textContent(), /not JSON/);
+    assert.equal(await title.inputValue(), "Groceries: milk, eggs, tea, bread", "what was typed stays");
+    await shot(page, "edit-field-error");
+
+    // A save the type refuses shows the violation's path and stores nothing (the JSON editor).
+    await page.getByRole("link", { name: "Edit it as JSON" }).click();
+    const json = page.getByLabel("The record, as JSON");
     await json.fill(JSON.stringify({ content: { title: 42 } }));
     await page.getByRole("button", { name: "Save" }).click();
     const violation = page.getByRole("alert");
@@ -283,11 +298,13 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     assert.match(await violation.textContent(), /\$\['content'\]\['title'\]/);
     await shot(page, "edit-violation");
 
-    // A new record, from the console.
+    // A new record, from the console: its type chosen, then its form.
     await page.getByRole("link", { name: "Records", exact: true }).click();
     await page.getByRole("link", { name: "New record" }).click();
     await page.getByLabel("Type").selectOption({ label: "e2e_note" });
-    await page.getByLabel("The record, as JSON").fill(JSON.stringify({ content: { title: "Written in the console" } }));
+    await page.getByRole("button", { name: "Show its form" }).click();
+    await page.getByLabel("title", { exact: true }).fill("Written in the console");
+    await shot(page, "new-record-form");
     await page.getByRole("button", { name: "Save" }).click();
     await page.getByText("The record was created.").waitFor();
     assert.match(await page.textContent("main"), /Written in the console/);

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use super::tree::{Node, NodeId, Property, Schema};
+use super::tree::{Node, NodeId, Property, Schema, StringRules};
 use crate::model::LinkPath;
 
 /// The prefix of every content path.
@@ -47,6 +47,60 @@ pub enum FieldKind {
     Array,
     /// A map (its keys are data).
     Map,
+}
+
+/// A top-level content field as a form asks for it
+/// ([`Schema::form_fields`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FormField {
+    /// The property's name.
+    pub name: String,
+    /// Whether a record may leave it out.
+    pub optional: bool,
+    /// What the form asks for.
+    pub input: FormInput,
+}
+
+/// What a form field asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FormInput {
+    /// A string.
+    Text(TextRules),
+    /// A tag link: a string the link index holds.
+    Tag(TextRules),
+    /// An integer.
+    Integer {
+        /// The smallest allowed.
+        min: Option<i64>,
+        /// The largest allowed.
+        max: Option<i64>,
+        /// The only values allowed.
+        choices: Option<Vec<i64>>,
+    },
+    /// A number.
+    Number {
+        /// The smallest allowed.
+        min: Option<f64>,
+        /// The largest allowed.
+        max: Option<f64>,
+    },
+    /// A boolean.
+    Boolean,
+    /// An entity link: the entity's name.
+    Entity,
+    /// Anything else, as its JSON.
+    Json,
+}
+
+/// A string field's rules, as a form shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextRules {
+    /// The fewest characters.
+    pub min_length: Option<u64>,
+    /// The most characters.
+    pub max_length: Option<u64>,
+    /// The only values allowed.
+    pub choices: Option<Vec<String>>,
 }
 
 impl FieldKind {
@@ -273,6 +327,52 @@ impl Schema {
             .into_iter()
             .map(|property| &*property.name)
             .collect()
+    }
+
+    /// The content's top-level fields as a form asks for them, in the
+    /// schema's order: a field of one plain kind is an input of its own;
+    /// any other (links to records, blobs, arrays, maps, objects, unions)
+    /// is its value as JSON.
+    pub fn form_fields(&self) -> Vec<FormField> {
+        self.content_properties()
+            .into_iter()
+            .map(|property| {
+                let concrete = self.concrete(property.node);
+                let input = match concrete.as_slice() {
+                    [one] => self.form_input(*one),
+                    _ => FormInput::Json,
+                };
+                FormField {
+                    name: property.name.to_string(),
+                    optional: property.optional,
+                    input,
+                }
+            })
+            .collect()
+    }
+
+    fn form_input(&self, id: NodeId) -> FormInput {
+        let text = |rules: &StringRules| TextRules {
+            min_length: rules.min_length,
+            max_length: rules.max_length,
+            choices: rules.allowed.clone(),
+        };
+        match self.node(id) {
+            Node::String(rules) => FormInput::Text(text(rules)),
+            Node::TagLink { rules } => FormInput::Tag(text(rules)),
+            Node::Int { allowed, min, max } => FormInput::Integer {
+                min: *min,
+                max: *max,
+                choices: allowed.clone(),
+            },
+            Node::Number { min, max, .. } => FormInput::Number {
+                min: *min,
+                max: *max,
+            },
+            Node::Boolean { .. } => FormInput::Boolean,
+            Node::EntityLink { .. } => FormInput::Entity,
+            _ => FormInput::Json,
+        }
     }
 
     /// The content's required top-level fields with what the schema puts

@@ -21,7 +21,9 @@ mod validate;
 mod violation;
 
 pub use compile::{MAX_SCHEMA_DEPTH, SchemaError, SchemaFault};
-pub use fields::{FieldKind, FilterablePath, MAX_FILTERABLE_PATHS};
+pub use fields::{
+    FieldKind, FilterablePath, FormField, FormInput, MAX_FILTERABLE_PATHS, TextRules,
+};
 pub use links::{BlobCheck, FoundLink, RecordCheck, StoreChecks, Validated, VersionCheck};
 pub use provisional::provisional_record;
 pub use record_type::{RecordType, TypeRecordError};

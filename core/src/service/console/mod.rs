@@ -13,6 +13,7 @@
 
 pub mod authorship;
 pub mod diff;
+pub mod form;
 pub mod page;
 
 pub use diff::{DiffLine, Differences, MAX_DIFF_EDITS, MAX_DIFF_LINES, diff_lines};

@@ -5,6 +5,7 @@
 use askama::Template;
 
 use super::authorship::DeletionChoice;
+use super::form::FieldView;
 use super::{Differences, FilterProblem, LinkView, ListForm, PermissionWords};
 use crate::schema::{FieldKind, FilterablePath};
 
@@ -312,6 +313,16 @@ pub struct EditPage<'a> {
     pub chosen_type: String,
     /// Why the last save was refused, if it was.
     pub error: Option<EditError>,
+    /// The form's fields, from the type's schema; empty: the JSON editor.
+    pub fields: Vec<FieldView>,
+    /// With fields: the same page as the JSON editor.
+    pub json_href: Option<String>,
+    /// With the JSON editor: the same page as a form, when the type has one.
+    pub form_href: Option<String>,
+    /// A new record's page, to choose its type (GET).
+    pub new_href: String,
+    /// A new record's page before its type is chosen: the choice alone.
+    pub choose_type: bool,
 }
 
 /// Why a save was refused, as the edit page says it.

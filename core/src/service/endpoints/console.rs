@@ -13,11 +13,14 @@ use crate::model::{Entity, Permissions, Record, RecordId, UserName, VersionLink}
 use crate::problem::{Problem, ProblemType};
 use crate::query::{IndexEntry, ListQuery, position_of};
 use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_record_type};
-use crate::schema::{RecordType, provisional_record};
+use crate::schema::{FormField, RecordType, Rule, provisional_record};
 use crate::service::consent::{AppRequest, Session, TypeLabel};
 use crate::service::console::authorship::{
     Attempt, AuthorView, Offer, Refusal, refusal_of_write, refuse_before_writing, source_words,
     title_for_owner,
+};
+use crate::service::console::form::{
+    content_from_form, field_of_path, field_views, values_of, values_typed,
 };
 use crate::service::console::page::{
     AccountPage, AppView, AppsPage, EditError, EditPage, FilterChoice, Frame, LandingPage,
@@ -384,6 +387,21 @@ impl Types {
     /// The choices of the list's type filter: `{entity}+{record_id}`.
     fn list_choices(&self) -> Vec<TypeChoice> {
         self.choices(|record| format!("{}+{}", record.author.entity, record.id))
+    }
+
+    /// The compiled type `link` names, when the store holds exactly that
+    /// version (a built-in type, or the latest of a Type record): the form
+    /// a record of it is edited with.
+    fn record_type(&self, link: &VersionLink) -> Option<RecordType> {
+        if let Some(builtin) = builtin_record_type(link) {
+            return Some(builtin.clone());
+        }
+        let record = self.live().find(|record| {
+            record.author.entity == link.entity
+                && record.id == link.record_id
+                && record.version.hash == link.version_hash
+        })?;
+        RecordType::from_content(record.content()?.as_value()).ok()
     }
 
     /// The live Type record a list's `{entity}+{record_id}` value names.
@@ -1066,43 +1084,139 @@ impl<H: Host> Console<'_, '_, '_, H> {
         }
     }
 
-    async fn new_record(&self, frame: Frame<'_>) -> Page<H::Stream> {
-        let types = self.load_types().await?;
-        Ok(html(
-            200,
-            render(&EditPage {
-                frame,
-                record_title: None,
-                action: self.href("/browse"),
-                back_href: self.href("/browse"),
-                json: "{\n  \"content\": {}\n}".to_owned(),
-                parent_hash: String::new(),
-                types: types.version_choices(),
-                chosen_type: String::new(),
-                error: None,
-            }),
-        ))
+    /// The query of this request as a form (`?type=…&json=1`).
+    fn query_form(&self) -> Form {
+        let target = &self.cx.request.target;
+        Form::from_query(target.split_once('?').map_or("", |(_, query)| query))
     }
 
+    /// A new record's page: its type chosen (`?type=`), a form of that
+    /// type's fields; otherwise, or with `?json=1`, the JSON editor.
+    async fn new_record(&self, frame: Frame<'_>) -> Page<H::Stream> {
+        let types = self.load_types().await?;
+        let query = self.query_form();
+        let chosen = query.get("type").unwrap_or_default().to_owned();
+        let record_type = (types.by_version_value(&chosen))
+            .and_then(|record| RecordType::from_content(record.content()?.as_value()).ok());
+        let fields = (record_type.as_ref())
+            .map(|t| t.schema.form_fields())
+            .unwrap_or_default();
+        let as_json = query.get("json") == Some("1");
+        let mut page = self.new_page(frame, &types, &chosen);
+        match (as_json, fields.is_empty()) {
+            (true, _) => {
+                page.form_href = (!fields.is_empty()).then(|| self.new_href(&chosen, false))
+            }
+            // No type chosen yet (or one with no field): the choice, and the JSON editor a link away.
+            (false, true) => {
+                page.choose_type = true;
+                page.json_href = Some(self.new_href(&chosen, true));
+            }
+            (false, false) => {
+                page.fields = field_views(&fields, &[], &[]);
+                page.json_href = Some(self.new_href(&chosen, true));
+            }
+        }
+        Ok(html(200, render(&page)))
+    }
+
+    /// `/browse/new` with a type chosen, as a form or as JSON.
+    fn new_href(&self, chosen: &str, json: bool) -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        query.append_pair("type", chosen);
+        if json {
+            query.append_pair("json", "1");
+        }
+        self.href(&format!("/browse/new?{}", query.finish()))
+    }
+
+    /// A new record's page, with the JSON editor.
+    fn new_page<'p>(&self, frame: Frame<'p>, types: &Types, chosen: &str) -> EditPage<'p> {
+        EditPage {
+            frame,
+            record_title: None,
+            action: self.href("/browse"),
+            back_href: self.href("/browse"),
+            json: "{\n  \"content\": {}\n}".to_owned(),
+            parent_hash: String::new(),
+            types: types.version_choices(),
+            chosen_type: chosen.to_owned(),
+            error: None,
+            fields: Vec::new(),
+            json_href: None,
+            form_href: None,
+            new_href: self.href("/browse/new"),
+            choose_type: false,
+        }
+    }
+
+    /// A record's edit page: a form of its type's fields, or with
+    /// `?json=1` (or a type without a form here) the JSON editor.
     async fn edit_form(&self, frame: Frame<'_>, path: &RecordPath) -> Page<H::Stream> {
         let (record, _) = self.latest(path).await?;
         let types = self.load_types().await?;
         let what = types.name(&record.type_link);
         self.check_authorship(Attempt::Edit, path, &what).await?;
-        Ok(html(
-            200,
-            render(&EditPage {
-                frame,
-                record_title: Some(format!("{what} {}", record.id)),
-                action: format!("{}/edit", self.record_href(&path.entity, &path.record_id)),
-                back_href: self.record_href(&path.entity, &path.record_id),
-                json: pretty(&editable_json(&record)),
-                parent_hash: record.version.hash.to_string(),
-                types: Vec::new(),
-                chosen_type: String::new(),
-                error: None,
-            }),
-        ))
+        let fields = self.form_fields_of(&types, &record);
+        let as_json = self.query_form().get("json") == Some("1") || fields.is_empty();
+        let mut page = self.edit_page(frame, path, &what, &record);
+        match as_json {
+            true => page.form_href = (!fields.is_empty()).then(|| self.edit_href(path, false)),
+            false => {
+                let content = record
+                    .content()
+                    .map(|c| c.as_map().clone())
+                    .unwrap_or_default();
+                page.fields = field_views(&fields, &values_of(&fields, &content), &[]);
+                page.json_href = Some(self.edit_href(path, true));
+            }
+        }
+        Ok(html(200, render(&page)))
+    }
+
+    /// The form fields of `record`'s type; none for a tombstone or a type
+    /// the store does not hold as that version.
+    fn form_fields_of(&self, types: &Types, record: &Record) -> Vec<FormField> {
+        match record.content() {
+            Some(_) => (types.record_type(&record.type_link))
+                .map(|t| t.schema.form_fields())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
+    fn edit_href(&self, path: &RecordPath, json: bool) -> String {
+        let href = format!("{}/edit", self.record_href(&path.entity, &path.record_id));
+        match json {
+            true => format!("{href}?json=1"),
+            false => href,
+        }
+    }
+
+    /// A record's edit page, with the JSON editor holding the record.
+    fn edit_page<'p>(
+        &self,
+        frame: Frame<'p>,
+        path: &RecordPath,
+        what: &str,
+        record: &Record,
+    ) -> EditPage<'p> {
+        EditPage {
+            frame,
+            record_title: Some(format!("{what} {}", path.record_id)),
+            action: self.edit_href(path, false),
+            back_href: self.record_href(&path.entity, &path.record_id),
+            json: pretty(&editable_json(record)),
+            parent_hash: record.version.hash.to_string(),
+            types: Vec::new(),
+            chosen_type: String::new(),
+            error: None,
+            fields: Vec::new(),
+            json_href: None,
+            form_href: None,
+            new_href: self.href("/browse/new"),
+            choose_type: false,
+        }
     }
 
     /// The page that refuses `attempt` on the record at `path` (of type
@@ -1208,9 +1322,33 @@ impl<H: Host> Console<'_, '_, '_, H> {
     }
 
     async fn create(&self, frame: Frame<'_>, form: &Form) -> Page<H::Stream> {
-        let typed = form.get("json").unwrap_or_default();
         let chosen = form.get("type").unwrap_or_default();
-        let request = self.request(create_body(typed, chosen), WriteRequest::post);
+        let types = self.load_types().await?;
+        let fields = match form.get("mode") == Some(FIELDS_MODE) {
+            true => (types.by_version_value(chosen))
+                .and_then(|record| RecordType::from_content(record.content()?.as_value()).ok())
+                .map(|t| t.schema.form_fields())
+                .unwrap_or_default(),
+            false => Vec::new(),
+        };
+        let again = |error: Option<EditError>, errors: Vec<(String, String)>, typed: &str| {
+            let mut page = self.new_page(frame, &types, chosen);
+            page.error = error;
+            self.refill(
+                &mut page,
+                &fields,
+                form,
+                errors,
+                typed,
+                self.new_href(chosen, true),
+            );
+            page
+        };
+        let typed = match typed_record(&fields, form, None) {
+            Ok(typed) => typed,
+            Err(errors) => return Ok(html(422, render(&again(None, errors, "")))),
+        };
+        let request = self.request(create_body(&typed, chosen), WriteRequest::post);
         match self.write(request).await? {
             Ok(record) => Ok(see_other(
                 &format!(
@@ -1220,21 +1358,30 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 None,
             )),
             Err(refused) => {
-                let types = self.load_types().await?;
-                Ok(html(
-                    422,
-                    render(&EditPage {
-                        frame,
-                        record_title: None,
-                        action: self.href("/browse"),
-                        back_href: self.href("/browse"),
-                        json: typed.to_owned(),
-                        parent_hash: String::new(),
-                        types: types.version_choices(),
-                        chosen_type: chosen.to_owned(),
-                        error: Some(edit_error(&refused.problem, None)),
-                    }),
-                ))
+                let errors = violation_fields(&refused, &fields);
+                let error = Some(edit_error(&refused.problem, None));
+                Ok(html(422, render(&again(error, errors, &typed))))
+            }
+        }
+    }
+
+    /// Fills a page again after a refused save: the form's fields with what
+    /// was typed and the errors beside them, or the JSON editor with its
+    /// text.
+    fn refill(
+        &self,
+        page: &mut EditPage<'_>,
+        fields: &[FormField],
+        form: &Form,
+        errors: Vec<(String, String)>,
+        typed: &str,
+        json_href: String,
+    ) {
+        match fields.is_empty() {
+            true => page.json = typed.to_owned(),
+            false => {
+                page.fields = field_views(fields, &values_typed(fields, form), &errors);
+                page.json_href = Some(json_href);
             }
         }
     }
@@ -1242,13 +1389,43 @@ impl<H: Host> Console<'_, '_, '_, H> {
     /// Saves the edit form. Another's record is refused before any write
     /// (only its author writes versions that reach others).
     async fn update(&self, frame: Frame<'_>, path: &RecordPath, form: &Form) -> Page<H::Stream> {
-        let typed = form.get("json").unwrap_or_default();
         let parent = form.get("parent_hash").unwrap_or_default();
         let (record, _) = self.latest(path).await?;
-        let what = self.load_types().await?.name(&record.type_link);
+        let types = self.load_types().await?;
+        let what = types.name(&record.type_link);
         self.check_authorship(Attempt::Edit, path, &what).await?;
+        let fields = match form.get("mode") == Some(FIELDS_MODE) {
+            true => self.form_fields_of(&types, &record),
+            false => Vec::new(),
+        };
+        let again = |error: EditError, errors: Vec<(String, String)>, typed: &str| {
+            let mut page = self.edit_page(frame, path, &what, &record);
+            page.parent_hash = parent.to_owned();
+            page.error = Some(error);
+            self.refill(
+                &mut page,
+                &fields,
+                form,
+                errors,
+                typed,
+                self.edit_href(path, true),
+            );
+            page
+        };
+        // A form keeps the record's permissions: only the JSON editor shows them.
+        let typed = match typed_record(&fields, form, Some(&record)) {
+            Ok(typed) => typed,
+            Err(errors) => {
+                let error = EditError {
+                    title: "Some fields could not be read".to_owned(),
+                    detail: None,
+                    latest_href: None,
+                };
+                return Ok(html(422, render(&again(error, errors, ""))));
+            }
+        };
         let key = RecordKey::new(path.entity.clone(), path.record_id);
-        let request = self.request(update_body(typed, parent), |body| {
+        let request = self.request(update_body(&typed, parent), |body| {
             WriteRequest::put(key, body)
         });
         let record_href = self.record_href(&path.entity, &path.record_id);
@@ -1261,7 +1438,8 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 let for_owner = self
                     .owner_refusal(Attempt::Edit, &refused, path, &what)
                     .await?;
-                let problem = refused.problem;
+                let errors = violation_fields(&refused, &fields);
+                let problem = &refused.problem;
                 let stale = matches!(
                     problem.kind,
                     ProblemType::VersionConflict | ProblemType::RecordDeleted
@@ -1277,22 +1455,9 @@ impl<H: Host> Console<'_, '_, '_, H> {
                         detail: Some(refusal.text),
                         latest_href: None,
                     },
-                    None => edit_error(&problem, stale.then_some(record_href.as_str())),
+                    None => edit_error(problem, stale.then_some(record_href.as_str())),
                 };
-                Ok(html(
-                    status,
-                    render(&EditPage {
-                        frame,
-                        record_title: Some(format!("{what} {}", path.record_id)),
-                        action: format!("{record_href}/edit"),
-                        back_href: record_href.clone(),
-                        json: typed.to_owned(),
-                        parent_hash: parent.to_owned(),
-                        types: Vec::new(),
-                        chosen_type: String::new(),
-                        error: Some(error),
-                    }),
-                ))
+                Ok(html(status, render(&again(error, errors, &typed))))
             }
         }
     }
@@ -1646,6 +1811,46 @@ impl<H: Host> Console<'_, '_, '_, H> {
             Ok(_) => Ok(()),
             Err(failure) => Err(write_failed(self.cx.host, &self.user.name, &failure)),
         }
+    }
+}
+
+/// The `mode` of a form whose fields make the record's content.
+const FIELDS_MODE: &str = "fields";
+
+/// The record a save writes, as the JSON editor's text: the editor's own,
+/// or with `fields`, the content the form's fields make (and the record's
+/// permissions, which the form keeps); or what the fields could not read.
+fn typed_record(
+    fields: &[FormField],
+    form: &Form,
+    record: Option<&Record>,
+) -> Result<String, Vec<(String, String)>> {
+    if fields.is_empty() {
+        return Ok(form.get("json").unwrap_or_default().to_owned());
+    }
+    let content = content_from_form(fields, form)?;
+    let mut object = serde_json::Map::new();
+    if let Some(permissions) = record.and_then(|r| editable_json(r).get("permissions").cloned()) {
+        object.insert("permissions".to_owned(), permissions);
+    }
+    object.insert("content".to_owned(), Value::Object(content));
+    Ok(pretty(&Value::Object(object)))
+}
+
+/// The field a schema violation is in, with what it says, when the form
+/// has that field.
+fn violation_fields(refused: &WriteRefused, fields: &[FormField]) -> Vec<(String, String)> {
+    let Some(WriteError::SchemaViolation(violation)) = &refused.error else {
+        return Vec::new();
+    };
+    let field = match (&violation.rule, field_of_path(&violation.path)) {
+        (_, Some(field)) => field.to_owned(),
+        (Rule::MissingProperty(name), None) if violation.path == "$['content']" => name.clone(),
+        _ => return Vec::new(),
+    };
+    match fields.iter().any(|f| f.name == field) {
+        true => vec![(field, format!("{}.", violation.rule))],
+        false => Vec::new(),
     }
 }
 
