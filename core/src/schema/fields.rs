@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use super::tree::{Node, NodeId, Property, Schema, StringRules};
+use super::tree::{Node, NodeId, Property, RecordTypeRef, Schema, StringRules};
 use crate::model::LinkPath;
 
 /// The prefix of every content path.
@@ -88,6 +88,18 @@ pub enum FormInput {
     Boolean,
     /// An entity link: the entity's name.
     Entity,
+    /// A record link to records of these types: one of them, picked.
+    Record {
+        /// The types its record may have.
+        types: Vec<RecordTypeRef>,
+    },
+    /// A list of strings or tags: one a line.
+    Lines {
+        /// Each item's rules.
+        item: TextRules,
+        /// Whether the items are tags.
+        tags: bool,
+    },
     /// Anything else, as its JSON.
     Json,
 }
@@ -371,6 +383,26 @@ impl Schema {
             },
             Node::Boolean { .. } => FormInput::Boolean,
             Node::EntityLink { .. } => FormInput::Entity,
+            Node::RecordLink {
+                record_types: Some(types),
+                ..
+            } if !types.is_empty() => FormInput::Record {
+                types: types.clone(),
+            },
+            Node::Array { items, .. } => match self.concrete(*items).as_slice() {
+                [one] => match self.node(*one) {
+                    Node::String(rules) => FormInput::Lines {
+                        item: text(rules),
+                        tags: false,
+                    },
+                    Node::TagLink { rules } => FormInput::Lines {
+                        item: text(rules),
+                        tags: true,
+                    },
+                    _ => FormInput::Json,
+                },
+                _ => FormInput::Json,
+            },
             _ => FormInput::Json,
         }
     }

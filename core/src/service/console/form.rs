@@ -47,11 +47,39 @@ pub struct FieldView {
     pub required: bool,
 }
 
-/// The views of `fields`, showing `values` (by field name) and `errors`.
+/// The records a record-link field offers, by field name: `(value,
+/// label)`, the value `{entity}+{record_id}` ([`record_choice`]).
+pub type RecordChoices = Vec<(String, Vec<(String, String)>)>;
+
+/// A record as a record-link field offers it: `({entity}+{record_id}, its
+/// first text and id)`.
+pub fn record_choice(record: &crate::model::Record) -> (String, String) {
+    const MAX_CHARS: usize = 60;
+    let text = (record.content())
+        .and_then(|content| {
+            content
+                .as_map()
+                .values()
+                .find_map(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    let short: String = text.chars().take(MAX_CHARS).collect();
+    let id = record.id.to_string();
+    let label = match short.is_empty() {
+        true => id.clone(),
+        false => format!("{short} · {}", &id[..8]),
+    };
+    (format!("{}+{id}", record.author.entity), label)
+}
+
+/// The views of `fields`, showing `values` (by field name), `errors`, and
+/// the records each record-link field offers.
 pub fn field_views(
     fields: &[FormField],
     values: &[(String, String)],
     errors: &[(String, String)],
+    records: &RecordChoices,
 ) -> Vec<FieldView> {
     fields
         .iter()
@@ -118,6 +146,32 @@ pub fn field_views(
                 FormInput::Entity => {
                     view.help = "An entity's name, such as alice.example.".to_owned();
                 }
+                FormInput::Record { .. } => {
+                    view.element = "select";
+                    view.options = field.optional.then(unset).into_iter().collect();
+                    let offered = (records.iter())
+                        .find(|(name, _)| *name == field.name)
+                        .map(|(_, choices)| choices.as_slice())
+                        .unwrap_or_default();
+                    view.options.extend(offered.iter().cloned());
+                    // A record it links that is not among the offered keeps its place.
+                    if !view.value.is_empty() && !view.options.iter().any(|(v, _)| *v == view.value)
+                    {
+                        view.options.push((view.value.clone(), view.value.clone()));
+                    }
+                    view.help = "A record of its type, picked from the newest.".to_owned();
+                }
+                FormInput::Lines { item, tags } => {
+                    view.element = "textarea";
+                    let what = match tags {
+                        true => "Tags",
+                        false => "Texts",
+                    };
+                    view.help = match item.max_length {
+                        Some(max) => format!("{what}, one a line, each at most {max} characters."),
+                        None => format!("{what}, one a line."),
+                    };
+                }
                 FormInput::Json => {
                     view.element = "textarea";
                     view.help = "Its value as JSON (a link, a list, an object…).".to_owned();
@@ -166,6 +220,24 @@ pub fn values_of(fields: &[FormField], content: &Map<String, Value>) -> Vec<(Str
                     n.to_string()
                 }
                 (FormInput::Boolean, Value::Bool(b)) => b.to_string(),
+                (FormInput::Record { .. }, Value::Object(link)) => {
+                    match (link.get("entity"), link.get("record_id")) {
+                        (Some(Value::String(entity)), Some(Value::String(id))) => {
+                            format!("{entity}+{id}")
+                        }
+                        _ => String::new(),
+                    }
+                }
+                (FormInput::Lines { .. }, Value::Array(items))
+                    if items
+                        .iter()
+                        .all(|item| item.as_str().is_some_and(|s| !s.contains('\n'))) =>
+                {
+                    let lines: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+                    lines.join("\n")
+                }
+                // A list the lines cannot show as it is (an item on several
+                // lines) is left empty: the JSON editor shows it.
                 (FormInput::Entity, Value::Object(link)) => match link.get("entity") {
                     Some(Value::String(entity)) if link.len() == 1 => entity.clone(),
                     _ => serde_json::to_string(value).unwrap_or_default(),
@@ -224,6 +296,20 @@ pub fn content_from_form(
                 _ => Err("Choose yes or no.".to_owned()),
             },
             FormInput::Entity => Ok(serde_json::json!({ "entity": trimmed })),
+            FormInput::Record { .. } => match trimmed.split_once('+') {
+                Some((entity, record_id)) => {
+                    Ok(serde_json::json!({ "entity": entity, "record_id": record_id }))
+                }
+                None => Err("Pick a record.".to_owned()),
+            },
+            FormInput::Lines { .. } => Ok(Value::Array(
+                typed
+                    .lines()
+                    .map(str::trim)
+                    .filter(|line| !line.is_empty())
+                    .map(|line| Value::String(line.to_owned()))
+                    .collect(),
+            )),
             FormInput::Json => {
                 serde_json::from_str(trimmed).map_err(|error| format!("This is not JSON: {error}."))
             }
@@ -266,7 +352,8 @@ mod tests {
                 "done": {"type": "boolean"},
                 "label": {"type": "tag_link", "enum": ["home", "work"], "optional": true},
                 "person": {"type": "entity_link", "optional": true},
-                "tags": {"type": "array", "items": {"type": "tag_link"}, "optional": true}
+                "tags": {"type": "array", "items": {"type": "tag_link"}, "optional": true},
+                "raw": {"type": "map", "values": {"type": "int"}, "optional": true}
             }}}
         }))
         .expect("compiles")
@@ -282,7 +369,7 @@ mod tests {
     #[test]
     fn each_plain_field_is_a_control_and_the_rest_json() {
         let fields = schema().form_fields();
-        let views = field_views(&fields, &[], &[]);
+        let views = field_views(&fields, &[], &[], &Vec::new());
         let shape: Vec<(&str, &str)> = views.iter().map(|v| (v.name.as_str(), v.element)).collect();
         assert_eq!(
             shape,
@@ -293,7 +380,8 @@ mod tests {
                 ("done", "select"),
                 ("label", "select"),
                 ("person", "input"),
-                ("tags", "textarea")
+                ("tags", "textarea"),
+                ("raw", "textarea")
             ]
         );
         assert_eq!(views[0].max_length, Some(100));
@@ -315,19 +403,21 @@ mod tests {
                 ("field.done", "false"),
                 ("field.label", "home"),
                 ("field.person", " bob.example "),
-                ("field.tags", r#"["a", "b"]"#),
+                ("field.tags", "a\r\n\r\n b \n"),
+                ("field.raw", r#"{"x": 1}"#),
             ]),
         )
         .expect("reads");
         assert_eq!(
             Value::Object(content.clone()),
             json!({"title": "Groceries", "body": "milk\neggs", "done": false, "label": "home",
-                   "person": {"entity": "bob.example"}, "tags": ["a", "b"]})
+                   "person": {"entity": "bob.example"}, "tags": ["a", "b"], "raw": {"x": 1}})
         );
         // And shows again what it read.
         let values = values_of(&fields, &content);
         assert!(values.contains(&("person".into(), "bob.example".into())));
         assert!(values.contains(&("done".into(), "false".into())));
+        assert!(values.contains(&("tags".into(), "a\nb".into())));
 
         let errors = content_from_form(
             &fields,
@@ -335,12 +425,61 @@ mod tests {
                 ("field.title", "x"),
                 ("field.stars", "2.5"),
                 ("field.done", ""),
-                ("field.tags", "["),
+                ("field.raw", "["),
             ]),
         )
         .expect_err("refused");
         let names: Vec<&str> = errors.iter().map(|(name, _)| name.as_str()).collect();
-        assert_eq!(names, ["stars", "done", "tags"]);
+        assert_eq!(names, ["stars", "done", "raw"]);
+    }
+
+    #[test]
+    fn a_record_link_of_a_type_is_picked_from_the_records_offered() {
+        let schema = Schema::compile(&json!({
+            "type": "object",
+            "properties": {"content": {"type": "object", "properties": {
+                "project": {"type": "record_link", "optional": true, "record_types": [
+                    {"entity": "alice.example", "record_id": "0123456789abcdef0123456789abcdef"}
+                ]},
+                "any": {"type": "record_link", "optional": true}
+            }}}
+        }))
+        .expect("compiles");
+        let fields = schema.form_fields();
+        assert!(matches!(fields[0].input, FormInput::Record { .. }));
+        assert_eq!(
+            fields[1].input,
+            FormInput::Json,
+            "a link to any record is JSON"
+        );
+        let offered: RecordChoices = vec![(
+            "project".into(),
+            vec![("alice.example+aa".into(), "Garden · aa".into())],
+        )];
+        let linked = "alice.example+bb".to_owned();
+        let views = field_views(
+            &fields,
+            &[("project".into(), linked.clone())],
+            &[],
+            &offered,
+        );
+        let values: Vec<&str> = views[0].options.iter().map(|(v, _)| v.as_str()).collect();
+        assert_eq!(
+            values,
+            ["", "alice.example+aa", linked.as_str()],
+            "the linked record stays"
+        );
+        let content = content_from_form(&fields, &form(&[("field.project", "alice.example+aa")]))
+            .expect("reads");
+        assert_eq!(
+            content["project"],
+            json!({"entity": "alice.example", "record_id": "aa"})
+        );
+        let shown = values_of(&fields, &content);
+        assert_eq!(
+            shown,
+            [("project".to_owned(), "alice.example+aa".to_owned())]
+        );
     }
 
     #[test]

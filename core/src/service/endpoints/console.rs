@@ -13,14 +13,15 @@ use crate::model::{Entity, Permissions, Record, RecordId, UserName, VersionLink}
 use crate::problem::{Problem, ProblemType};
 use crate::query::{IndexEntry, ListQuery, position_of};
 use crate::schema::builtin::{BuiltinType, SYSTEM_ENTITY, builtin_record_type};
-use crate::schema::{FormField, RecordType, Rule, provisional_record};
+use crate::schema::{FormField, FormInput, RecordType, Rule, provisional_record};
 use crate::service::consent::{AppRequest, Session, TypeLabel};
 use crate::service::console::authorship::{
     Attempt, AuthorView, Offer, Refusal, refusal_of_write, refuse_before_writing, source_words,
     title_for_owner,
 };
 use crate::service::console::form::{
-    content_from_form, field_of_path, field_views, values_of, values_typed,
+    RecordChoices, content_from_form, field_of_path, field_views, record_choice, values_of,
+    values_typed,
 };
 use crate::service::console::page::{
     AccountPage, AppView, AppsPage, EditError, EditPage, FilterChoice, Frame, LandingPage,
@@ -1113,7 +1114,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 page.json_href = Some(self.new_href(&chosen, true));
             }
             (false, false) => {
-                page.fields = field_views(&fields, &[], &[]);
+                page.fields = field_views(&fields, &[], &[], &self.record_choices(&fields).await?);
                 page.json_href = Some(self.new_href(&chosen, true));
             }
         }
@@ -1167,11 +1168,52 @@ impl<H: Host> Console<'_, '_, '_, H> {
                     .content()
                     .map(|c| c.as_map().clone())
                     .unwrap_or_default();
-                page.fields = field_views(&fields, &values_of(&fields, &content), &[]);
+                page.fields = field_views(
+                    &fields,
+                    &values_of(&fields, &content),
+                    &[],
+                    &self.record_choices(&fields).await?,
+                );
                 page.json_href = Some(self.edit_href(path, true));
             }
         }
         Ok(html(200, render(&page)))
+    }
+
+    /// The newest records of each record-link field's types, for its
+    /// picker: at most [`RECORD_CHOICES`] a field.
+    async fn record_choices(
+        &self,
+        fields: &[FormField],
+    ) -> Result<RecordChoices, Reply<H::Stream>> {
+        let mut choices = Vec::new();
+        for field in fields {
+            let FormInput::Record { types } = &field.input else {
+                continue;
+            };
+            let conditions: Vec<String> = (types.iter())
+                .map(|t| format!("$['type']={}+{}", t.entity, t.record_id))
+                .collect();
+            let filter = match conditions.as_slice() {
+                [one] => one.clone(),
+                _ => format!("({})", conditions.join(",")),
+            };
+            let params = [
+                ("filter".to_owned(), filter),
+                ("page_size".to_owned(), RECORD_CHOICES.to_string()),
+                ("include_links".to_owned(), String::new()),
+            ];
+            let Ok(list) = ListQuery::from_params(&params, &self.user.entity) else {
+                continue;
+            };
+            let statement = list_sql(self.user.id, &list, &self.owner).statement;
+            let records = self.versions_of(&statement, 0).await?;
+            let offered = (records.iter().take(RECORD_CHOICES))
+                .map(|(record, _)| record_choice(record))
+                .collect();
+            choices.push((field.name.clone(), offered));
+        }
+        Ok(choices)
     }
 
     /// The form fields of `record`'s type; none for a tombstone or a type
@@ -1331,17 +1373,12 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 .unwrap_or_default(),
             false => Vec::new(),
         };
+        let records = self.record_choices(&fields).await?;
         let again = |error: Option<EditError>, errors: Vec<(String, String)>, typed: &str| {
             let mut page = self.new_page(frame, &types, chosen);
             page.error = error;
-            self.refill(
-                &mut page,
-                &fields,
-                form,
-                errors,
-                typed,
-                self.new_href(chosen, true),
-            );
+            let json_href = self.new_href(chosen, true);
+            refill(&mut page, &fields, form, errors, typed, json_href, &records);
             page
         };
         let typed = match typed_record(&fields, form, None) {
@@ -1365,27 +1402,6 @@ impl<H: Host> Console<'_, '_, '_, H> {
         }
     }
 
-    /// Fills a page again after a refused save: the form's fields with what
-    /// was typed and the errors beside them, or the JSON editor with its
-    /// text.
-    fn refill(
-        &self,
-        page: &mut EditPage<'_>,
-        fields: &[FormField],
-        form: &Form,
-        errors: Vec<(String, String)>,
-        typed: &str,
-        json_href: String,
-    ) {
-        match fields.is_empty() {
-            true => page.json = typed.to_owned(),
-            false => {
-                page.fields = field_views(fields, &values_typed(fields, form), &errors);
-                page.json_href = Some(json_href);
-            }
-        }
-    }
-
     /// Saves the edit form. Another's record is refused before any write
     /// (only its author writes versions that reach others).
     async fn update(&self, frame: Frame<'_>, path: &RecordPath, form: &Form) -> Page<H::Stream> {
@@ -1398,18 +1414,13 @@ impl<H: Host> Console<'_, '_, '_, H> {
             true => self.form_fields_of(&types, &record),
             false => Vec::new(),
         };
+        let records = self.record_choices(&fields).await?;
         let again = |error: EditError, errors: Vec<(String, String)>, typed: &str| {
             let mut page = self.edit_page(frame, path, &what, &record);
             page.parent_hash = parent.to_owned();
             page.error = Some(error);
-            self.refill(
-                &mut page,
-                &fields,
-                form,
-                errors,
-                typed,
-                self.edit_href(path, true),
-            );
+            let json_href = self.edit_href(path, true);
+            refill(&mut page, &fields, form, errors, typed, json_href, &records);
             page
         };
         // A form keeps the record's permissions: only the JSON editor shows them.
@@ -1813,6 +1824,30 @@ impl<H: Host> Console<'_, '_, '_, H> {
         }
     }
 }
+
+/// Fills a page again after a refused save: the form's fields with what
+/// was typed and the errors beside them, or the JSON editor with its
+/// text.
+fn refill(
+    page: &mut EditPage<'_>,
+    fields: &[FormField],
+    form: &Form,
+    errors: Vec<(String, String)>,
+    typed: &str,
+    json_href: String,
+    records: &RecordChoices,
+) {
+    match fields.is_empty() {
+        true => page.json = typed.to_owned(),
+        false => {
+            page.fields = field_views(fields, &values_typed(fields, form), &errors, records);
+            page.json_href = Some(json_href);
+        }
+    }
+}
+
+/// The most records a record-link field's picker offers: the newest.
+const RECORD_CHOICES: usize = 50;
 
 /// The `mode` of a form whose fields make the record's content.
 const FIELDS_MODE: &str = "fields";
