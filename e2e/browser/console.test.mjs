@@ -319,6 +319,37 @@ test("the owner's console, from signing in to signing out", { timeout: 240_000 }
     await shot(page, "deleted");
     assert.ok((await full.ok("GET", `${API}/records/${ENTITY}/${pinned.id}`)).record.no_content);
 
+    // A new type from its form: the schema it makes shown, saved, then a record of it from its own form.
+    await page.getByRole("link", { name: "Types", exact: true }).click();
+    await page.getByLabel("Its name").fill("recipe");
+    assert.equal(await page.getByLabel("Field 1", { exact: true }).inputValue(), "title");
+    await page.getByLabel("Field 2", { exact: true }).fill("servings");
+    await page.locator("#field_kind\\.1").selectOption({ value: "int" });
+    await page.locator("#field_optional\\.1").check();
+    await page.getByRole("button", { name: "Show the schema" }).click();
+    const made = await page.locator("pre[data-kind=new-type-schema]").textContent();
+    assert.deepEqual(JSON.parse(made).properties.content.properties.servings, { type: "int", optional: true }, made);
+    await shot(page, "new-type");
+    await page.getByRole("button", { name: "Save the type" }).click();
+    await page.getByText("The record was created.").waitFor();
+    await page.getByRole("link", { name: "Records", exact: true }).click();
+    await page.getByRole("link", { name: "New record" }).click();
+    await page.getByLabel("Type").selectOption({ label: "recipe" });
+    await page.getByRole("button", { name: "Show its form" }).click();
+    await page.getByLabel("title", { exact: true }).fill("Soup");
+    await page.getByLabel("servings (optional)").fill("4");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByText("The record was created.").waitFor();
+    assert.match(await page.textContent("main"), /"servings": 4/);
+    // The same type saved again changes nothing.
+    await page.getByRole("link", { name: "Types", exact: true }).click();
+    await page.getByLabel("Its name").fill("recipe");
+    await page.getByLabel("Field 2", { exact: true }).fill("servings");
+    await page.locator("#field_kind\\.1").selectOption({ value: "int" });
+    await page.locator("#field_optional\\.1").check();
+    await page.getByRole("button", { name: "Save the type" }).click();
+    await page.getByRole("status").filter({ hasText: "nothing changed" }).waitFor();
+
     // Types: check a pasted record against one.
     await page.getByRole("link", { name: "Types", exact: true }).click();
     await page.getByLabel("Type").selectOption({ label: "e2e_note" });

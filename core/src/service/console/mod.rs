@@ -14,6 +14,7 @@
 pub mod authorship;
 pub mod diff;
 pub mod form;
+pub mod new_type;
 pub mod page;
 
 pub use diff::{DiffLine, Differences, MAX_DIFF_EDITS, MAX_DIFF_LINES, diff_lines};

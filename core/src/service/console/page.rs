@@ -6,6 +6,7 @@ use askama::Template;
 
 use super::authorship::DeletionChoice;
 use super::form::FieldView;
+use super::new_type::NewTypeForm;
 use super::{Differences, FilterProblem, LinkView, ListForm, PermissionWords};
 use crate::schema::{FieldKind, FilterablePath};
 
@@ -370,6 +371,14 @@ pub struct TypesPage<'a> {
     pub json: String,
     /// The result of a validation: `Ok(message)` or `Err(violation)`.
     pub result: Option<Result<String, String>>,
+    /// The New-type form, as typed.
+    pub new_type: NewTypeForm,
+    /// The kinds a new type's field may be: `(value, label)`.
+    pub kinds: &'static [(&'static str, &'static str)],
+    /// The schema the New-type form makes, once previewed.
+    pub new_type_schema: Option<String>,
+    /// What became of the New-type form: a message, or why it cannot be saved.
+    pub new_type_result: Option<Result<String, String>>,
 }
 
 /// An app on the apps page.

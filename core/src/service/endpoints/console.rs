@@ -23,6 +23,7 @@ use crate::service::console::form::{
     RecordChoices, content_from_form, field_of_path, field_views, record_choice, values_of,
     values_typed,
 };
+use crate::service::console::new_type::{FIELD_KINDS, NewTypeForm};
 use crate::service::console::page::{
     AccountPage, AppView, AppsPage, EditError, EditPage, FilterChoice, Frame, LandingPage,
     LinkShown, MessagePage, Overview, RecordPage, RecordRow, Records, Section, SignInPage,
@@ -40,7 +41,7 @@ use crate::store::{
     read_version, recent_versions_sql, records_per_type_sql, sessions_after_sql, set_password_sql,
     sign_out_everywhere_sql, store_totals_sql, version_sql, versions_sql,
 };
-use crate::write::{RecordKey, WriteError, WriteRequest};
+use crate::write::{RecordKey, TypeAddition, WriteError, WriteRequest};
 
 use crate::service::jobs::{Done, Job, RecordWrite, Refused};
 use crate::service::store::{RowExt, version_row};
@@ -1524,15 +1525,26 @@ impl<H: Host> Console<'_, '_, '_, H> {
 
     async fn types_page(&self, frame: Frame<'_>, form: Option<&Form>) -> Page<H::Stream> {
         let types = self.load_types().await?;
-        let chosen = form
+        // The New-type form, or the check of a record against a type.
+        let new_type_post = form.filter(|f| f.get("form") == Some("new_type"));
+        let new_type = new_type_post.map_or_else(NewTypeForm::empty, NewTypeForm::from_form);
+        let (new_type_schema, new_type_result) = match new_type_post {
+            None => (None, None),
+            Some(posted) => match self.add_type(&types, &new_type, posted).await? {
+                NewTypeOutcome::Saved(href) => return Ok(see_other(&href, None)),
+                NewTypeOutcome::Shown(schema, result) => (schema, result),
+            },
+        };
+        let check = form.filter(|_| new_type_post.is_none());
+        let chosen = check
             .and_then(|f| f.get("type"))
             .unwrap_or_default()
             .to_owned();
-        let json = form
+        let json = check
             .and_then(|f| f.get("json"))
             .unwrap_or("{\n  \"content\": {}\n}")
             .to_owned();
-        let result = form.map(|_| self.validate(&types, &chosen, &json));
+        let result = check.map(|_| self.validate(&types, &chosen, &json));
         let mut views: Vec<TypeView> = types
             .live()
             .map(|record| TypeView {
@@ -1576,8 +1588,8 @@ impl<H: Host> Console<'_, '_, '_, H> {
             }
         }
         views.sort_by(|a, b| (a.builtin, &a.name).cmp(&(b.builtin, &b.name)));
-        let status = match &result {
-            Some(Err(_)) => 422,
+        let status = match (&result, &new_type_result) {
+            (Some(Err(_)), _) | (_, Some(Err(_))) => 422,
             _ => 200,
         };
         Ok(html(
@@ -1588,8 +1600,67 @@ impl<H: Host> Console<'_, '_, '_, H> {
                 chosen,
                 json,
                 result,
+                new_type,
+                kinds: &FIELD_KINDS,
+                new_type_schema,
+                new_type_result,
             }),
         ))
+    }
+
+    /// The New-type form posted: its schema shown (`step=preview`), or the
+    /// type added as `folio type add` adds one (`step=create`).
+    async fn add_type(
+        &self,
+        types: &Types,
+        new_type: &NewTypeForm,
+        form: &Form,
+    ) -> Result<NewTypeOutcome, Reply<H::Stream>> {
+        let content = match new_type.content() {
+            Ok(content) => content,
+            Err(message) => return Ok(NewTypeOutcome::Shown(None, Some(Err(message)))),
+        };
+        let schema = content.get("schema").map(pretty);
+        if form.get("step") != Some("create") {
+            return Ok(NewTypeOutcome::Shown(schema, None));
+        }
+        let same_name: Vec<Record> = types
+            .live()
+            .filter(|record| record.author.entity == self.user.entity)
+            .filter(|record| type_name(record).as_deref() == Some(new_type.name.as_str()))
+            .cloned()
+            .collect();
+        let addition = TypeAddition::decide(&same_name, &content);
+        let request = match addition.request(&content) {
+            Some(request) => request.map_err(|error| Problem::from(&error)),
+            None => {
+                let said = match addition {
+                    TypeAddition::Ambiguous(_) => Err(format!(
+                        "Several of your types are named `{}`: edit the one you mean \
+                         from its record.",
+                        new_type.name
+                    )),
+                    _ => Ok(format!(
+                        "Your type `{}` has these fields already: nothing changed.",
+                        new_type.name
+                    )),
+                };
+                return Ok(NewTypeOutcome::Shown(schema, Some(said)));
+            }
+        };
+        match self.write(request).await? {
+            Ok(record) => Ok(NewTypeOutcome::Saved(format!(
+                "{}?done=created",
+                self.record_href(&record.author.entity, &record.id)
+            ))),
+            Err(refused) => {
+                let message = refused
+                    .problem
+                    .detail
+                    .unwrap_or_else(|| title_for_owner(refused.problem.kind).to_owned());
+                Ok(NewTypeOutcome::Shown(schema, Some(Err(message))))
+            }
+        }
     }
 
     /// Checks a typed record against a type, as a write would check it.
@@ -1844,6 +1915,14 @@ fn refill(
             page.json_href = Some(json_href);
         }
     }
+}
+
+/// What the New-type form came to.
+enum NewTypeOutcome {
+    /// The type was written: the page of its Type record.
+    Saved(String),
+    /// The page again: the schema the form makes, and what became of it.
+    Shown(Option<String>, Option<Result<String, String>>),
 }
 
 /// The most records a record-link field's picker offers: the newest.
