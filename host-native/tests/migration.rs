@@ -260,6 +260,20 @@ async fn a_schema_4_store_upgrades_on_serve_and_reads_back_identical() {
         .count();
     assert!(nonempty >= queries.len() - 2, "the queries find records");
 
+    // The notes stored before search (migration 11) were indexed before
+    // the server served: a search for the word every note's title holds
+    // lists the type's notes, as the type's own list does.
+    let every = [
+        ("filter", "$['type']={type}"),
+        ("sort", "$['received_at']+desc"),
+    ];
+    let notes = listed(&ctx, &query_params(&every, ty, first)).await;
+    let mut searched = every.to_vec();
+    searched.push(("search", "NOTE"));
+    let found = listed(&ctx, &query_params(&searched, ty, first)).await;
+    assert!(!notes.is_empty(), "the fixture holds notes");
+    assert_eq!(found, notes, "the migrated notes are found by their words");
+
     // And the upgraded store takes writes: a new version of a migrated
     // note, found again by its new tag, and a new note.
     let live = want["queries"][0]["ids"][0]
