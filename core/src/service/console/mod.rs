@@ -109,6 +109,17 @@ pub struct Form {
     fields: Vec<(String, String)>,
 }
 
+#[cfg(test)]
+impl Form {
+    /// A form of these pairs, as a browser posts it.
+    pub(crate) fn of(pairs: &[(&str, &str)]) -> Form {
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs)
+            .finish();
+        Form::parse(body.as_bytes()).expect("a form within the limit")
+    }
+}
+
 impl Form {
     /// Parses a form body; `None` when it is longer than [`MAX_FORM_BYTES`].
     pub fn parse(body: &[u8]) -> Option<Form> {

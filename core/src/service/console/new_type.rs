@@ -133,10 +133,7 @@ mod tests {
     use super::*;
 
     fn form(pairs: &[(&str, &str)]) -> Form {
-        let body: String = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(pairs)
-            .finish();
-        Form::parse(body.as_bytes()).expect("a form")
+        Form::of(pairs)
     }
 
     #[test]
