@@ -18,7 +18,7 @@ use folio_core::query::{ListQuery, index_entries};
 use folio_core::schema::builtin::BuiltinType;
 use folio_core::schema::{RecordType, Schema};
 use folio_core::store::{
-    Backfill, MIGRATIONS, Replaces, SqlValue, Statement, list_sql, read_record, unsearched_sql,
+    Backfill, Replaces, SqlValue, Statement, list_sql, read_record, unsearched_sql,
     version_statements_replacing,
 };
 use rusqlite::Connection;
@@ -44,18 +44,7 @@ fn note_schema() -> Value {
 }
 
 fn fresh_db() -> Connection {
-    let db = Connection::open_in_memory().expect("an in-memory database");
-    db.execute_batch("PRAGMA foreign_keys = ON;")
-        .expect("foreign keys");
-    for migration in MIGRATIONS {
-        db.execute_batch(migration.sql).expect("the migration runs");
-    }
-    db.execute(
-        "INSERT INTO users (id, name, entity, created_at) VALUES (?1, 'alice', ?2, 0)",
-        rusqlite::params![USER_ID, USER],
-    )
-    .expect("a user");
-    db
+    sqlite::migrated_store(USER_ID, USER)
 }
 
 fn run(db: &Connection, statement: &Statement) {

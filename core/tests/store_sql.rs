@@ -411,18 +411,7 @@ fn accesses() -> Vec<Access> {
 
 /// A migrated database holding one user with an empty store.
 fn fresh_db() -> Connection {
-    let db = Connection::open_in_memory().expect("an in-memory database");
-    db.execute_batch("PRAGMA foreign_keys = ON;")
-        .expect("foreign keys");
-    for migration in MIGRATIONS {
-        db.execute_batch(migration.sql).expect("the migration runs");
-    }
-    db.execute(
-        "INSERT INTO users (id, name, entity, created_at) VALUES (?1, 'alice', ?2, 0)",
-        rusqlite::params![USER_ID, USER],
-    )
-    .expect("a user");
-    db
+    sqlite::migrated_store(USER_ID, USER)
 }
 
 /// A version the test stores: every one carries its receipt dates.
