@@ -173,12 +173,7 @@ async fn answer<H: Host>(
             entity: user.entity.clone(),
         },
     };
-    let query = cx
-        .request
-        .target
-        .split_once('?')
-        .map_or("", |(_, query)| query);
-    let notice = console::notice(Form::from_query(query).get("done"));
+    let notice = console::notice(console.query_form().get("done"));
     let mut reply = match (page, form) {
         (ConsolePage::Overview, None) => console.overview(frame(Section::Overview)).await,
         (ConsolePage::Records, None) => console.records_page(frame(Section::Records)).await,
@@ -733,13 +728,7 @@ impl<H: Host> Console<'_, '_, '_, H> {
     }
 
     async fn records_page(&self, frame: Frame<'_>) -> Page<H::Stream> {
-        let query = self
-            .cx
-            .request
-            .target
-            .split_once('?')
-            .map_or("", |(_, q)| q);
-        let form = ListForm::from_query(&Form::from_query(query));
+        let form = ListForm::from_query(&self.query_form());
         let types = self.load_types().await?;
         let chosen = types.by_list_value(&form.type_link);
         let chosen_type = chosen
@@ -1086,7 +1075,8 @@ impl<H: Host> Console<'_, '_, '_, H> {
         }
     }
 
-    /// The query of this request as a form (`?type=…&json=1`).
+    /// The query of this request as a form (`?done=…`, a list's
+    /// parameters, `?type=…&json=1`).
     fn query_form(&self) -> Form {
         let target = &self.cx.request.target;
         Form::from_query(target.split_once('?').map_or("", |(_, query)| query))
